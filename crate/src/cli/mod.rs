@@ -1,0 +1,34 @@
+//! Command-line entry of the native `palaver` binary. Parses arguments and hands each subcommand
+//! to its host: `serve` to the proxy, `decode` to the provider decoders.
+
+mod decode;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "palaver",
+    version,
+    about = "Palaver chat-agent engine: local proxy and engine tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the web app and the workspace tools on 127.0.0.1.
+    Serve(crate::proxy::ServeArgs),
+    /// Decode a provider SSE stream from stdin and print the assembled message as JSON.
+    Decode(decode::DecodeArgs),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => crate::proxy::run_serve(args),
+        Command::Decode(args) => decode::run(args),
+    }
+}
