@@ -1,10 +1,32 @@
 //! Palaver: a chat-agent engine. The core (every module not gated below) is sans-IO:
 //! `Engine::handle(now, Input) -> Step { events, effects }`. Hosts perform the effects:
-//! `web` in the browser (wasm32 only), `proxy` and `cli` natively.
+//! `web` in the browser (wasm32 only), `proxy` and `cli` natively. See ARCHITECTURE.md.
+
+pub mod command;
+pub mod decode;
+pub mod delta;
+pub mod engine;
+pub mod error;
+pub mod event;
+pub mod linearize;
+pub mod message;
+pub mod provider;
+pub mod queue;
+pub mod request;
+pub mod session;
+pub mod sse;
+pub mod thread;
+pub mod tools;
+pub mod trajectory;
+pub mod view;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod proxy;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
+
+pub use engine::{Effect, Engine, EngineConfig, Input, Step};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

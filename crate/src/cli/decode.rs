@@ -1,10 +1,67 @@
-//! `palaver decode`: placeholder.
+//! `palaver decode --provider P [--ops] < stream.sse`: decodes a provider stream from stdin and
+//! prints the assembled message (SPEC §6.3) as JSON, or with `--ops` the delta ops as JSON lines.
+//! Malformed input: a clear error on stderr and exit code 1.
+
+use crate::decode::{decode_stream, DecodeError};
+use crate::provider::ProviderKind;
+use std::io::{Read, Write};
 use std::process::ExitCode;
+
 #[derive(clap::Args, Debug)]
 pub struct DecodeArgs {
+    /// openai-chat, anthropic, gemini or openai-responses
     #[arg(long)]
     pub provider: String,
+    /// Print the delta ops as JSON lines instead of the assembled message.
+    #[arg(long)]
+    pub ops: bool,
 }
-pub fn run(_a: DecodeArgs) -> ExitCode {
-    ExitCode::FAILURE
+
+pub fn run(args: DecodeArgs) -> ExitCode {
+    let Some(kind) = ProviderKind::parse(&args.provider) else {
+        eprintln!("palaver decode: unknown provider `{}` (openai-chat, anthropic, gemini, openai-responses)", args.provider);
+        return ExitCode::FAILURE;
+    };
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
+        eprintln!("palaver decode: cannot read stdin: {e}");
+        return ExitCode::FAILURE;
+    }
+    match decode_stream(kind, &[&input]) {
+        Ok(decoded) => print(&decoded, args.ops),
+        Err(DecodeError::Unsupported(kind)) => {
+            eprintln!("palaver decode: no decoder for {} yet", kind.name());
+            ExitCode::FAILURE
+        }
+        Err(DecodeError::Stream { error, partial }) => {
+            eprintln!("palaver decode: {error}");
+            if args.ops {
+                let _ = print(&partial, true);
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print(decoded: &crate::decode::Decoded, ops: bool) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let result = if ops {
+        decoded
+            .ops
+            .iter()
+            .try_for_each(|op| writeln!(out, "{}", serde_json::to_string(op).unwrap_or_default()))
+    } else {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&decoded.assembled).unwrap_or_default()
+        )
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("palaver decode: cannot write: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,1 +1,18 @@
-//! Integration tests.
+//! The one integration test binary (GUIDE §7). Conformance and wire cases run natively and, with
+//! `--target wasm32-unknown-unknown`, in headless Chromium; property, tidy and CLI tests are
+//! native only.
+
+#[cfg(target_arch = "wasm32")]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+mod support;
+
+mod conformance;
+mod wire;
+
+#[cfg(not(target_arch = "wasm32"))]
+mod cli;
+#[cfg(not(target_arch = "wasm32"))]
+mod props;
+#[cfg(not(target_arch = "wasm32"))]
+mod tidy;

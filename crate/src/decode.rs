@@ -1,0 +1,99 @@
+//! Whole-stream decoding: a provider's bytes, in any chunking, → the delta ops and the assembled
+//! message (SPEC §6.3). Used by `palaver decode`, the conformance suite and the benchmarks; the
+//! session does the same step by step.
+
+use crate::delta::{DeltaOp, Draft, StreamFailure};
+use crate::error::StreamDecodeError;
+use crate::provider::{DecodeItem, ProviderKind, StreamDecoder};
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    pub ops: Vec<DeltaOp>,
+    pub assembled: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecodeError {
+    Unsupported(ProviderKind),
+    /// The bytes broke; `partial` holds what was decoded before.
+    Stream {
+        error: StreamDecodeError,
+        partial: Decoded,
+    },
+}
+
+/// Decodes `chunks` in order, as if they arrived one by one.
+pub fn decode_stream(kind: ProviderKind, chunks: &[&[u8]]) -> Result<Decoded, DecodeError> {
+    let mut decoder = StreamDecoder::for_kind(kind).ok_or(DecodeError::Unsupported(kind))?;
+    let mut acc = Accumulator::default();
+    for chunk in chunks {
+        if acc.stopped() {
+            break;
+        }
+        match decoder.feed(chunk) {
+            Ok(items) => acc.take(items),
+            Err(error) => {
+                return Err(DecodeError::Stream {
+                    error,
+                    partial: acc.finish(),
+                })
+            }
+        }
+    }
+    if !acc.stopped() {
+        match decoder.finish() {
+            Ok(items) => acc.take(items),
+            Err(error) => {
+                return Err(DecodeError::Stream {
+                    error,
+                    partial: acc.finish(),
+                })
+            }
+        }
+    }
+    Ok(acc.finish())
+}
+
+#[derive(Default)]
+struct Accumulator {
+    draft: Draft,
+    ops: Vec<DeltaOp>,
+    finish_reason: Option<String>,
+    failure: Option<StreamFailure>,
+}
+
+impl Accumulator {
+    fn stopped(&self) -> bool {
+        self.failure.is_some()
+    }
+
+    fn take(&mut self, items: Vec<DecodeItem>) {
+        for item in items {
+            match item {
+                DecodeItem::Op(op) => {
+                    self.draft.apply(&op);
+                    self.ops.push(op);
+                }
+                DecodeItem::Finish(reason) => self.finish_reason = Some(reason),
+                DecodeItem::Failure(failure) => {
+                    self.failure = Some(failure);
+                    return;
+                }
+                DecodeItem::Done => {}
+            }
+        }
+    }
+
+    fn finish(self) -> Decoded {
+        let finish_reason = if self.failure.is_some() {
+            Some("error")
+        } else {
+            self.finish_reason.as_deref()
+        };
+        Decoded {
+            assembled: self.draft.assembled(finish_reason, self.failure.as_ref()),
+            ops: self.ops,
+        }
+    }
+}

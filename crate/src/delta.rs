@@ -1,0 +1,153 @@
+//! Delta ops (SPEC §3.2) and the streaming draft they are applied to.
+//!
+//! Invariant: applying an append costs O(length of the delta); nothing here re-sends or copies
+//! the whole message per token. The draft turns into the assembled message (SPEC §6.3) at the end.
+
+use crate::message::{ChatMessage, Content, Role, ToolCall, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum DeltaOp {
+    AppendContent { text: String },
+    AppendReasoning { text: String },
+    SetToolCalls { tool_calls: Vec<ToolCall> },
+    SetThinkingBlocks { blocks: Vec<Value> },
+    AddCitation { citation: Value },
+    AddServerContentBlock { block: Value },
+    SetUsage { usage: Usage },
+    MergeExtra { extra: Map<String, Value> },
+}
+
+impl DeltaOp {
+    /// Whether this op shows the user something (so a retry would no longer be silent).
+    pub fn is_visible_content(&self) -> bool {
+        !matches!(self, DeltaOp::SetUsage { .. } | DeltaOp::MergeExtra { .. })
+    }
+}
+
+/// The error a stream ended with, carried on the assembled message.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct StreamFailure {
+    pub code: String,
+    pub message: String,
+}
+
+/// The message being streamed. Fields mirror the assembled message of SPEC §6.3.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Draft {
+    pub message_id: String,
+    pub content: String,
+    pub reasoning_content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub thinking_blocks: Vec<Value>,
+    pub citations: Vec<Value>,
+    pub server_content_blocks: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
+}
+
+impl Draft {
+    pub fn new(message_id: impl Into<String>) -> Self {
+        Draft {
+            message_id: message_id.into(),
+            ..Draft::default()
+        }
+    }
+
+    pub fn apply(&mut self, op: &DeltaOp) {
+        match op {
+            DeltaOp::AppendContent { text } => self.content.push_str(text),
+            DeltaOp::AppendReasoning { text } => self.reasoning_content.push_str(text),
+            DeltaOp::SetToolCalls { tool_calls } => self.tool_calls.clone_from(tool_calls),
+            DeltaOp::SetThinkingBlocks { blocks } => self.thinking_blocks.clone_from(blocks),
+            DeltaOp::AddCitation { citation } => self.citations.push(citation.clone()),
+            DeltaOp::AddServerContentBlock { block } => {
+                self.server_content_blocks.push(block.clone())
+            }
+            DeltaOp::SetUsage { usage } => {
+                self.usage.get_or_insert_with(Usage::default).merge(usage)
+            }
+            DeltaOp::MergeExtra { extra } => {
+                for (key, value) in extra {
+                    self.extra.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.content.is_empty()
+            && self.reasoning_content.is_empty()
+            && self.tool_calls.is_empty()
+            && self.thinking_blocks.is_empty()
+            && self.server_content_blocks.is_empty()
+    }
+
+    /// The assembled message of SPEC §6.3, as the conformance suite and `palaver decode` print it.
+    pub fn assembled(&self, finish_reason: Option<&str>, error: Option<&StreamFailure>) -> Value {
+        let mut out = Map::new();
+        out.insert("role".into(), "assistant".into());
+        out.insert("content".into(), self.content.clone().into());
+        out.insert(
+            "reasoning_content".into(),
+            self.reasoning_content.clone().into(),
+        );
+        out.insert(
+            "thinking_blocks".into(),
+            Value::Array(self.thinking_blocks.clone()),
+        );
+        out.insert("tool_calls".into(), to_json(&self.tool_calls));
+        out.insert("citations".into(), Value::Array(self.citations.clone()));
+        out.insert(
+            "server_content_blocks".into(),
+            Value::Array(self.server_content_blocks.clone()),
+        );
+        out.insert(
+            "finish_reason".into(),
+            finish_reason.map_or(Value::Null, Value::from),
+        );
+        out.insert(
+            "usage".into(),
+            self.usage.as_ref().map_or(Value::Null, to_json),
+        );
+        if let Some(error) = error {
+            out.insert("error".into(), to_json(error));
+        }
+        Value::Object(out)
+    }
+
+    /// The stored assistant message this draft becomes.
+    pub fn into_message(self, finish_reason: Option<String>, created_at_ms: u64) -> ChatMessage {
+        let mut message = ChatMessage::new(
+            self.message_id,
+            Role::Assistant,
+            Content::Text(self.content),
+        );
+        message.reasoning_content = non_empty_string(self.reasoning_content);
+        message.tool_calls = non_empty(self.tool_calls);
+        message.thinking_blocks = non_empty(self.thinking_blocks);
+        message.citations = non_empty(self.citations);
+        message.server_content_blocks = non_empty(self.server_content_blocks);
+        message.usage = self.usage;
+        message.finish_reason = finish_reason;
+        message.created_at_ms = Some(created_at_ms);
+        message.extra = self.extra;
+        message
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
+    (!items.is_empty()).then_some(items)
+}
+
+fn non_empty_string(text: String) -> Option<String> {
+    (!text.is_empty()).then_some(text)
+}

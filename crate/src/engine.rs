@@ -1,0 +1,441 @@
+//! `Engine`: the one door into the core (SPEC §0, GUIDE §1).
+//!
+//! Call protocol: the host creates an `Engine` with an `EngineConfig`, then calls
+//! `handle(now, input)` for every command, stream chunk, tool result, save acknowledgement and
+//! timer, and performs the returned effects: `start_request` (then feed `stream_bytes`,
+//! `stream_end` or `request_failed` with its `request_id`), `cancel_request`, `run_tool` (then
+//! `tool_result`), `cancel_tool`, `save_trajectory` (then `save_acked` or `save_failed`) and
+//! `wake_at` (then `tick` at or after that time). `snapshot(chat_id)` answers a subscriber.
+//! The engine reads no clock and does no IO; the same inputs give the same outputs.
+
+use crate::command::{Command, CommandEnvelope};
+use crate::error::Refusal;
+use crate::event::EventEnvelope;
+use crate::provider::ProviderKind;
+use crate::request::{ProviderConfig, ProviderRequest};
+use crate::session::commands_api::BranchSource;
+use crate::session::{ChatSession, Ctx, RequestFailure, Trigger};
+use crate::thread::ThreadParams;
+use crate::tools::{ToolOutcome, ToolSpec};
+use crate::trajectory::{self, TrajectorySave};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Prefix of every id the engine makes; the host picks it unique (e.g. random per tab).
+    #[serde(default)]
+    pub id_prefix: String,
+    #[serde(default = "default_stall_timeout")]
+    pub stall_timeout_ms: u64,
+    #[serde(default)]
+    pub providers: Vec<ProviderConfig>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub workspace_tools: Vec<ToolSpec>,
+    #[serde(default)]
+    pub host_tools: Vec<ToolSpec>,
+    #[serde(default)]
+    pub retry_seed: u64,
+    #[serde(default = "default_n_ctx")]
+    pub default_n_ctx: u64,
+}
+
+fn default_stall_timeout() -> u64 {
+    120_000
+}
+
+fn default_n_ctx() -> u64 {
+    128_000
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            id_prefix: String::new(),
+            stall_timeout_ms: default_stall_timeout(),
+            providers: Vec::new(),
+            system_prompt: None,
+            workspace_tools: Vec::new(),
+            host_tools: Vec::new(),
+            retry_seed: 0,
+            default_n_ctx: default_n_ctx(),
+        }
+    }
+}
+
+impl EngineConfig {
+    pub fn provider_for(&self, kind: ProviderKind) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.kind == kind)
+    }
+}
+
+/// Deterministic ids: the host's prefix, a kind letter, a counter.
+#[derive(Debug, Default)]
+pub struct IdGen {
+    prefix: String,
+    counter: u64,
+}
+
+impl IdGen {
+    pub fn next(&mut self, kind: &str) -> String {
+        self.counter += 1;
+        format!("{}{kind}{}", self.prefix, self.counter)
+    }
+}
+
+/// Bytes from the host: a JSON string (UTF-8 text) or an array of byte values.
+#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+#[serde(transparent)]
+pub struct Bytes(pub Vec<u8>);
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Text(String),
+            Raw(Vec<u8>),
+        }
+        Ok(match Either::deserialize(de)? {
+            Either::Text(text) => Bytes(text.into_bytes()),
+            Either::Raw(raw) => Bytes(raw),
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "input", rename_all = "snake_case")]
+pub enum Input {
+    OpenChat {
+        chat_id: String,
+        #[serde(default)]
+        trajectory: Option<Value>,
+    },
+    CloseChat {
+        chat_id: String,
+    },
+    Command {
+        chat_id: String,
+        command: Value,
+    },
+    StreamBytes {
+        request_id: String,
+        bytes: Bytes,
+    },
+    StreamEnd {
+        request_id: String,
+    },
+    RequestFailed {
+        request_id: String,
+        #[serde(default)]
+        status: Option<u16>,
+        #[serde(default)]
+        error_type: Option<String>,
+        #[serde(default)]
+        message: String,
+        #[serde(default)]
+        retry_after_ms: Option<u64>,
+    },
+    ToolResult {
+        chat_id: String,
+        tool_call_id: String,
+        content: String,
+        #[serde(default)]
+        tool_failed: bool,
+        #[serde(default)]
+        data: Option<Value>,
+    },
+    SaveAcked {
+        chat_id: String,
+        version: u64,
+    },
+    SaveFailed {
+        chat_id: String,
+        version: u64,
+        #[serde(default)]
+        reason: String,
+    },
+    Tick {},
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestPurpose {
+    Chat,
+    Compaction,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "effect", rename_all = "snake_case")]
+pub enum Effect {
+    StartRequest {
+        chat_id: String,
+        request_id: String,
+        purpose: RequestPurpose,
+        request: ProviderRequest,
+    },
+    CancelRequest {
+        request_id: String,
+    },
+    RunTool {
+        chat_id: String,
+        tool_call_id: String,
+        name: String,
+        args: Value,
+    },
+    CancelTool {
+        chat_id: String,
+        tool_call_id: String,
+    },
+    SaveTrajectory {
+        save: TrajectorySave,
+    },
+    WakeAt {
+        at_ms: u64,
+    },
+}
+
+/// What one `handle` call produced.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Step {
+    pub events: Vec<EventEnvelope>,
+    pub effects: Vec<Effect>,
+    /// Inputs the engine could not take at all (not JSON of an input, unknown request): typed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<Refusal>,
+}
+
+#[derive(Debug, Default)]
+pub struct Engine {
+    config: EngineConfig,
+    ids: IdGen,
+    sessions: BTreeMap<String, ChatSession>,
+    requests: BTreeMap<String, String>,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Self {
+        let ids = IdGen {
+            prefix: config.id_prefix.clone(),
+            counter: 0,
+        };
+        Engine {
+            config,
+            ids,
+            sessions: BTreeMap::new(),
+            requests: BTreeMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn session(&self, chat_id: &str) -> Option<&ChatSession> {
+        self.sessions.get(chat_id)
+    }
+
+    pub fn chat_ids(&self) -> impl Iterator<Item = &String> {
+        self.sessions.keys()
+    }
+
+    pub fn snapshot(&self, chat_id: &str) -> Option<EventEnvelope> {
+        self.sessions.get(chat_id).map(|s| s.snapshot(&self.config))
+    }
+
+    pub fn handle(&mut self, now: u64, input: Input) -> Step {
+        let mut step = Step::default();
+        match input {
+            Input::OpenChat {
+                chat_id,
+                trajectory,
+            } => self.open_chat(now, &chat_id, trajectory.as_ref(), &mut step),
+            Input::CloseChat { chat_id } => {
+                self.sessions.remove(&chat_id);
+                self.requests.retain(|_, chat| *chat != chat_id);
+            }
+            Input::Command { chat_id, command } => self.command(now, &chat_id, command, &mut step),
+            Input::StreamBytes { request_id, bytes } => {
+                self.to_request(now, &request_id, Trigger::StreamBytes(bytes.0), &mut step)
+            }
+            Input::StreamEnd { request_id } => {
+                self.to_request(now, &request_id, Trigger::StreamEnd, &mut step)
+            }
+            Input::RequestFailed {
+                request_id,
+                status,
+                error_type,
+                message,
+                retry_after_ms,
+            } => {
+                let failure = RequestFailure {
+                    status,
+                    error_type,
+                    message,
+                    retry_after_ms,
+                };
+                self.to_request(now, &request_id, Trigger::RequestFailed(failure), &mut step);
+            }
+            Input::ToolResult {
+                chat_id,
+                tool_call_id,
+                content,
+                tool_failed,
+                data,
+            } => {
+                let outcome = ToolOutcome {
+                    content,
+                    failed: tool_failed,
+                    data,
+                };
+                self.to_chat(now, &chat_id, &mut step, |s, ctx| {
+                    s.transition(
+                        ctx,
+                        Trigger::ToolResult {
+                            tool_call_id,
+                            outcome,
+                        },
+                    )
+                });
+            }
+            Input::SaveAcked { chat_id, version } => {
+                self.to_chat(now, &chat_id, &mut step, |s, _| s.on_save_acked(version))
+            }
+            Input::SaveFailed {
+                chat_id,
+                version,
+                reason,
+            } => {
+                self.to_chat(now, &chat_id, &mut step, |s, ctx| {
+                    s.on_save_failed(ctx, version, &reason)
+                });
+            }
+            Input::Tick {} => {
+                let chats: Vec<String> = self.sessions.keys().cloned().collect();
+                for chat_id in chats {
+                    self.to_chat(now, &chat_id, &mut step, |s, ctx| {
+                        s.transition(ctx, Trigger::Tick)
+                    });
+                }
+            }
+        }
+        self.track_requests(&step);
+        step
+    }
+
+    /// Opens (or reopens) a chat, from a stored trajectory when one is given.
+    fn open_chat(&mut self, now: u64, chat_id: &str, trajectory: Option<&Value>, step: &mut Step) {
+        let session = match trajectory.map(|t| trajectory::load(chat_id, t)) {
+            Some(Ok(loaded)) => ChatSession::new(chat_id, loaded.thread, loaded.messages),
+            Some(Err(refusal)) => return step.errors.push(refusal),
+            None => ChatSession::new(chat_id, ThreadParams::default(), Vec::new()),
+        };
+        self.sessions.insert(chat_id.to_string(), session);
+        self.to_chat(now, chat_id, step, |_, _| {});
+    }
+
+    fn command(&mut self, now: u64, chat_id: &str, command: Value, step: &mut Step) {
+        let envelope: CommandEnvelope = match crate::command::parse_envelope(command.clone()) {
+            Ok(envelope) => envelope,
+            Err(refusal) => {
+                let id = command
+                    .get("client_request_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                self.session_or_new(chat_id);
+                return self.to_chat(now, chat_id, step, |s, _| s.refuse(&id, &refusal));
+            }
+        };
+        let branch = self.branch_source(&envelope);
+        self.session_or_new(chat_id);
+        self.to_chat(now, chat_id, step, |s, ctx| {
+            s.receive(ctx, envelope, branch)
+        });
+    }
+
+    /// Chats are opened lazily: a command to an unknown chat creates it.
+    fn session_or_new(&mut self, chat_id: &str) {
+        self.sessions
+            .entry(chat_id.to_string())
+            .or_insert_with(|| ChatSession::new(chat_id, ThreadParams::default(), Vec::new()));
+    }
+
+    fn branch_source(&self, envelope: &CommandEnvelope) -> Option<BranchSource> {
+        let Command::BranchFromChat {
+            source_chat_id,
+            up_to_message_id,
+        } = &envelope.command
+        else {
+            return None;
+        };
+        let source = self.sessions.get(source_chat_id)?;
+        let end = source
+            .messages
+            .iter()
+            .position(|m| &m.message_id == up_to_message_id)?;
+        let root = source
+            .thread
+            .root_chat_id
+            .clone()
+            .unwrap_or_else(|| source_chat_id.clone());
+        Some(BranchSource {
+            messages: source.messages[..=end].to_vec(),
+            root_chat_id: root,
+        })
+    }
+
+    fn to_request(&mut self, now: u64, request_id: &str, trigger: Trigger, step: &mut Step) {
+        let Some(chat_id) = self.requests.get(request_id).cloned() else {
+            return;
+        };
+        if !matches!(trigger, Trigger::StreamBytes(_)) {
+            self.requests.remove(request_id);
+        }
+        self.to_chat(now, &chat_id, step, |s, ctx| s.transition(ctx, trigger));
+    }
+
+    fn to_chat(
+        &mut self,
+        now: u64,
+        chat_id: &str,
+        step: &mut Step,
+        f: impl FnOnce(&mut ChatSession, &mut Ctx),
+    ) {
+        let Some(session) = self.sessions.get_mut(chat_id) else {
+            return step.errors.push(Refusal::UnknownChat {
+                chat_id: chat_id.to_string(),
+            });
+        };
+        let mut ctx = Ctx {
+            now,
+            config: &self.config,
+            ids: &mut self.ids,
+        };
+        f(session, &mut ctx);
+        let (events, effects) = session.finish_step(&mut ctx);
+        step.events.extend(events);
+        step.effects.extend(effects);
+    }
+
+    fn track_requests(&mut self, step: &Step) {
+        for effect in &step.effects {
+            match effect {
+                Effect::StartRequest {
+                    chat_id,
+                    request_id,
+                    ..
+                } => {
+                    self.requests.insert(request_id.clone(), chat_id.clone());
+                }
+                Effect::CancelRequest { request_id } => {
+                    self.requests.remove(request_id);
+                }
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The event stream (SPEC §3.1). Every event of a chat carries `seq`, rising by exactly 1; a
+//! snapshot carries the current counter without incrementing it.
+
+use crate::delta::{DeltaOp, Draft};
+use crate::message::ChatMessage;
+use crate::session::Runtime;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct EventEnvelope {
+    pub chat_id: String,
+    pub seq: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// One reason a round paused for approval (SPEC §8.4).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct PauseReason {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub args: Value,
+    pub rule: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct QueuedItemSummary {
+    pub client_request_id: String,
+    #[serde(rename = "type")]
+    pub command: String,
+    pub priority: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    Snapshot {
+        thread: Value,
+        runtime: Runtime,
+        messages: Vec<ChatMessage>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        draft: Option<Draft>,
+    },
+    StreamStarted {
+        message_id: String,
+    },
+    StreamDelta {
+        message_id: String,
+        ops: Vec<DeltaOp>,
+    },
+    StreamFinished {
+        message_id: String,
+        finish_reason: String,
+    },
+    MessageAdded {
+        message: ChatMessage,
+        index: usize,
+    },
+    MessageUpdated {
+        message_id: String,
+        message: ChatMessage,
+    },
+    MessageRemoved {
+        message_id: String,
+    },
+    MessagesTruncated {
+        from_index: usize,
+    },
+    ThreadUpdated {
+        patch: Map<String, Value>,
+    },
+    QueueUpdated {
+        queue_size: usize,
+        queued_items: Vec<QueuedItemSummary>,
+    },
+    RuntimeUpdated {
+        #[serde(flatten)]
+        runtime: Runtime,
+    },
+    PauseRequired {
+        reasons: Vec<PauseReason>,
+    },
+    PauseCleared {},
+    IdeToolRequired {
+        tool_call_id: String,
+        tool_name: String,
+        args: Value,
+    },
+    Ack {
+        client_request_id: String,
+        accepted: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Value>,
+    },
+}
+
+impl Event {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Snapshot { .. } => "snapshot",
+            Event::StreamStarted { .. } => "stream_started",
+            Event::StreamDelta { .. } => "stream_delta",
+            Event::StreamFinished { .. } => "stream_finished",
+            Event::MessageAdded { .. } => "message_added",
+            Event::MessageUpdated { .. } => "message_updated",
+            Event::MessageRemoved { .. } => "message_removed",
+            Event::MessagesTruncated { .. } => "messages_truncated",
+            Event::ThreadUpdated { .. } => "thread_updated",
+            Event::QueueUpdated { .. } => "queue_updated",
+            Event::RuntimeUpdated { .. } => "runtime_updated",
+            Event::PauseRequired { .. } => "pause_required",
+            Event::PauseCleared {} => "pause_cleared",
+            Event::IdeToolRequired { .. } => "ide_tool_required",
+            Event::Ack { .. } => "ack",
+        }
+    }
+}

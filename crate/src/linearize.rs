@@ -1,0 +1,297 @@
+//! Linearize (SPEC §7): the stored history → the provider-neutral message list a request is
+//! built from. Deterministic: the same history gives the same output, byte for byte.
+//!
+//! Output roles are only `system`, `user`, `assistant` and `tool`: hidden roles are rendered as
+//! `<plan>`, `<plan-update>` and `<event>` text, context roles are folded into a neighbour, and
+//! UI-only, report and summary-suppressed messages are left out.
+
+use crate::message::{ChatMessage, Content, Role};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thinking {
+    /// Keep thinking blocks and reasoning on assistant messages after the last user message.
+    KeepCurrentTurn,
+    /// Strip them everywhere.
+    Off,
+}
+
+pub fn linearize(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
+    let suppressed = summarized_sources(history);
+    let last_user = history.iter().rposition(|m| m.role == Role::User);
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(history.len());
+    let mut pending_context: Vec<String> = Vec::new();
+    for (index, message) in history.iter().enumerate() {
+        if is_left_out(message, &suppressed) {
+            continue;
+        }
+        match message.role {
+            Role::ContextFile | Role::CdInstruction => {
+                fold_context(&mut out, &mut pending_context, context_text(message))
+            }
+            Role::Plan | Role::Event => push_user(
+                &mut out,
+                &mut pending_context,
+                Content::Text(hidden_text(message)),
+            ),
+            Role::User => push_user(&mut out, &mut pending_context, message.content.clone()),
+            Role::Assistant => {
+                flush_context(&mut out, &mut pending_context);
+                let keep = thinking == Thinking::KeepCurrentTurn
+                    && last_user.is_some_and(|u| index > u)
+                    && !is_stopped(message);
+                out.push(assistant(message, keep));
+            }
+            Role::Tool | Role::System => {
+                flush_context(&mut out, &mut pending_context);
+                out.push(plain(message));
+            }
+            Role::CompressionReport | Role::Error => {}
+        }
+    }
+    flush_context(&mut out, &mut pending_context);
+    out
+}
+
+fn is_left_out(message: &ChatMessage, suppressed: &BTreeSet<String>) -> bool {
+    message.is_ui_only()
+        || message.role == Role::CompressionReport
+        || suppressed.contains(&message.message_id)
+}
+
+fn is_stopped(message: &ChatMessage) -> bool {
+    message.extra.get("stopped").and_then(Value::as_bool) == Some(true)
+}
+
+/// Ids named by summaries as their sources (`extra.compression.summarized_source_message_ids`).
+fn summarized_sources(history: &[ChatMessage]) -> BTreeSet<String> {
+    history
+        .iter()
+        .filter_map(|m| {
+            m.extra
+                .get("compression")?
+                .get("summarized_source_message_ids")?
+                .as_array()
+        })
+        .flatten()
+        .filter_map(|id| id.as_str().map(str::to_string))
+        .collect()
+}
+
+fn plain(message: &ChatMessage) -> ChatMessage {
+    let mut out = ChatMessage::new(
+        message.message_id.clone(),
+        message.role,
+        message.content.clone(),
+    );
+    out.tool_call_id.clone_from(&message.tool_call_id);
+    out.tool_failed = message.tool_failed;
+    out
+}
+
+fn assistant(message: &ChatMessage, keep_thinking: bool) -> ChatMessage {
+    let mut out = plain(message);
+    out.tool_calls.clone_from(&message.tool_calls);
+    if keep_thinking {
+        out.thinking_blocks.clone_from(&message.thinking_blocks);
+        out.reasoning_content.clone_from(&message.reasoning_content);
+    }
+    out
+}
+
+/// Context goes into the preceding tool result if there is one, else waits for the next user.
+fn fold_context(out: &mut [ChatMessage], pending: &mut Vec<String>, text: String) {
+    match out.last_mut() {
+        Some(last) if last.role == Role::Tool && pending.is_empty() => {
+            append_text(&mut last.content, &text)
+        }
+        _ => pending.push(text),
+    }
+}
+
+/// Context with no user message after it becomes a user message of its own.
+fn flush_context(out: &mut Vec<ChatMessage>, pending: &mut Vec<String>) {
+    if !pending.is_empty() {
+        let text = std::mem::take(pending).join("\n\n");
+        out.push(ChatMessage::text("", Role::User, text));
+    }
+}
+
+/// Adds a user message, merged into the previous one when that is a user message too.
+fn push_user(out: &mut Vec<ChatMessage>, pending: &mut Vec<String>, content: Content) {
+    let mut content = content;
+    if !pending.is_empty() {
+        let context = std::mem::take(pending).join("\n\n");
+        content = prepend_text(content, &context);
+    }
+    match out.last_mut() {
+        Some(last) if last.role == Role::User => merge_content(&mut last.content, content),
+        _ => out.push(ChatMessage::new("", Role::User, content)),
+    }
+}
+
+fn append_text(content: &mut Content, text: &str) {
+    match content {
+        Content::Text(existing) => {
+            if !existing.is_empty() {
+                existing.push_str("\n\n");
+            }
+            existing.push_str(text);
+        }
+        Content::Parts(parts) => parts.push(serde_json::json!({"type": "text", "text": text})),
+    }
+}
+
+fn prepend_text(content: Content, text: &str) -> Content {
+    let mut merged = Content::Text(text.to_string());
+    merge_content(&mut merged, content);
+    merged
+}
+
+/// Strings joined by a blank line; parts concatenated (a string joins as a text part).
+fn merge_content(into: &mut Content, next: Content) {
+    match (into, next) {
+        (Content::Text(a), Content::Text(b)) => {
+            if !a.is_empty() && !b.is_empty() {
+                a.push_str("\n\n");
+            }
+            a.push_str(&b);
+        }
+        (Content::Parts(a), Content::Parts(b)) => a.extend(b),
+        (Content::Parts(a), Content::Text(b)) => {
+            a.push(serde_json::json!({"type": "text", "text": b}))
+        }
+        (into @ Content::Text(_), Content::Parts(b)) => {
+            let Content::Text(text) = std::mem::take(into) else {
+                return;
+            };
+            let mut parts = Vec::with_capacity(b.len() + 1);
+            if !text.is_empty() {
+                parts.push(serde_json::json!({"type": "text", "text": text}));
+            }
+            parts.extend(b);
+            *into = Content::Parts(parts);
+        }
+    }
+}
+
+fn context_text(message: &ChatMessage) -> String {
+    if message.role == Role::CdInstruction {
+        return message.content.text();
+    }
+    let files = match &message.content {
+        Content::Text(text) => serde_json::from_str::<Vec<Value>>(text).unwrap_or_default(),
+        Content::Parts(parts) => parts.clone(),
+    };
+    if files.is_empty() {
+        return message.content.text();
+    }
+    files
+        .iter()
+        .map(context_file_text)
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn context_file_text(file: &Value) -> String {
+    let name = file.get("file_name").and_then(Value::as_str).unwrap_or("");
+    let body = file
+        .get("file_content")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let line1 = file.get("line1").and_then(Value::as_u64).unwrap_or(1);
+    let line2 = file.get("line2").and_then(Value::as_u64).unwrap_or(line1);
+    format!("File {name}:{line1}-{line2}\n```\n{body}\n```")
+}
+
+/// `<plan>`, `<plan-update>` or `<event>` text for a hidden message.
+fn hidden_text(message: &ChatMessage) -> String {
+    if message.role == Role::Plan {
+        let plan = message.extra.get("plan");
+        let mode = plan
+            .and_then(|p| p.get("mode"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let version = plan
+            .and_then(|p| p.get("version"))
+            .map(scalar_text)
+            .unwrap_or_default();
+        let body = escape_body(&message.content.text());
+        return format!(
+            "<plan mode=\"{}\" version=\"{}\">\n{body}\n</plan>",
+            escape_attr(mode),
+            escape_attr(&version)
+        );
+    }
+    let event = message.extra.get("event");
+    let field = |key: &str| {
+        event
+            .and_then(|e| e.get(key))
+            .map(scalar_text)
+            .unwrap_or_default()
+    };
+    let subkind = field("subkind");
+    let body = if message.content.is_empty() {
+        event
+            .and_then(|e| e.get("payload"))
+            .map(payload_text)
+            .unwrap_or_default()
+    } else {
+        message.content.text()
+    };
+    if subkind == "plan_delta" {
+        let seq = event
+            .and_then(|e| e.get("payload"))
+            .and_then(|p| p.get("seq"))
+            .map(scalar_text)
+            .unwrap_or_default();
+        return format!(
+            "<plan-update seq=\"{}\">{}</plan-update>",
+            escape_attr(&seq),
+            escape_body(&body)
+        );
+    }
+    format!(
+        "<event subkind=\"{}\" source=\"{}\">{}</event>",
+        escape_attr(&subkind),
+        escape_attr(&field("source")),
+        escape_body(&body)
+    )
+}
+
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn payload_text(payload: &Value) -> String {
+    match payload {
+        Value::String(s) => s.clone(),
+        Value::Object(map) => map
+            .get("note")
+            .or_else(|| map.get("text"))
+            .map(scalar_text)
+            .unwrap_or_else(|| payload.to_string()),
+        other => other.to_string(),
+    }
+}
+
+/// Bodies with `<` or `>` go in CDATA (with `]]>` split); others are XML-escaped.
+pub fn escape_body(body: &str) -> String {
+    if body.contains('<') || body.contains('>') {
+        format!("<![CDATA[{}]]>", body.replace("]]>", "]]]]><![CDATA[>"))
+    } else {
+        body.replace('&', "&amp;")
+    }
+}
+
+fn escape_attr(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}

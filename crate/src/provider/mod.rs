@@ -1,0 +1,85 @@
+//! Providers (SPEC §6): which wire formats exist, and the stream decoders that turn a provider's
+//! bytes into delta ops. One submodule per provider kind; `StreamDecoder` dispatches by kind.
+//!
+//! Invariant: a decoder never panics on bytes; it returns `StreamDecodeError` with the byte offset
+//! of the event that broke, and once failed it stays failed.
+
+pub mod openai_chat;
+pub mod usage;
+
+use crate::delta::{DeltaOp, StreamFailure};
+use crate::error::StreamDecodeError;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    #[default]
+    OpenaiChat,
+    Anthropic,
+    Gemini,
+    OpenaiResponses,
+}
+
+impl ProviderKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::OpenaiChat => "openai-chat",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
+            ProviderKind::OpenaiResponses => "openai-responses",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::OpenaiChat,
+            Self::Anthropic,
+            Self::Gemini,
+            Self::OpenaiResponses,
+        ]
+        .into_iter()
+        .find(|kind| kind.name() == name)
+    }
+}
+
+/// What a decoder reports: ops for the draft, the finish reason, a provider error, the end.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecodeItem {
+    Op(DeltaOp),
+    Finish(String),
+    /// The provider said, inside the stream, that the round failed.
+    Failure(StreamFailure),
+    /// The provider's explicit end marker (`[DONE]`, `message_stop`, …).
+    Done,
+}
+
+/// A stream decoder for one provider kind.
+#[derive(Debug)]
+pub enum StreamDecoder {
+    OpenaiChat(openai_chat::Decoder),
+}
+
+impl StreamDecoder {
+    /// The decoder for `kind`, or `None` where that provider has no decoder yet.
+    pub fn for_kind(kind: ProviderKind) -> Option<Self> {
+        match kind {
+            ProviderKind::OpenaiChat => {
+                Some(StreamDecoder::OpenaiChat(openai_chat::Decoder::default()))
+            }
+            ProviderKind::Anthropic | ProviderKind::Gemini | ProviderKind::OpenaiResponses => None,
+        }
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<DecodeItem>, StreamDecodeError> {
+        match self {
+            StreamDecoder::OpenaiChat(decoder) => decoder.feed(bytes),
+        }
+    }
+
+    pub fn finish(&mut self) -> Result<Vec<DecodeItem>, StreamDecodeError> {
+        match self {
+            StreamDecoder::OpenaiChat(decoder) => decoder.finish(),
+        }
+    }
+}

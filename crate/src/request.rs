@@ -1,0 +1,128 @@
+//! Request building (SPEC §6.5): the linearized history → the body and URL of a provider request.
+//! The core never sees an API key: the host adds the provider's auth header to the effect.
+
+use crate::linearize::{linearize, Thinking};
+use crate::message::{ChatMessage, Content, Role};
+use crate::provider::ProviderKind;
+use crate::thread::ThreadParams;
+use crate::tools::ToolSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+/// Where a provider lives, without its key (SPEC §6.1).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    #[serde(default)]
+    pub base_url: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub headers: Map<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProviderRequest {
+    pub provider: ProviderKind,
+    pub url: String,
+    pub headers: Map<String, Value>,
+    pub body: Value,
+}
+
+pub struct RequestInput<'a> {
+    pub provider: &'a ProviderConfig,
+    pub thread: &'a ThreadParams,
+    pub system_prompt: Option<&'a str>,
+    pub tools: &'a [ToolSpec],
+    pub history: &'a [ChatMessage],
+}
+
+/// Builds the request; `Err` names what this provider cannot do yet.
+pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, String> {
+    match input.provider.kind {
+        ProviderKind::OpenaiChat => Ok(openai_chat(input)),
+        other => Err(format!("requests to {} are not built yet", other.name())),
+    }
+}
+
+fn model_of<'a>(input: &'a RequestInput) -> &'a str {
+    if input.thread.model.is_empty() {
+        &input.provider.model
+    } else {
+        &input.thread.model
+    }
+}
+
+fn openai_chat(input: &RequestInput) -> ProviderRequest {
+    let mut messages = Vec::new();
+    if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    messages.extend(
+        linearize(input.history, Thinking::Off)
+            .iter()
+            .map(openai_message),
+    );
+    let mut body = Map::new();
+    body.insert("model".into(), model_of(input).into());
+    body.insert("messages".into(), Value::Array(messages));
+    if !input.tools.is_empty() {
+        body.insert(
+            "tools".into(),
+            input.tools.iter().map(openai_tool).collect(),
+        );
+    }
+    if let Some(t) = input.thread.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(max) = input.thread.max_tokens {
+        body.insert("max_tokens".into(), json!(max));
+    }
+    if let Some(effort) = &input.thread.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
+    body.insert("stream".into(), Value::Bool(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    ProviderRequest {
+        provider: ProviderKind::OpenaiChat,
+        url: format!(
+            "{}/chat/completions",
+            input.provider.base_url.trim_end_matches('/')
+        ),
+        headers: input.provider.headers.clone(),
+        body: Value::Object(body),
+    }
+}
+
+fn openai_tool(spec: &ToolSpec) -> Value {
+    json!({"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}})
+}
+
+fn openai_message(message: &ChatMessage) -> Value {
+    let role = match message.role {
+        Role::System => "system",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        _ => "user",
+    };
+    let mut out = Map::new();
+    out.insert("role".into(), role.into());
+    out.insert("content".into(), content_json(&message.content));
+    if let Some(calls) = message.tool_calls.as_ref().filter(|c| !c.is_empty()) {
+        out.insert(
+            "tool_calls".into(),
+            serde_json::to_value(calls).unwrap_or(Value::Null),
+        );
+    }
+    if let Some(id) = &message.tool_call_id {
+        out.insert("tool_call_id".into(), id.clone().into());
+    }
+    Value::Object(out)
+}
+
+fn content_json(content: &Content) -> Value {
+    match content {
+        Content::Text(text) => Value::String(text.clone()),
+        Content::Parts(parts) => Value::Array(parts.clone()),
+    }
+}

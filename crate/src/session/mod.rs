@@ -1,0 +1,343 @@
+//! `ChatSession`: one chat — its thread, messages, state machine, queue, event counter, draft
+//! and save bookkeeping (SPEC §2). Every state change goes through `transition`, the one place
+//! where state × trigger is matched; each arm calls a named function in `turn`, `step` or here.
+//!
+//! Invariants: `seq` rises by exactly 1 per emitted event; a refused command changes nothing but
+//! the event it is answered with; applying the emitted events to a snapshot gives `snapshot()`.
+
+mod commands;
+pub mod commands_api {
+    pub use super::commands::BranchSource;
+}
+mod runtime;
+pub mod state;
+mod step;
+mod turn;
+
+pub use runtime::{ContextUsage, Runtime};
+pub use state::{ErrorInfo, SessionState};
+
+use crate::delta::Draft;
+use crate::engine::{Effect, EngineConfig, IdGen};
+use crate::event::{Event, EventEnvelope, QueuedItemSummary};
+use crate::message::{ChatMessage, Role};
+use crate::queue::CommandQueue;
+use crate::thread::ThreadParams;
+use crate::tools::ToolOutcome;
+use crate::trajectory::TrajectoryBook;
+use serde_json::Value;
+
+/// What the host gives every call: the time, the config, the id source.
+pub struct Ctx<'a> {
+    pub now: u64,
+    pub config: &'a EngineConfig,
+    pub ids: &'a mut IdGen,
+}
+
+/// A request failure reported by the host before or instead of a body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestFailure {
+    pub status: Option<u16>,
+    pub error_type: Option<String>,
+    pub message: String,
+    pub retry_after_ms: Option<u64>,
+}
+
+/// The inputs that move the state machine.
+#[derive(Debug)]
+pub enum Trigger {
+    StartTurn,
+    StreamBytes(Vec<u8>),
+    StreamEnd,
+    RequestFailed(RequestFailure),
+    ToolResult {
+        tool_call_id: String,
+        outcome: ToolOutcome,
+    },
+    Approve(Vec<String>),
+    Reject(Vec<String>),
+    Abort,
+    Tick,
+}
+
+#[derive(Debug)]
+pub struct ChatSession {
+    pub chat_id: String,
+    pub thread: ThreadParams,
+    pub messages: Vec<ChatMessage>,
+    state: SessionState,
+    queue: CommandQueue,
+    event_seq: u64,
+    draft: Option<Draft>,
+    book: TrajectoryBook,
+    /// Set by `abort`: the queue waits for the next command before it is popped again.
+    hold_queue: bool,
+    last_runtime: Option<Runtime>,
+    last_queue: Vec<QueuedItemSummary>,
+    events: Vec<EventEnvelope>,
+    effects: Vec<Effect>,
+}
+
+impl ChatSession {
+    pub fn new(chat_id: &str, thread: ThreadParams, messages: Vec<ChatMessage>) -> Self {
+        ChatSession {
+            chat_id: chat_id.to_string(),
+            thread,
+            messages,
+            state: SessionState::Idle,
+            queue: CommandQueue::default(),
+            event_seq: 0,
+            draft: None,
+            book: TrajectoryBook::default(),
+            hold_queue: false,
+            last_runtime: None,
+            last_queue: Vec::new(),
+            events: Vec::new(),
+            effects: Vec::new(),
+        }
+    }
+
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.event_seq
+    }
+
+    /// The one transition function: state × trigger → next state (SPEC §2.1).
+    pub fn transition(&mut self, ctx: &mut Ctx, trigger: Trigger) {
+        use SessionState as S;
+        let state = std::mem::replace(&mut self.state, S::Idle);
+        self.state = match (state, trigger) {
+            (state, Trigger::Abort) => self.abort(ctx, state),
+            (state, Trigger::StartTurn) if state.can_start_turn() => self.start_turn(ctx),
+            (S::Generating(g), Trigger::StreamBytes(bytes)) => self.on_stream_bytes(ctx, g, &bytes),
+            (S::Generating(g), Trigger::StreamEnd) => self.on_stream_end(ctx, g),
+            (S::Generating(g), Trigger::RequestFailed(failure)) => {
+                self.on_request_failed(ctx, g, failure)
+            }
+            (S::Generating(g), Trigger::Tick) => self.on_generating_tick(ctx, g),
+            (
+                S::ExecutingTools(step) | S::WaitingIde(step),
+                Trigger::ToolResult {
+                    tool_call_id,
+                    outcome,
+                },
+            ) => self.on_tool_result(ctx, step, &tool_call_id, outcome),
+            (S::Paused(paused), Trigger::Approve(ids)) => self.on_approve(ctx, paused, &ids),
+            (S::Paused(paused), Trigger::Reject(ids)) => self.on_reject(ctx, paused, &ids),
+            // Anything else is stale (bytes of a cancelled request, a late tool result): ignored.
+            (state, _) => state,
+        };
+    }
+
+    /// Ends one call into the session: pops what the queue allows, emits the runtime and queue
+    /// changes and a save, and hands back what was produced.
+    pub fn finish_step(&mut self, ctx: &mut Ctx) -> (Vec<EventEnvelope>, Vec<Effect>) {
+        self.pump(ctx);
+        self.emit_status_changes(ctx);
+        if let Some(save) =
+            self.book
+                .next_save(ctx.now, &self.chat_id, &self.thread, &self.messages)
+        {
+            self.effects.push(save);
+        }
+        (
+            std::mem::take(&mut self.events),
+            std::mem::take(&mut self.effects),
+        )
+    }
+
+    pub(crate) fn emit(&mut self, event: Event) {
+        self.event_seq += 1;
+        self.events.push(EventEnvelope {
+            chat_id: self.chat_id.clone(),
+            seq: self.event_seq,
+            event,
+        });
+    }
+
+    pub(crate) fn effect(&mut self, effect: Effect) {
+        self.effects.push(effect);
+    }
+
+    fn emit_status_changes(&mut self, ctx: &Ctx) {
+        let queue = self.queue.summary();
+        if queue != self.last_queue {
+            self.last_queue.clone_from(&queue);
+            self.emit(Event::QueueUpdated {
+                queue_size: queue.len(),
+                queued_items: queue,
+            });
+        }
+        let runtime = self.runtime(ctx.config).without_queue();
+        if self.last_runtime.as_ref() != Some(&runtime) {
+            self.last_runtime = Some(runtime.clone());
+            self.emit(Event::RuntimeUpdated {
+                runtime: self.runtime(ctx.config),
+            });
+        }
+    }
+
+    pub fn runtime(&self, config: &EngineConfig) -> Runtime {
+        let queued_items = self.queue.summary();
+        Runtime {
+            state: self.state.name().to_string(),
+            error: match &self.state {
+                SessionState::Error(info) => Some(info.clone()),
+                _ => None,
+            },
+            pause_reasons: match &self.state {
+                SessionState::Paused(paused) => paused.reasons.clone(),
+                _ => Vec::new(),
+            },
+            queue_size: queued_items.len(),
+            queued_items,
+            context_usage: self.context_usage(config),
+            is_compressing: false,
+            compression_phase: None,
+            storage_error: self.book.storage_error().map(str::to_string),
+        }
+    }
+
+    /// SPEC §5's estimate: characters / 4 + 10 per message, 1000 per image, anchored to the
+    /// provider's last reported `prompt_tokens` when there is one.
+    fn context_usage(&self, config: &EngineConfig) -> ContextUsage {
+        let anchor = self
+            .messages
+            .iter()
+            .rposition(|m| m.usage.as_ref().and_then(|u| u.prompt_tokens).is_some());
+        let (base, from) = match anchor {
+            Some(i) => (
+                self.messages[i]
+                    .usage
+                    .as_ref()
+                    .and_then(|u| u.prompt_tokens)
+                    .unwrap_or(0),
+                i,
+            ),
+            None => (0, 0),
+        };
+        let estimated_tokens = base
+            + self.messages[from..]
+                .iter()
+                .map(estimate_tokens)
+                .sum::<u64>();
+        let n_ctx = self
+            .thread
+            .context_tokens_cap
+            .unwrap_or(config.default_n_ctx)
+            .max(1);
+        ContextUsage {
+            estimated_tokens,
+            n_ctx,
+            message_count: self.messages.len(),
+            pressure: (estimated_tokens as f64 / n_ctx as f64 * 1000.0).round() / 1000.0,
+        }
+    }
+
+    pub fn snapshot(&self, config: &EngineConfig) -> EventEnvelope {
+        EventEnvelope {
+            chat_id: self.chat_id.clone(),
+            seq: self.event_seq,
+            event: Event::Snapshot {
+                thread: self.thread.to_json(),
+                runtime: self.runtime(config),
+                messages: self.messages.clone(),
+                draft: self.draft.clone(),
+            },
+        }
+    }
+
+    // --- History mutations: each emits its event and marks the trajectory dirty. ---
+
+    pub(crate) fn push_message(&mut self, message: ChatMessage) {
+        let index = self.messages.len();
+        self.book.touch(&message.message_id);
+        self.messages.push(message.clone());
+        self.emit(Event::MessageAdded { message, index });
+    }
+
+    pub(crate) fn replace_message(&mut self, index: usize, message: ChatMessage) {
+        self.book.touch(&message.message_id);
+        self.messages[index] = message.clone();
+        self.emit(Event::MessageUpdated {
+            message_id: message.message_id.clone(),
+            message,
+        });
+    }
+
+    pub(crate) fn remove_message_at(&mut self, index: usize) {
+        let removed = self.messages.remove(index);
+        self.book.remove(&removed.message_id);
+        // Later messages moved up one place: their stored positions change.
+        for later in &self.messages[index..] {
+            self.book.touch(&later.message_id);
+        }
+        self.emit(Event::MessageRemoved {
+            message_id: removed.message_id,
+        });
+    }
+
+    pub(crate) fn truncate_at(&mut self, from_index: usize) {
+        if from_index >= self.messages.len() {
+            return;
+        }
+        for removed in self.messages.drain(from_index..) {
+            self.book.remove(&removed.message_id);
+        }
+        self.emit(Event::MessagesTruncated { from_index });
+    }
+
+    pub(crate) fn patch_thread(
+        &mut self,
+        patch: serde_json::Map<String, Value>,
+        next: ThreadParams,
+    ) {
+        self.thread = next;
+        self.book.touch_thread();
+        self.emit(Event::ThreadUpdated { patch });
+    }
+
+    pub(crate) fn message_index(&self, message_id: &str) -> Option<usize> {
+        self.messages
+            .iter()
+            .position(|m| m.message_id == message_id)
+    }
+
+    pub(crate) fn new_message(
+        &self,
+        ctx: &mut Ctx,
+        role: Role,
+        content: crate::message::Content,
+    ) -> ChatMessage {
+        let mut message = ChatMessage::new(ctx.ids.next("m"), role, content);
+        message.created_at_ms = Some(ctx.now);
+        message
+    }
+
+    // --- Trajectory acknowledgements (SPEC §4). ---
+
+    pub fn on_save_acked(&mut self, version: u64) {
+        self.book.acked(version);
+    }
+
+    pub fn on_save_failed(&mut self, ctx: &mut Ctx, version: u64, reason: &str) {
+        if let Some(wake) = self.book.failed(ctx.now, version, reason) {
+            self.effect(Effect::WakeAt { at_ms: wake });
+        }
+    }
+
+    pub fn trajectory_version(&self) -> u64 {
+        self.book.version()
+    }
+}
+
+pub fn estimate_tokens(message: &ChatMessage) -> u64 {
+    let mut chars = message.content.text().chars().count() as u64;
+    for call in message.tool_calls() {
+        chars += (call.function.name.len() + call.function.arguments.len()) as u64;
+    }
+    chars / 4 + 10 + 1000 * message.content.image_count() as u64
+}

@@ -1,0 +1,90 @@
+//! The session states of SPEC §2.1, each with the data it waits on (GUIDE §2).
+
+use crate::delta::StreamFailure;
+use crate::event::PauseReason;
+use crate::provider::StreamDecoder;
+use crate::tools::ToolStep;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug)]
+pub enum SessionState {
+    Idle,
+    Generating(Generating),
+    ExecutingTools(ToolStep),
+    Paused(Paused),
+    WaitingIde(ToolStep),
+    WaitingUserInput,
+    Completed,
+    Error(ErrorInfo),
+}
+
+impl SessionState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            SessionState::Idle => "idle",
+            SessionState::Generating(_) => "generating",
+            SessionState::ExecutingTools(_) => "executing_tools",
+            SessionState::Paused(_) => "paused",
+            SessionState::WaitingIde(_) => "waiting_ide",
+            SessionState::WaitingUserInput => "waiting_user_input",
+            SessionState::Completed => "completed",
+            SessionState::Error(_) => "error",
+        }
+    }
+
+    /// The states a new turn may start from (SPEC §2.1, first row).
+    pub fn can_start_turn(&self) -> bool {
+        matches!(
+            self,
+            SessionState::Idle
+                | SessionState::Completed
+                | SessionState::Error(_)
+                | SessionState::WaitingUserInput
+        )
+    }
+}
+
+/// A round talking to the provider: waiting for bytes, or for the moment to retry.
+#[derive(Debug)]
+pub struct Generating {
+    pub round: u32,
+    pub attempt: u32,
+    pub request_id: String,
+    pub phase: StreamPhase,
+}
+
+#[derive(Debug)]
+pub enum StreamPhase {
+    Streaming(Box<Streaming>),
+    /// The request failed before anything reached the user; it is sent again at `at_ms`.
+    Retrying {
+        at_ms: u64,
+    },
+}
+
+#[derive(Debug)]
+pub struct Streaming {
+    pub decoder: StreamDecoder,
+    pub last_bytes_at: u64,
+    /// Something the user can see has streamed: a retry would no longer be silent.
+    pub visible: bool,
+    pub finish_reason: Option<String>,
+    pub failure: Option<StreamFailure>,
+    pub done: bool,
+}
+
+#[derive(Debug)]
+pub struct Paused {
+    pub step: ToolStep,
+    pub reasons: Vec<PauseReason>,
+}
+
+/// What ended a turn in `error` (SPEC §2.4): the kind (`llm_error`, `stream_error`,
+/// `max_tool_rounds`), the provider's or engine's code, its words, and whether retrying may help.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ErrorInfo {
+    pub kind: String,
+    pub code: String,
+    pub message: String,
+    pub retryable: bool,
+}

@@ -1,0 +1,314 @@
+//! The turn loop's tool side (SPEC §8): classify the round's calls, pause for approval, run them
+//! (engine tools inline, workspace tools by effect, host tools by `ide_tool_required`), add the
+//! results in call order, then inject steering messages and start the next round. Also `abort`.
+
+use super::state::{Paused, SessionState};
+use super::{ChatSession, Ctx};
+use crate::engine::Effect;
+use crate::event::{Event, PauseReason};
+use crate::message::{ChatMessage, Content, Role, ToolCall};
+use crate::thread::ToolRule;
+use crate::tools::{
+    parse_arguments, run_engine_tool, EngineTool, StepStop, ToolKind, ToolOutcome, ToolStep,
+    DENIED_BY_USER, MAX_PARALLEL_TOOLS, SKIPPED_AFTER_REJECT, WORKSPACE_TOOLS,
+};
+use serde_json::{json, Value};
+
+impl ChatSession {
+    fn tool_kind(&self, ctx: &Ctx, name: &str) -> Option<ToolKind> {
+        if let Some(tool) = EngineTool::from_name(name) {
+            return Some(ToolKind::Engine(tool));
+        }
+        if ctx.config.host_tools.iter().any(|t| t.name == name) {
+            return Some(ToolKind::Host);
+        }
+        let workspace = WORKSPACE_TOOLS.contains(&name)
+            || ctx.config.workspace_tools.iter().any(|t| t.name == name);
+        workspace.then_some(ToolKind::Workspace)
+    }
+
+    pub(super) fn begin_tool_step(
+        &mut self,
+        ctx: &mut Ctx,
+        round: u32,
+        message_id: String,
+        calls: Vec<ToolCall>,
+    ) -> SessionState {
+        let mut step = ToolStep {
+            round,
+            assistant_message_id: message_id,
+            calls: calls.clone(),
+            ..ToolStep::default()
+        };
+        let mut reasons = Vec::new();
+        for call in &calls {
+            self.classify_call(ctx, &mut step, &mut reasons, call);
+        }
+        if reasons.is_empty() {
+            return self.dispatch(ctx, step);
+        }
+        self.emit(Event::PauseRequired {
+            reasons: reasons.clone(),
+        });
+        SessionState::Paused(Paused { step, reasons })
+    }
+
+    fn classify_call(
+        &mut self,
+        ctx: &mut Ctx,
+        step: &mut ToolStep,
+        reasons: &mut Vec<PauseReason>,
+        call: &ToolCall,
+    ) {
+        let args = match parse_arguments(call) {
+            Ok(args) => args,
+            Err(message) => return step.record(&call.id, ToolOutcome::failed(message)),
+        };
+        let Some(kind) = self.tool_kind(ctx, &call.function.name) else {
+            return step.record(
+                &call.id,
+                ToolOutcome::failed(format!("Unknown tool `{}`.", call.function.name)),
+            );
+        };
+        let rule = match kind {
+            ToolKind::Engine(_) => ToolRule::Auto,
+            _ => self.thread.rule_for(&call.function.name),
+        };
+        match rule {
+            ToolRule::Auto => step.to_run.push_back(call.id.clone()),
+            ToolRule::Deny => {
+                step.record(&call.id, ToolOutcome::failed("Tool call denied by policy."));
+                step.hidden
+                    .push(decision_event(ctx, call, "denied", "policy"));
+            }
+            ToolRule::Ask => {
+                step.awaiting_approval.insert(call.id.clone());
+                reasons.push(PauseReason {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.function.name.clone(),
+                    args,
+                    rule: "ask".into(),
+                });
+            }
+        }
+    }
+
+    /// Starts what may start now (engine tools inline, at most 8 workspace tools at once, host
+    /// tools announced) and moves on when every call has its result.
+    fn dispatch(&mut self, ctx: &mut Ctx, mut step: ToolStep) -> SessionState {
+        while let Some(id) = step.to_run.front().cloned() {
+            let Some(call) = step.call(&id).cloned() else {
+                step.to_run.pop_front();
+                continue;
+            };
+            let args = parse_arguments(&call).unwrap_or_else(|_| json!({}));
+            match self.tool_kind(ctx, &call.function.name) {
+                Some(ToolKind::Engine(tool)) => {
+                    let (outcome, stop) = run_engine_tool(tool, &args);
+                    step.record(&id, outcome);
+                    step.stop = step.stop.or(Some(stop));
+                }
+                Some(ToolKind::Host) => {
+                    step.waiting_host.insert(id.clone());
+                    self.emit(Event::IdeToolRequired {
+                        tool_call_id: id.clone(),
+                        tool_name: call.function.name.clone(),
+                        args,
+                    });
+                }
+                Some(ToolKind::Workspace) if step.in_flight.len() >= MAX_PARALLEL_TOOLS => break,
+                Some(ToolKind::Workspace) => {
+                    step.in_flight.insert(id.clone());
+                    self.effect(Effect::RunTool {
+                        chat_id: self.chat_id.clone(),
+                        tool_call_id: id.clone(),
+                        name: call.function.name.clone(),
+                        args,
+                    });
+                }
+                None => step.record(&id, ToolOutcome::failed("Unknown tool.")),
+            }
+            step.to_run.pop_front();
+        }
+        self.after_tool_progress(ctx, step)
+    }
+
+    fn after_tool_progress(&mut self, ctx: &mut Ctx, step: ToolStep) -> SessionState {
+        if step.is_complete() {
+            return self.complete_step(ctx, step);
+        }
+        if step.waiting_host.is_empty() {
+            SessionState::ExecutingTools(step)
+        } else {
+            SessionState::WaitingIde(step)
+        }
+    }
+
+    pub(super) fn on_tool_result(
+        &mut self,
+        ctx: &mut Ctx,
+        mut step: ToolStep,
+        id: &str,
+        outcome: ToolOutcome,
+    ) -> SessionState {
+        if !step.in_flight.contains(id) && !step.waiting_host.contains(id) {
+            return self.after_tool_progress(ctx, step);
+        }
+        step.record(id, outcome);
+        self.dispatch(ctx, step)
+    }
+
+    /// All results are in: add them in call order, then the step's hidden messages; then the
+    /// turn ends, waits, or goes on with the next round (after any "steer now" message).
+    fn complete_step(&mut self, ctx: &mut Ctx, step: ToolStep) -> SessionState {
+        self.add_step_results(ctx, &step);
+        match step.stop {
+            Some(StepStop::Completed) => SessionState::Completed,
+            Some(StepStop::AskUser) => SessionState::WaitingUserInput,
+            None => {
+                self.inject_priority_messages(ctx);
+                self.start_round(ctx, step.round + 1, 1)
+            }
+        }
+    }
+
+    fn add_step_results(&mut self, ctx: &mut Ctx, step: &ToolStep) {
+        for call in &step.calls {
+            if let Some(outcome) = step.results.get(&call.id) {
+                let mut message = ChatMessage::tool_result(
+                    ctx.ids.next("m"),
+                    &call.id,
+                    &outcome.content,
+                    outcome.failed,
+                );
+                message.created_at_ms = Some(ctx.now);
+                if let Some(data) = &outcome.data {
+                    message.extra.insert("data".into(), data.clone());
+                }
+                self.push_message(message);
+            }
+        }
+        for hidden in &step.hidden {
+            self.push_message(hidden.clone());
+        }
+    }
+
+    /// The "AI interrupt": priority user messages join at a safe point, after the results.
+    fn inject_priority_messages(&mut self, ctx: &mut Ctx) {
+        for envelope in self.queue.pop_priority_user_messages() {
+            self.add_user_message(ctx, envelope.command);
+        }
+    }
+
+    pub(super) fn on_approve(
+        &mut self,
+        ctx: &mut Ctx,
+        mut paused: Paused,
+        ids: &[String],
+    ) -> SessionState {
+        for id in ids {
+            if paused.step.awaiting_approval.remove(id) {
+                if let Some(call) = paused.step.call(id).cloned() {
+                    paused
+                        .step
+                        .hidden
+                        .push(decision_event(ctx, &call, "approved", "user"));
+                }
+            }
+        }
+        paused
+            .reasons
+            .retain(|r| paused.step.awaiting_approval.contains(&r.tool_call_id));
+        if !paused.step.awaiting_approval.is_empty() {
+            return SessionState::Paused(paused);
+        }
+        self.emit(Event::PauseCleared {});
+        let mut step = paused.step;
+        // Approved calls run in call order, after the auto ones already queued.
+        let approved: Vec<String> = step
+            .calls
+            .iter()
+            .filter(|c| !step.results.contains_key(&c.id) && !step.to_run.contains(&c.id))
+            .map(|c| c.id.clone())
+            .collect();
+        step.to_run.extend(approved);
+        self.dispatch(ctx, step)
+    }
+
+    /// A rejection ends the turn: rejected calls are denied, every other open call is skipped.
+    pub(super) fn on_reject(
+        &mut self,
+        ctx: &mut Ctx,
+        paused: Paused,
+        ids: &[String],
+    ) -> SessionState {
+        let mut step = paused.step;
+        for id in ids {
+            if step.awaiting_approval.contains(id) {
+                step.record(id, ToolOutcome::failed(DENIED_BY_USER));
+                if let Some(call) = step.call(id).cloned() {
+                    step.hidden
+                        .push(decision_event(ctx, &call, "rejected", "user"));
+                }
+            }
+        }
+        step.settle_remaining(&ToolOutcome::failed(SKIPPED_AFTER_REJECT));
+        self.emit(Event::PauseCleared {});
+        self.add_step_results(ctx, &step);
+        SessionState::Idle
+    }
+
+    /// Abort works in every state and at once (SPEC §2.5).
+    pub(super) fn abort(&mut self, ctx: &mut Ctx, state: SessionState) -> SessionState {
+        self.hold_queue = true;
+        match state {
+            SessionState::Generating(g) => self.abort_generating(ctx, g),
+            SessionState::ExecutingTools(step) | SessionState::WaitingIde(step) => {
+                self.abort_step(ctx, step)
+            }
+            SessionState::Paused(paused) => {
+                self.emit(Event::PauseCleared {});
+                self.abort_step(ctx, paused.step);
+            }
+            SessionState::Idle | SessionState::Completed => return state,
+            SessionState::WaitingUserInput | SessionState::Error(_) => {}
+        }
+        SessionState::Idle
+    }
+
+    /// Tools in flight are cancelled and their results discarded; results already in are kept;
+    /// the assistant message loses the calls left without a result and is marked stopped.
+    fn abort_step(&mut self, ctx: &mut Ctx, mut step: ToolStep) {
+        for id in std::mem::take(&mut step.in_flight) {
+            self.effect(Effect::CancelTool {
+                chat_id: self.chat_id.clone(),
+                tool_call_id: id,
+            });
+        }
+        step.calls
+            .retain(|call| step.results.contains_key(&call.id));
+        if let Some(index) = self.message_index(&step.assistant_message_id) {
+            let mut message = self.messages[index].clone();
+            message.tool_calls = (!step.calls.is_empty()).then(|| step.calls.clone());
+            message.extra.insert("stopped".into(), Value::Bool(true));
+            self.replace_message(index, message);
+        }
+        self.add_step_results(ctx, &step);
+    }
+}
+
+/// An `event(tool_decision)` recording who decided what about a call (SPEC §8.4).
+fn decision_event(ctx: &mut Ctx, call: &ToolCall, decision: &str, by: &str) -> ChatMessage {
+    let mut message =
+        ChatMessage::new(ctx.ids.next("m"), Role::Event, Content::Text(String::new()));
+    message.created_at_ms = Some(ctx.now);
+    message.extra.insert(
+        "event".into(),
+        json!({
+            "subkind": "tool_decision",
+            "source": by,
+            "payload": {"tool_call_id": call.id, "tool_name": call.function.name, "decision": decision},
+        }),
+    );
+    message
+}

@@ -1,0 +1,121 @@
+//! Thread params (SPEC §2): a chat's settings, patched by `set_params` and persisted with it.
+//! Unknown keys are kept in `extra`. `composer_draft` is the composer's unsent text.
+
+use crate::error::Refusal;
+use crate::provider::ProviderKind;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+pub const DEFAULT_MAX_TOOL_ROUNDS: u32 = 50;
+
+/// A tool's approval rule (SPEC §8.4).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolRule {
+    Auto,
+    Ask,
+    Deny,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ThreadParams {
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub provider: ProviderKind,
+    #[serde(default = "default_mode")]
+    pub mode: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens_cap: Option<u64>,
+    #[serde(default = "default_max_tool_rounds")]
+    pub max_tool_rounds: u32,
+    #[serde(default)]
+    pub tool_policy: BTreeMap<String, ToolRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_chat_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_type: Option<String>,
+    #[serde(default)]
+    pub composer_draft: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+fn default_mode() -> String {
+    "agent".to_string()
+}
+
+fn default_max_tool_rounds() -> u32 {
+    DEFAULT_MAX_TOOL_ROUNDS
+}
+
+impl Default for ThreadParams {
+    fn default() -> Self {
+        serde_json::from_value(Value::Object(Map::new())).unwrap_or_else(|_| ThreadParams {
+            title: String::new(),
+            model: String::new(),
+            provider: ProviderKind::default(),
+            mode: default_mode(),
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: None,
+            thinking_budget: None,
+            context_tokens_cap: None,
+            max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
+            tool_policy: BTreeMap::new(),
+            parent_id: None,
+            root_chat_id: None,
+            link_type: None,
+            composer_draft: String::new(),
+            extra: Map::new(),
+        })
+    }
+}
+
+impl ThreadParams {
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Applies a shallow patch; a patch that would give a field the wrong type is refused whole.
+    pub fn patched(&self, patch: &Map<String, Value>) -> Result<ThreadParams, Refusal> {
+        let mut value = self.to_json();
+        if let Value::Object(map) = &mut value {
+            for (key, v) in patch {
+                map.insert(key.clone(), v.clone());
+            }
+        }
+        serde_json::from_value(value).map_err(|e| Refusal::InvalidCommand {
+            reason: format!("bad params patch: {e}"),
+        })
+    }
+
+    /// The rule for a tool: the thread's policy by name, then `*`, then SPEC §8.4's defaults.
+    pub fn rule_for(&self, tool_name: &str) -> ToolRule {
+        self.tool_policy
+            .get(tool_name)
+            .or_else(|| self.tool_policy.get("*"))
+            .copied()
+            .unwrap_or_else(|| default_rule(tool_name))
+    }
+}
+
+pub fn default_rule(tool_name: &str) -> ToolRule {
+    match tool_name {
+        "write_file" | "edit_file" | "fetch_url" | "run_command" => ToolRule::Ask,
+        _ => ToolRule::Auto,
+    }
+}

@@ -1,0 +1,211 @@
+//! Tools (SPEC §8): which kind each tool is, the engine tools' schemas and what they do, and the
+//! tool step of a round — which calls wait for approval, run, or already have their result.
+//!
+//! Invariant: results are added to the history in call order, whatever order they arrive in, and
+//! a hidden message produced during the step (a decision, a plan change) goes after all of them.
+
+use crate::message::{ChatMessage, ToolCall};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// At most this many workspace tools run at once.
+pub const MAX_PARALLEL_TOOLS: usize = 8;
+pub const DENIED_BY_USER: &str = "Tool call denied by user.";
+pub const SKIPPED_AFTER_REJECT: &str = "Skipped: a related tool call was rejected.";
+
+pub const WORKSPACE_TOOLS: [&str; 8] = [
+    "list_dir",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "search",
+    "file_tree",
+    "run_command",
+    "fetch_url",
+];
+
+/// A tool as announced to the model.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "empty_object_schema")]
+    pub parameters: Value,
+}
+
+fn empty_object_schema() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// Runs inside the core.
+    Engine(EngineTool),
+    /// Runs in the proxy, through a `run_tool` effect.
+    Workspace,
+    /// Runs in the page; announced with `ide_tool_required`.
+    Host,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineTool {
+    AskQuestions,
+    TaskDone,
+}
+
+impl EngineTool {
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "ask_questions" => Some(EngineTool::AskQuestions),
+            "task_done" => Some(EngineTool::TaskDone),
+            _ => None,
+        }
+    }
+}
+
+/// The engine tools' schemas, announced in every request.
+pub fn engine_tool_specs() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: "ask_questions".into(),
+            description: "Ask the user one or more questions and wait for the answer.".into(),
+            parameters: json!({"type": "object", "properties": {"questions": {"type": "array", "items": {"type": "string"}}}, "required": ["questions"]}),
+        },
+        ToolSpec {
+            name: "task_done".into(),
+            description: "Declare the task finished, with a short summary for the user.".into(),
+            parameters: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
+        },
+    ]
+}
+
+/// What running an engine tool did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepStop {
+    /// `task_done`: the turn ends `completed`.
+    Completed,
+    /// `ask_questions`: the turn waits for the user's answer.
+    AskUser,
+}
+
+pub fn run_engine_tool(tool: EngineTool, args: &Value) -> (ToolOutcome, StepStop) {
+    match tool {
+        EngineTool::TaskDone => {
+            let summary = args.get("summary").and_then(Value::as_str).unwrap_or("");
+            (
+                ToolOutcome::ok(
+                    format!("Task marked as done. {summary}")
+                        .trim_end()
+                        .to_string(),
+                ),
+                StepStop::Completed,
+            )
+        }
+        EngineTool::AskQuestions => (
+            ToolOutcome::ok(
+                "The questions were shown to the user; the answer comes as the next user message."
+                    .into(),
+            ),
+            StepStop::AskUser,
+        ),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub content: String,
+    pub failed: bool,
+    pub data: Option<Value>,
+}
+
+impl ToolOutcome {
+    pub fn ok(content: String) -> Self {
+        ToolOutcome {
+            content,
+            failed: false,
+            data: None,
+        }
+    }
+
+    pub fn failed(content: impl Into<String>) -> Self {
+        ToolOutcome {
+            content: content.into(),
+            failed: true,
+            data: None,
+        }
+    }
+}
+
+/// The tool calls of one round, from the assistant message that made them to their results.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolStep {
+    pub round: u32,
+    pub assistant_message_id: String,
+    pub calls: Vec<ToolCall>,
+    pub results: BTreeMap<String, ToolOutcome>,
+    /// `ask` calls the user has not decided yet.
+    pub awaiting_approval: BTreeSet<String>,
+    /// Approved calls not started yet (the parallelism cap holds them back).
+    pub to_run: VecDeque<String>,
+    pub in_flight: BTreeSet<String>,
+    /// Host tools announced with `ide_tool_required`, not answered yet.
+    pub waiting_host: BTreeSet<String>,
+    /// Hidden messages produced during the step; added after all the results.
+    pub hidden: Vec<ChatMessage>,
+    pub stop: Option<StepStop>,
+}
+
+impl ToolStep {
+    pub fn call(&self, id: &str) -> Option<&ToolCall> {
+        self.calls.iter().find(|call| call.id == id)
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.calls
+            .iter()
+            .all(|call| self.results.contains_key(&call.id))
+    }
+
+    pub fn record(&mut self, id: &str, outcome: ToolOutcome) {
+        self.in_flight.remove(id);
+        self.waiting_host.remove(id);
+        self.results.entry(id.to_string()).or_insert(outcome);
+    }
+
+    /// Every call without a result gets `outcome`; used when a rejection ends the step.
+    pub fn settle_remaining(&mut self, outcome: &ToolOutcome) {
+        let open: Vec<String> = self
+            .calls
+            .iter()
+            .filter(|c| !self.results.contains_key(&c.id))
+            .map(|c| c.id.clone())
+            .collect();
+        for id in open {
+            self.record(&id, outcome.clone());
+        }
+        self.awaiting_approval.clear();
+        self.to_run.clear();
+    }
+}
+
+/// Parses a call's arguments; only a JSON object is a valid argument list.
+pub fn parse_arguments(call: &ToolCall) -> Result<Value, String> {
+    let text = if call.function.arguments.trim().is_empty() {
+        "{}"
+    } else {
+        call.function.arguments.as_str()
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) if value.is_object() => Ok(value),
+        Ok(_) => Err(format!(
+            "The arguments of `{}` are not a JSON object.",
+            call.function.name
+        )),
+        Err(e) => Err(format!(
+            "The arguments of `{}` are not valid JSON: {e}",
+            call.function.name
+        )),
+    }
+}

@@ -1,0 +1,271 @@
+//! Trajectories (SPEC §4): save bookkeeping and tolerant loading.
+//!
+//! Saving: each mutation bumps the version and marks what changed; at most one save is in flight
+//! and the next one waits; only an acknowledged version is clean; a failed save stays dirty, is
+//! retried with backoff and shown in `runtime.storage_error`. A save carries only the changed
+//! messages (with their index) and the removed ids: its cost grows with the change.
+//!
+//! Loading: unknown keys are kept, missing ids get deterministic ones, a message that does not
+//! parse is kept as a `system_notice` event holding its raw JSON, and every repair is reported.
+
+use crate::engine::Effect;
+use crate::error::Refusal;
+use crate::message::{ChatMessage, Content, Role};
+use crate::thread::ThreadParams;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct IndexedMessage {
+    pub index: usize,
+    pub message: ChatMessage,
+}
+
+/// What one save writes: changed messages, removed ids, the thread when it changed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TrajectorySave {
+    pub chat_id: String,
+    pub version: u64,
+    pub message_count: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<Value>,
+    pub upserts: Vec<IndexedMessage>,
+    pub removed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Changes {
+    touched: BTreeSet<String>,
+    removed: BTreeSet<String>,
+    thread: bool,
+}
+
+impl Changes {
+    fn is_empty(&self) -> bool {
+        self.touched.is_empty() && self.removed.is_empty() && !self.thread
+    }
+
+    fn absorb(&mut self, older: Changes) {
+        for id in older.touched {
+            if !self.removed.contains(&id) {
+                self.touched.insert(id);
+            }
+        }
+        for id in older.removed {
+            if !self.touched.contains(&id) {
+                self.removed.insert(id);
+            }
+        }
+        self.thread |= older.thread;
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct TrajectoryBook {
+    version: u64,
+    acked_version: u64,
+    pending: Changes,
+    in_flight: Option<(u64, Changes)>,
+    storage_error: Option<String>,
+    failures: u32,
+    retry_at: Option<u64>,
+}
+
+impl TrajectoryBook {
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn storage_error(&self) -> Option<&str> {
+        self.storage_error.as_deref()
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        !self.pending.is_empty() || self.in_flight.is_some()
+    }
+
+    pub fn touch(&mut self, message_id: &str) {
+        self.version += 1;
+        self.pending.removed.remove(message_id);
+        self.pending.touched.insert(message_id.to_string());
+    }
+
+    pub fn remove(&mut self, message_id: &str) {
+        self.version += 1;
+        self.pending.touched.remove(message_id);
+        self.pending.removed.insert(message_id.to_string());
+    }
+
+    pub fn touch_thread(&mut self) {
+        self.version += 1;
+        self.pending.thread = true;
+    }
+
+    /// The next save to perform, if one is due and none is in flight.
+    pub fn next_save(
+        &mut self,
+        now: u64,
+        chat_id: &str,
+        thread: &ThreadParams,
+        messages: &[ChatMessage],
+    ) -> Option<Effect> {
+        if self.in_flight.is_some()
+            || self.pending.is_empty()
+            || self.retry_at.is_some_and(|at| now < at)
+        {
+            return None;
+        }
+        self.retry_at = None;
+        let changes = std::mem::take(&mut self.pending);
+        let positions: HashMap<&str, usize> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.message_id.as_str(), i))
+            .collect();
+        let upserts = changes
+            .touched
+            .iter()
+            .filter_map(|id| {
+                positions.get(id.as_str()).map(|&index| IndexedMessage {
+                    index,
+                    message: messages[index].clone(),
+                })
+            })
+            .collect();
+        let save = TrajectorySave {
+            chat_id: chat_id.to_string(),
+            version: self.version,
+            message_count: messages.len(),
+            thread: changes.thread.then(|| thread.to_json()),
+            upserts,
+            removed: changes.removed.iter().cloned().collect(),
+        };
+        self.in_flight = Some((self.version, changes));
+        Some(Effect::SaveTrajectory { save })
+    }
+
+    pub fn acked(&mut self, version: u64) {
+        if self.in_flight.as_ref().is_some_and(|(v, _)| *v == version) {
+            self.in_flight = None;
+            self.acked_version = version;
+            self.storage_error = None;
+            self.failures = 0;
+        }
+    }
+
+    /// A failed save: its changes go back to pending; returns when to try again.
+    pub fn failed(&mut self, now: u64, version: u64, reason: &str) -> Option<u64> {
+        let (v, changes) = self.in_flight.take()?;
+        if v != version {
+            self.in_flight = Some((v, changes));
+            return None;
+        }
+        self.pending.absorb(changes);
+        self.storage_error = Some(reason.to_string());
+        self.failures += 1;
+        let at = now + (1000u64 << self.failures.min(6)).min(60_000);
+        self.retry_at = Some(at);
+        Some(at)
+    }
+}
+
+/// A loaded trajectory: thread, messages (repaired) and notes on what was repaired.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub thread: ThreadParams,
+    pub messages: Vec<ChatMessage>,
+    pub notes: Vec<String>,
+}
+
+/// Loads a Refact-style trajectory (`{id, title, model, messages, …}`) or a bare message array.
+pub fn load(chat_id: &str, value: &Value) -> Result<Loaded, Refusal> {
+    let (raw_messages, thread) = match value {
+        Value::Array(items) => (items.clone(), ThreadParams::default()),
+        Value::Object(map) => {
+            let items = map
+                .get("messages")
+                .and_then(Value::as_array)
+                .cloned()
+                .ok_or_else(|| Refusal::BadTrajectory {
+                    reason: "a trajectory needs a `messages` array".into(),
+                })?;
+            (items, thread_from(map))
+        }
+        _ => {
+            return Err(Refusal::BadTrajectory {
+                reason: "a trajectory is an object or an array of messages".into(),
+            })
+        }
+    };
+    let mut notes = Vec::new();
+    let mut seen = BTreeSet::new();
+    let messages = raw_messages
+        .into_iter()
+        .enumerate()
+        .map(|(index, raw)| load_message(chat_id, index, raw, &mut seen, &mut notes))
+        .collect();
+    Ok(Loaded {
+        thread,
+        messages,
+        notes,
+    })
+}
+
+fn thread_from(map: &serde_json::Map<String, Value>) -> ThreadParams {
+    let mut params = map.clone();
+    params.remove("messages");
+    params.remove("id");
+    params.remove("chat_id");
+    let thread: Result<ThreadParams, _> = serde_json::from_value(Value::Object(params.clone()));
+    thread.unwrap_or_else(|_| {
+        let title = params
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        ThreadParams {
+            title,
+            ..ThreadParams::default()
+        }
+    })
+}
+
+fn load_message(
+    chat_id: &str,
+    index: usize,
+    raw: Value,
+    seen: &mut BTreeSet<String>,
+    notes: &mut Vec<String>,
+) -> ChatMessage {
+    let mut message = match serde_json::from_value::<ChatMessage>(raw.clone()) {
+        Ok(message) => message,
+        Err(e) => {
+            notes.push(format!(
+                "message {index} could not be read ({e}); kept as a system_notice event"
+            ));
+            unreadable(raw)
+        }
+    };
+    if message.message_id.is_empty() || seen.contains(&message.message_id) {
+        let id = format!("{chat_id}-m{index}");
+        if !message.message_id.is_empty() {
+            notes.push(format!(
+                "message {index} repeated id {}; renamed {id}",
+                message.message_id
+            ));
+        }
+        message.message_id = id;
+    }
+    seen.insert(message.message_id.clone());
+    message
+}
+
+fn unreadable(raw: Value) -> ChatMessage {
+    let mut message = ChatMessage::new(String::new(), Role::Event, Content::Text(raw.to_string()));
+    message.extra.insert(
+        "event".into(),
+        json!({"subkind": "system_notice", "source": "load", "payload": {"raw": raw}}),
+    );
+    message
+}

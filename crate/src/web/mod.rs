@@ -1,0 +1,1 @@
+//! Browser host (wasm32 only).

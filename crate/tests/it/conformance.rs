@@ -1,0 +1,240 @@
+//! The session conformance runner: every `tests/fixtures/session/*.json` is a sequence of inputs
+//! with the events, effects and state expected after each, and the final history. One `check`
+//! function runs them all, natively and in headless Chromium.
+
+use crate::support::fixtures_in;
+use crate::support::harness::{openai_reply, Harness};
+use crate::support::json::{short, subsequence_mismatch, subset_mismatch};
+use palaver::engine::{Input, Step};
+use serde_json::{json, Value};
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn session_fixtures() {
+    let fixtures = fixtures_in("session");
+    assert!(
+        fixtures.len() >= 20,
+        "expected the session fixtures, found {}",
+        fixtures.len()
+    );
+    let failures: Vec<String> = fixtures
+        .iter()
+        .filter_map(|(name, text)| check(name, text).err())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} session fixtures failed:\n{}",
+        failures.len(),
+        fixtures.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// Runs one fixture; `Err` says which step and what differed.
+pub fn check(name: &str, text: &str) -> Result<(), String> {
+    let fixture: Value =
+        serde_json::from_str(text).map_err(|e| format!("{name}: not JSON: {e}"))?;
+    let chat = fixture
+        .get("chat")
+        .and_then(Value::as_str)
+        .unwrap_or("c1")
+        .to_string();
+    let mut harness = Harness::with_config_patch(fixture.get("config").unwrap_or(&json!({})));
+    harness.open(&chat, fixture.get("trajectory").cloned());
+    let steps = fixture
+        .get("steps")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut command_counter = 0;
+    for (index, step) in steps.iter().enumerate() {
+        let produced = run_step(&mut harness, &chat, step, &mut command_counter);
+        if let Some(expect) = step.get("expect") {
+            check_expect(&harness, &chat, &produced, expect)
+                .map_err(|e| format!("{name} step {index} ({}): {e}", step_label(step)))?;
+        }
+    }
+    if let Some(expect) = fixture.get("final") {
+        check_expect(&harness, &chat, &Step::default(), expect)
+            .map_err(|e| format!("{name} final: {e}"))?;
+    }
+    Ok(())
+}
+
+fn step_label(step: &Value) -> String {
+    step.get("do")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_string()
+}
+
+fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Step {
+    if let Some(ms) = step.get("advance").and_then(Value::as_u64) {
+        h.now += ms;
+    }
+    let target = step
+        .get("chat")
+        .and_then(Value::as_str)
+        .unwrap_or(chat)
+        .to_string();
+    match step.get("do").and_then(Value::as_str).unwrap_or("") {
+        "command" => {
+            let mut command = step.get("command").cloned().unwrap_or(Value::Null);
+            if command.get("client_request_id").is_none() {
+                *counter += 1;
+                command["client_request_id"] = json!(format!("cmd-{counter}"));
+            }
+            h.command(&target, command)
+        }
+        "reply" => {
+            let reply = step.get("reply").cloned().unwrap_or(Value::Null);
+            let mut produced = h.stream(openai_reply(&reply).as_bytes());
+            if reply.get("partial").and_then(Value::as_bool) != Some(true) {
+                merge(&mut produced, h.stream_end());
+            }
+            produced
+        }
+        "stream" => h.stream(
+            step.get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .as_bytes(),
+        ),
+        "stream_end" => h.stream_end(),
+        "fail" => {
+            let request_id = h.request_id();
+            h.handle(Input::RequestFailed {
+                request_id,
+                status: step.get("status").and_then(Value::as_u64).map(|s| s as u16),
+                error_type: step
+                    .get("error_type")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                message: step
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("failed")
+                    .to_string(),
+                retry_after_ms: step.get("retry_after_ms").and_then(Value::as_u64),
+            })
+        }
+        "tool_result" => h.handle(Input::ToolResult {
+            chat_id: target,
+            tool_call_id: step["tool_call_id"].as_str().unwrap_or("").to_string(),
+            content: step
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            tool_failed: step
+                .get("tool_failed")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            data: step.get("data").cloned(),
+        }),
+        "tick" => h.handle(Input::Tick {}),
+        "save_acked" => {
+            let version = h.last_save.as_ref().map_or(0, |(_, v)| *v);
+            h.handle(Input::SaveAcked {
+                chat_id: target,
+                version,
+            })
+        }
+        "save_failed" => {
+            let version = h.last_save.as_ref().map_or(0, |(_, v)| *v);
+            let reason = step
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("QuotaExceededError")
+                .to_string();
+            h.handle(Input::SaveFailed {
+                chat_id: target,
+                version,
+                reason,
+            })
+        }
+        "open" => h.open(&target, step.get("trajectory").cloned()),
+        "input" => {
+            match serde_json::from_value::<Input>(step.get("input").cloned().unwrap_or(Value::Null))
+            {
+                Ok(input) => h.handle(input),
+                Err(e) => panic!("bad raw input: {e}"),
+            }
+        }
+        other => panic!("unknown step `{other}`"),
+    }
+}
+
+fn merge(into: &mut Step, more: Step) {
+    into.events.extend(more.events);
+    into.effects.extend(more.effects);
+    into.errors.extend(more.errors);
+}
+
+fn check_expect(h: &Harness, chat: &str, produced: &Step, expect: &Value) -> Result<(), String> {
+    let events: Vec<Value> = produced
+        .events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+        .collect();
+    let effects: Vec<Value> = produced
+        .effects
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+        .collect();
+    if let Some(names) = expect.get("events") {
+        let got: Vec<Value> = events.iter().map(|e| e["type"].clone()).collect();
+        if names != &Value::Array(got.clone()) {
+            return Err(format!(
+                "events {} expected {}",
+                short(&Value::Array(got)),
+                short(names)
+            ));
+        }
+    }
+    if let Some(names) = expect.get("effects") {
+        let got: Vec<Value> = effects.iter().map(|e| e["effect"].clone()).collect();
+        if names != &Value::Array(got.clone()) {
+            return Err(format!(
+                "effects {} expected {}",
+                short(&Value::Array(got)),
+                short(names)
+            ));
+        }
+    }
+    if let Some(Value::Array(items)) = expect.get("events_match") {
+        subsequence_mismatch(items, &events)
+            .map_or(Ok(()), |e| Err(format!("events_match: {e}")))?;
+    }
+    if let Some(Value::Array(items)) = expect.get("effects_match") {
+        subsequence_mismatch(items, &effects)
+            .map_or(Ok(()), |e| Err(format!("effects_match: {e}")))?;
+    }
+    let snapshot = serde_json::to_value(h.engine.snapshot(chat)).unwrap_or(Value::Null);
+    if let Some(state) = expect.get("state") {
+        subset_mismatch(state, &snapshot["runtime"]["state"], "state").map_or(Ok(()), Err)?;
+    }
+    for key in ["messages", "runtime", "thread", "draft"] {
+        if let Some(value) = expect.get(key) {
+            let actual = snapshot.get(key).cloned().unwrap_or(Value::Null);
+            subset_mismatch(value, &actual, key).map_or(Ok(()), Err)?;
+        }
+    }
+    if let Some(Value::Array(roles)) = expect.get("roles") {
+        let got: Vec<Value> = snapshot["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|m| m["role"].clone())
+            .collect();
+        if roles != &got {
+            return Err(format!(
+                "roles {} expected {}",
+                short(&Value::Array(got)),
+                short(&Value::Array(roles.clone()))
+            ));
+        }
+    }
+    Ok(())
+}

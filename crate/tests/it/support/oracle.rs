@@ -1,0 +1,143 @@
+//! The mapping of SPEC §6.3 from an SDK oracle (`*.oracle.json`) to the assembled message the
+//! engine must produce, and the comparison (tool-call arguments compared as parsed JSON when both
+//! parse; `content: null` and `""` are the same). Written apart from the engine's own code so a
+//! mistake in one does not hide in the other.
+
+use super::json::short;
+use serde_json::{json, Map, Value};
+
+/// The expected assembled message for an openai-chat oracle.
+pub fn expected_openai_chat(oracle: &Value) -> Value {
+    let root = if oracle["final"].is_null() {
+        &oracle["accumulated"]["snapshot"]
+    } else {
+        &oracle["final"]
+    };
+    let choice = root["choices"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let message = &choice["message"];
+    let content = match (&message["content"], &message["refusal"]) {
+        (Value::String(s), _) if !s.is_empty() => s.clone(),
+        (_, Value::String(r)) => r.clone(),
+        (Value::String(s), _) => s.clone(),
+        _ => String::new(),
+    };
+    let reasoning = message["reasoning_content"]
+        .as_str()
+        .or(message["reasoning"].as_str())
+        .unwrap_or("")
+        .to_string();
+    let tool_calls: Vec<Value> = message["tool_calls"]
+        .as_array()
+        .map(|calls| calls.iter().map(|c| json!({"id": c["id"], "type": "function", "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}})).collect())
+        .unwrap_or_default();
+    let mut expected = json!({
+        "role": "assistant",
+        "content": content,
+        "reasoning_content": reasoning,
+        "tool_calls": tool_calls,
+        "finish_reason": choice["finish_reason"],
+        "usage": openai_usage(&root["usage"]),
+    });
+    if oracle["outcome"] == "error" {
+        let error = &oracle["error"];
+        let code = error["code"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| error["code"].as_u64().map(|n| n.to_string()))
+            .or_else(|| error["error_type"].as_str().map(str::to_string))
+            .or_else(|| error["body"]["type"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        expected["finish_reason"] = json!("error");
+        expected["error"] = json!({"code": code, "message": error["message"]});
+    }
+    expected
+}
+
+/// SPEC §6.4 for OpenAI-style usage, written out independently of the engine.
+fn openai_usage(usage: &Value) -> Value {
+    if !usage.is_object() {
+        return Value::Null;
+    }
+    let mut out = Map::new();
+    let mut put = |key: &str, value: &Value| {
+        if let Some(n) = value.as_u64() {
+            out.insert(key.to_string(), json!(n));
+        }
+    };
+    put("prompt_tokens", &usage["prompt_tokens"]);
+    put("completion_tokens", &usage["completion_tokens"]);
+    put("total_tokens", &usage["total_tokens"]);
+    put(
+        "reasoning_tokens",
+        &usage["completion_tokens_details"]["reasoning_tokens"],
+    );
+    let cached = [
+        &usage["prompt_tokens_details"]["cached_tokens"],
+        &usage["prompt_cache_hit_tokens"],
+        &usage["cache_read_input_tokens"],
+    ]
+    .into_iter()
+    .find(|v| v.is_u64())
+    .cloned()
+    .unwrap_or(Value::Null);
+    put("cache_read_tokens", &cached);
+    put(
+        "cache_creation_tokens",
+        &usage["cache_creation_input_tokens"],
+    );
+    Value::Object(out)
+}
+
+/// Compares an assembled message with an expectation; only the keys the expectation names.
+pub fn compare_assembled(expected: &Value, actual: &Value) -> Result<(), String> {
+    let Value::Object(fields) = expected else {
+        return Err("expectation is not an object".into());
+    };
+    for (key, want) in fields {
+        let got = &actual[key.as_str()];
+        let same = match key.as_str() {
+            "tool_calls" => same_tool_calls(want, got),
+            "content" | "reasoning_content" => text_of(want) == text_of(got),
+            _ => want == got,
+        };
+        if !same {
+            return Err(format!(
+                "{key}: got {}, expected {}",
+                short(got),
+                short(want)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn text_of(value: &Value) -> &str {
+    value.as_str().unwrap_or("")
+}
+
+fn same_tool_calls(want: &Value, got: &Value) -> bool {
+    let (Some(want), Some(got)) = (want.as_array(), got.as_array()) else {
+        return want == got;
+    };
+    want.len() == got.len()
+        && want.iter().zip(got).all(|(w, g)| {
+            w["id"] == g["id"]
+                && w["function"]["name"] == g["function"]["name"]
+                && same_arguments(&w["function"]["arguments"], &g["function"]["arguments"])
+        })
+}
+
+fn same_arguments(want: &Value, got: &Value) -> bool {
+    let parse = |v: &Value| {
+        v.as_str()
+            .and_then(|s| serde_json::from_str::<Value>(s).ok())
+    };
+    match (parse(want), parse(got)) {
+        (Some(w), Some(g)) => w == g,
+        _ => want == got,
+    }
+}

@@ -1,0 +1,139 @@
+//! Provider transcripts from `../shared/wire` through the decoders, compared with the SDK oracles
+//! by SPEC §6.3's mapping. Where the oracle is not the message the stream describes, a file
+//! `tests/fixtures/wire/<provider>/<case>.json` gives `{why, expected}` and wins.
+//! Providers covered: those with a decoder (`COVERED`); a wire case of a covered provider
+//! without an oracle, or an empty wire table, fails the test.
+
+use crate::support::oracle::{compare_assembled, expected_openai_chat};
+use crate::support::{fixture, wire, WIRE};
+use palaver::decode::{decode_stream, DecodeError, Decoded};
+use palaver::provider::ProviderKind;
+use serde_json::Value;
+
+pub const COVERED: [&str; 1] = ["openai-chat"];
+
+pub struct WireCase {
+    pub provider: ProviderKind,
+    pub name: String,
+    pub sse: &'static str,
+    pub splits: Option<Vec<usize>>,
+    pub expected: Value,
+}
+
+/// Every transcript of the covered providers, with its expectation.
+pub fn cases() -> Vec<WireCase> {
+    assert!(
+        !WIRE.is_empty(),
+        "../shared/wire is missing: the wire cases cannot run"
+    );
+    let mut cases = Vec::new();
+    for (path, sse) in WIRE.iter().filter(|(p, _)| p.ends_with(".sse")) {
+        let Some((provider_name, file)) = path.split_once('/') else {
+            continue;
+        };
+        if !COVERED.contains(&provider_name) {
+            continue;
+        }
+        let provider = ProviderKind::parse(provider_name)
+            .unwrap_or_else(|| panic!("unknown provider dir {provider_name}"));
+        let name = file.trim_end_matches(".sse").to_string();
+        let expected = expectation(provider_name, &name);
+        let splits = wire(&format!("{provider_name}/{name}.splits.json")).map(parse_splits);
+        cases.push(WireCase {
+            provider,
+            name,
+            sse,
+            splits,
+            expected,
+        });
+    }
+    cases
+}
+
+fn expectation(provider: &str, name: &str) -> Value {
+    if let Some(text) = fixture(&format!("wire/{provider}/{name}.json")) {
+        let over: Value = serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("wire/{provider}/{name}.json: {e}"));
+        assert!(
+            over["why"].as_str().is_some_and(|w| w.len() > 20),
+            "wire/{provider}/{name}.json must say why"
+        );
+        return over["expected"].clone();
+    }
+    let oracle = wire(&format!("{provider}/{name}.oracle.json"))
+        .unwrap_or_else(|| panic!("{provider}/{name} has no oracle"));
+    let oracle: Value =
+        serde_json::from_str(oracle).unwrap_or_else(|e| panic!("{provider}/{name} oracle: {e}"));
+    match provider {
+        "openai-chat" => expected_openai_chat(&oracle),
+        other => panic!("no oracle mapping for {other}"),
+    }
+}
+
+/// `.splits.json`: the piece sizes or cut offsets the variant is served in.
+fn parse_splits(text: &str) -> Vec<usize> {
+    let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let list = value
+        .get("split_offsets")
+        .or(value.get("offsets"))
+        .or(value.get("splits"))
+        .or(value.get("cuts"))
+        .unwrap_or(&value);
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|n| n as usize)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn chunks_at<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for &cut in cuts {
+        if cut > start && cut < bytes.len() {
+            pieces.push(&bytes[start..cut]);
+            start = cut;
+        }
+    }
+    pieces.push(&bytes[start..]);
+    pieces
+}
+
+pub fn decode(case: &WireCase, chunks: &[&[u8]]) -> Decoded {
+    match decode_stream(case.provider, chunks) {
+        Ok(decoded) => decoded,
+        Err(DecodeError::Stream { error, .. }) => panic!("{}: {error}", case.name),
+        Err(DecodeError::Unsupported(kind)) => {
+            panic!("{}: no decoder for {}", case.name, kind.name())
+        }
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn wire_cases_match_their_oracles() {
+    let cases = cases();
+    assert!(
+        cases.len() >= 10,
+        "expected the openai-chat wire cases, found {}",
+        cases.len()
+    );
+    let mut failures = Vec::new();
+    for case in &cases {
+        let bytes = case.sse.as_bytes();
+        let chunks = chunks_at(bytes, case.splits.as_deref().unwrap_or(&[]));
+        let decoded = decode(case, &chunks);
+        if let Err(e) = compare_assembled(&case.expected, &decoded.assembled) {
+            failures.push(format!("{}: {e}", case.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} wire cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
