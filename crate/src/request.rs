@@ -1,6 +1,7 @@
 //! Request building (SPEC §6.5): the linearized history → the body and URL of a provider request.
 //! The core never sees an API key: the host adds the provider's auth header to the effect.
 
+use crate::history_limit::fix_tool_calls;
 use crate::linearize::{linearize, Thinking};
 use crate::message::{ChatMessage, Content, Role};
 use crate::provider::ProviderKind;
@@ -59,7 +60,7 @@ fn openai_chat(input: &RequestInput) -> ProviderRequest {
         messages.push(json!({"role": "system", "content": system}));
     }
     messages.extend(
-        linearize(input.history, Thinking::Off)
+        prepared_history(input.history, Thinking::Off)
             .iter()
             .map(openai_message),
     );
@@ -92,6 +93,12 @@ fn openai_chat(input: &RequestInput) -> ProviderRequest {
         headers: input.provider.headers.clone(),
         body: Value::Object(body),
     }
+}
+
+/// The history limit's copy (SPEC §5), then linearize (SPEC §7).
+fn prepared_history(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
+    let (fixed, _) = fix_tool_calls(history.to_vec());
+    linearize(&fixed, thinking)
 }
 
 fn openai_tool(spec: &ToolSpec) -> Value {

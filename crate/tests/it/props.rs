@@ -1,1 +1,305 @@
-//! Property tests.
+//! Property tests (GUIDE §8): random command sequences against the engine, and every wire
+//! transcript re-chunked at every byte boundary and at random multi-splits.
+
+use crate::support::harness::{openai_reply, Harness};
+use crate::wire::{cases, chunks_at, decode};
+use palaver::engine::{Effect, Input};
+use palaver::event::Event;
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+#[derive(Debug, Clone)]
+enum Op {
+    User { text: String, priority: bool },
+    ReplyText(String),
+    ReplyTools(Vec<&'static str>),
+    ReplyPartial(String),
+    ToolResult { pick: usize, failed: bool },
+    Approve,
+    Reject,
+    IdeResult,
+    BogusApprove,
+    Abort,
+    Tick(u64),
+    Fail(u16),
+    Regenerate,
+    Truncate(usize),
+    SetDraft(String),
+    CancelQueued(usize),
+    BadContent,
+    Duplicate,
+    SaveAck,
+    SaveFail,
+}
+
+const TOOLS: [&str; 6] = [
+    "read_file",
+    "write_file",
+    "read_tab",
+    "ask_questions",
+    "task_done",
+    "list_dir",
+];
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        ("[a-z ]{0,12}", any::<bool>()).prop_map(|(text, priority)| Op::User { text, priority }),
+        "[a-zA-Z ]{0,20}".prop_map(Op::ReplyText),
+        proptest::collection::vec(0..TOOLS.len(), 1..4)
+            .prop_map(|idx| Op::ReplyTools(idx.into_iter().map(|i| TOOLS[i]).collect())),
+        "[a-z]{1,10}".prop_map(Op::ReplyPartial),
+        (0..4usize, any::<bool>()).prop_map(|(pick, failed)| Op::ToolResult { pick, failed }),
+        Just(Op::Approve),
+        Just(Op::Reject),
+        Just(Op::IdeResult),
+        Just(Op::BogusApprove),
+        Just(Op::Abort),
+        (0..200_000u64).prop_map(Op::Tick),
+        prop_oneof![Just(400u16), Just(429), Just(500), Just(529)].prop_map(Op::Fail),
+        Just(Op::Regenerate),
+        (0..8usize).prop_map(Op::Truncate),
+        "[a-z]{0,8}".prop_map(Op::SetDraft),
+        (0..4usize).prop_map(Op::CancelQueued),
+        Just(Op::BadContent),
+        Just(Op::Duplicate),
+        Just(Op::SaveAck),
+        Just(Op::SaveFail),
+    ]
+}
+
+struct Driver {
+    h: Harness,
+    counter: u32,
+    running_tools: Vec<String>,
+    pending: Vec<(String, String)>,
+    save: Option<u64>,
+    bodies: Vec<Value>,
+}
+
+impl Driver {
+    fn new() -> Self {
+        let mut h = Harness::with_config_patch(&json!({}));
+        h.open("c", None);
+        Driver {
+            h,
+            counter: 0,
+            running_tools: Vec::new(),
+            pending: Vec::new(),
+            save: None,
+            bodies: Vec::new(),
+        }
+    }
+
+    fn id(&mut self) -> String {
+        self.counter += 1;
+        format!("p{}", self.counter)
+    }
+
+    fn send(&mut self, mut command: Value) {
+        if command.get("client_request_id").is_none() {
+            command["client_request_id"] = json!(self.id());
+        }
+        let before = state_without_seq(&self.h);
+        let step = self.h.command("c", command.clone());
+        // The receipt ack is the first ack with this id; a queued command refused later, when
+        // popped, gets a second one (its refusal then follows changes made by other commands).
+        let receipt = step.events.iter().find_map(|e| match &e.event {
+            Event::Ack {
+                accepted,
+                client_request_id,
+                ..
+            } if Some(client_request_id.as_str()) == command["client_request_id"].as_str() => {
+                Some(*accepted)
+            }
+            _ => None,
+        });
+        let refused = receipt == Some(false);
+        if refused {
+            assert_eq!(
+                step.events.len(),
+                1,
+                "a refused command emits only its ack: {:?}",
+                step.events
+            );
+            assert!(step.effects.is_empty(), "a refused command has no effects");
+            assert_eq!(
+                before,
+                state_without_seq(&self.h),
+                "a refused command changes nothing"
+            );
+        }
+        self.observe(&step);
+    }
+
+    fn observe(&mut self, step: &palaver::Step) {
+        for effect in &step.effects {
+            match effect {
+                Effect::RunTool { tool_call_id, .. } => {
+                    self.running_tools.push(tool_call_id.clone())
+                }
+                Effect::CancelTool { tool_call_id, .. } => {
+                    self.running_tools.retain(|t| t != tool_call_id)
+                }
+                Effect::SaveTrajectory { save } => self.save = Some(save.version),
+                Effect::StartRequest { request, .. } => self.bodies.push(request.body.clone()),
+                _ => {}
+            }
+        }
+        for event in &step.events {
+            if let Event::PauseRequired { reasons } = &event.event {
+                self.pending = reasons
+                    .iter()
+                    .map(|r| (r.tool_call_id.clone(), r.tool_name.clone()))
+                    .collect();
+            }
+        }
+    }
+
+    fn run(&mut self, op: Op) {
+        match op {
+            Op::User { text, priority } => self.send(json!({"type": "user_message", "content": text, "priority": priority})),
+            Op::ReplyText(text) => self.reply(&json!({"text": text})),
+            Op::ReplyTools(tools) => {
+                let calls: Vec<Value> = tools.iter().map(|name| json!({"id": self.id(), "name": name, "arguments": {"path": "a", "questions": ["q"], "summary": "s", "content": "x"}})).collect();
+                self.reply(&json!({"tool_calls": calls}));
+            }
+            Op::ReplyPartial(text) => {
+                let step = self.h.stream(openai_reply(&json!({"text": text, "partial": true})).as_bytes());
+                self.observe(&step);
+            }
+            Op::ToolResult { pick, failed } => {
+                if !self.running_tools.is_empty() {
+                    let id = self.running_tools.remove(pick % self.running_tools.len());
+                    let step = self.h.handle(Input::ToolResult { chat_id: "c".into(), tool_call_id: id, content: "r".into(), tool_failed: failed, data: None });
+                    self.observe(&step);
+                }
+            }
+            Op::Approve => {
+                let ids: Vec<String> = self.pending.iter().map(|p| p.0.clone()).collect();
+                self.send(json!({"type": "approve_tools", "tool_call_ids": ids}));
+            }
+            Op::Reject => {
+                let ids: Vec<String> = self.pending.iter().take(1).map(|p| p.0.clone()).collect();
+                self.send(json!({"type": "reject_tools", "tool_call_ids": ids}));
+            }
+            Op::IdeResult => {
+                let snapshot = serde_json::to_value(self.h.engine.snapshot("c")).unwrap_or(Value::Null);
+                let last_tab = snapshot["messages"].as_array().and_then(|m| {
+                    m.iter().rev().find_map(|m| m["tool_calls"].as_array()?.iter().find(|c| c["function"]["name"] == "read_tab").map(|c| c["id"].clone()))
+                });
+                self.send(json!({"type": "ide_tool_result", "tool_call_id": last_tab.unwrap_or(json!("none")), "content": "tab"}));
+            }
+            Op::BogusApprove => self.send(json!({"type": "approve_tools", "tool_call_ids": ["bogus"]})),
+            Op::Abort => self.send(json!({"type": "abort"})),
+            Op::Tick(ms) => {
+                self.h.now += ms;
+                let step = self.h.handle(Input::Tick {});
+                self.observe(&step);
+            }
+            Op::Fail(status) => {
+                let request_id = self.h.request_id();
+                let step = self.h.handle(Input::RequestFailed { request_id, status: Some(status), error_type: None, message: "x".into(), retry_after_ms: None });
+                self.observe(&step);
+            }
+            Op::Regenerate => self.send(json!({"type": "regenerate"})),
+            Op::Truncate(i) => self.send(json!({"type": "truncate_messages", "from_index": i})),
+            Op::SetDraft(text) => self.send(json!({"type": "set_draft", "text": text})),
+            Op::CancelQueued(i) => self.send(json!({"type": "cancel_queued", "client_request_id": format!("p{}", i + 1)})),
+            Op::BadContent => self.send(json!({"type": "user_message", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,!!"}}]})),
+            Op::Duplicate => self.send(json!({"type": "set_draft", "text": "d", "client_request_id": "p1"})),
+            Op::SaveAck => {
+                if let Some(version) = self.save {
+                    let step = self.h.handle(Input::SaveAcked { chat_id: "c".into(), version });
+                    self.observe(&step);
+                }
+            }
+            Op::SaveFail => {
+                if let Some(version) = self.save {
+                    let step = self.h.handle(Input::SaveFailed { chat_id: "c".into(), version, reason: "quota".into() });
+                    self.observe(&step);
+                }
+            }
+        }
+    }
+
+    fn reply(&mut self, reply: &Value) {
+        let step = self.h.stream(openai_reply(reply).as_bytes());
+        self.observe(&step);
+        let step = self.h.stream_end();
+        self.observe(&step);
+    }
+}
+
+fn state_without_seq(h: &Harness) -> Value {
+    let mut snapshot = serde_json::to_value(h.engine.snapshot("c")).unwrap_or(Value::Null);
+    snapshot["seq"] = Value::Null;
+    snapshot
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Never panics; seq +1 per event and snapshot+events == snapshot are checked by the
+    /// harness after every step; refused commands change nothing (checked in `send`).
+    #[test]
+    fn random_command_sequences_keep_the_stream_rules(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut driver = Driver::new();
+        for op in ops {
+            driver.run(op);
+        }
+        // Whatever the history went through, every request sent pairs each tool call with
+        // exactly one result right after it.
+        for body in &driver.bodies {
+            let messages = body["messages"].as_array().cloned().unwrap_or_default();
+            for (i, m) in messages.iter().enumerate() {
+                let calls = m["tool_calls"].as_array().cloned().unwrap_or_default();
+                for (k, call) in calls.iter().enumerate() {
+                    let next = messages.get(i + 1 + k);
+                    prop_assert_eq!(next.map(|n| &n["tool_call_id"]), Some(&call["id"]), "call {} not answered right after it", call["id"]);
+                }
+                if m["role"] == "tool" {
+                    let answered = messages[..i].iter().rev().find(|p| p["role"] != "tool").and_then(|p| p["tool_calls"].as_array()).is_some_and(|c| c.iter().any(|c| c["id"] == m["tool_call_id"]));
+                    prop_assert!(answered, "result {} without its call", m["tool_call_id"]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wire_cases_survive_random_multi_splits(seed_cuts in proptest::collection::vec(any::<u16>(), 0..40)) {
+        for case in cases() {
+            let bytes = case.sse.as_bytes();
+            let mut cuts: Vec<usize> = seed_cuts.iter().map(|c| *c as usize % bytes.len().max(1)).collect();
+            cuts.sort_unstable();
+            let whole = decode(&case, &[bytes]);
+            let pieces = decode(&case, &chunks_at(bytes, &cuts));
+            prop_assert_eq!(&whole, &pieces, "{} differs when cut at {:?}", case.name, cuts);
+        }
+    }
+}
+
+/// Every byte boundary: each case fed one byte at a time, and split in two at every offset
+/// (every offset for transcripts up to 20 KB, every 61st for the longer ones).
+#[test]
+fn wire_cases_survive_every_byte_boundary() {
+    for case in cases() {
+        let bytes = case.sse.as_bytes();
+        let whole = decode(&case, &[bytes]);
+        let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(
+            whole,
+            decode(&case, &singles),
+            "{} differs fed byte by byte",
+            case.name
+        );
+        let stride = if bytes.len() <= 20_000 { 1 } else { 61 };
+        for cut in (1..bytes.len()).step_by(stride) {
+            let split = decode(&case, &[&bytes[..cut], &bytes[cut..]]);
+            assert_eq!(
+                whole, split,
+                "{} differs when split at byte {cut}",
+                case.name
+            );
+        }
+    }
+}
