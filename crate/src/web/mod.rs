@@ -1,1 +1,127 @@
-//! Browser host (wasm32 only).
+//! The browser host (wasm32 only). For now the thin facade of GUIDE §5: one JS class, `Engine`,
+//! over the sans-IO core — create it with a config, feed it inputs, read snapshots. Values cross
+//! the boundary as plain JSON-compatible objects; the TypeScript types are declared once below.
+//! Domain errors travel inside events as data; only a malformed JS value throws, as a JS `Error`
+//! whose `name` says the kind (`BadConfig`, `BadInput`).
+
+use crate::engine::{Bytes, Engine, EngineConfig, Input, Step};
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TYPES: &str = r#"
+/** A provider endpoint without its key; the host adds the auth header. */
+export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses"; base_url: string; model: string; headers?: Record<string, string>; }
+export interface ToolSpec { name: string; description?: string; parameters?: object; }
+export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; }
+/** One input to `Engine.handle`; `input` names the variant (SPEC §0, ARCHITECTURE.md). */
+export type Input =
+  | { input: "open_chat"; chat_id: string; trajectory?: unknown }
+  | { input: "close_chat"; chat_id: string }
+  | { input: "command"; chat_id: string; command: { type: string; client_request_id: string; priority?: boolean; [key: string]: unknown } }
+  | { input: "stream_bytes"; request_id: string; bytes: string | number[] }
+  | { input: "stream_end"; request_id: string }
+  | { input: "request_failed"; request_id: string; status?: number; error_type?: string; message?: string; retry_after_ms?: number }
+  | { input: "tool_result"; chat_id: string; tool_call_id: string; content: string; tool_failed?: boolean; data?: unknown }
+  | { input: "save_acked"; chat_id: string; version: number }
+  | { input: "save_failed"; chat_id: string; version: number; reason?: string }
+  | { input: "tick" };
+export interface EventEnvelope { chat_id: string; seq: number; type: string; [key: string]: unknown; }
+export type Effect =
+  | { effect: "start_request"; chat_id: string; request_id: string; purpose: "chat" | "compaction"; request: { provider: string; url: string; headers: Record<string, string>; body: unknown } }
+  | { effect: "cancel_request"; request_id: string }
+  | { effect: "run_tool"; chat_id: string; tool_call_id: string; name: string; args: unknown }
+  | { effect: "cancel_tool"; chat_id: string; tool_call_id: string }
+  | { effect: "save_trajectory"; save: { chat_id: string; version: number; message_count: number; thread?: unknown; upserts: { index: number; message: unknown }[]; removed: string[] } }
+  | { effect: "wake_at"; at_ms: number };
+export interface Step { events: EventEnvelope[]; effects: Effect[]; errors?: unknown[]; }
+"#;
+
+fn js_error(name: &str, message: &str) -> JsValue {
+    let error = js_sys::Error::new(message);
+    error.set_name(name);
+    error.into()
+}
+
+fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| js_error("Internal", &e.to_string()))
+}
+
+/// The engine, as JS sees it.
+#[wasm_bindgen(js_name = Engine)]
+pub struct WasmEngine {
+    engine: Engine,
+}
+
+#[wasm_bindgen(js_class = Engine)]
+impl WasmEngine {
+    /// `new Engine(config)`; throws `BadConfig` when the config does not parse.
+    #[wasm_bindgen(constructor)]
+    pub fn new(config: JsValue) -> Result<WasmEngine, JsValue> {
+        let config: EngineConfig = if config.is_undefined() || config.is_null() {
+            EngineConfig::default()
+        } else {
+            serde_wasm_bindgen::from_value(config)
+                .map_err(|e| js_error("BadConfig", &e.to_string()))?
+        };
+        Ok(WasmEngine {
+            engine: Engine::new(config),
+        })
+    }
+
+    /// Handles one input at time `now` (ms); returns the `Step`. Throws `BadInput` when the value
+    /// is not an input.
+    #[wasm_bindgen(unchecked_return_type = "Step")]
+    pub fn handle(
+        &mut self,
+        now: f64,
+        #[wasm_bindgen(unchecked_param_type = "Input")] input: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let input: Input = serde_wasm_bindgen::from_value(input)
+            .map_err(|e| js_error("BadInput", &e.to_string()))?;
+        self.step(now, input)
+    }
+
+    /// Stream bytes straight from a `fetch` body reader, without a JSON detour.
+    #[wasm_bindgen(js_name = streamBytes, unchecked_return_type = "Step")]
+    pub fn stream_bytes(
+        &mut self,
+        now: f64,
+        request_id: String,
+        bytes: &[u8],
+    ) -> Result<JsValue, JsValue> {
+        self.step(
+            now,
+            Input::StreamBytes {
+                request_id,
+                bytes: Bytes(bytes.to_vec()),
+            },
+        )
+    }
+
+    /// The snapshot a new subscriber starts from, or `undefined` for an unknown chat.
+    #[wasm_bindgen(unchecked_return_type = "EventEnvelope | undefined")]
+    pub fn snapshot(&self, chat_id: &str) -> Result<JsValue, JsValue> {
+        match self.engine.snapshot(chat_id) {
+            Some(snapshot) => to_js(&snapshot),
+            None => Ok(JsValue::UNDEFINED),
+        }
+    }
+
+    /// The engine version.
+    pub fn version() -> String {
+        crate::VERSION.to_string()
+    }
+
+    fn step(&mut self, now: f64, input: Input) -> Result<JsValue, JsValue> {
+        let now = if now.is_finite() && now > 0.0 {
+            now as u64
+        } else {
+            0
+        };
+        let step: Step = self.engine.handle(now, input);
+        to_js(&step)
+    }
+}

@@ -9,6 +9,9 @@ mod support;
 
 mod conformance;
 mod streams;
+
+#[cfg(target_arch = "wasm32")]
+mod facade;
 mod wire;
 
 #[cfg(not(target_arch = "wasm32"))]
