@@ -73,6 +73,9 @@ pub struct ChatSession {
     /// Set by `abort`: the queue waits for the next command before it is popped again.
     hold_queue: bool,
     last_runtime: Option<Runtime>,
+    /// The token estimate of the stored history; recomputed only after the history changes,
+    /// so a stream chunk costs O(chunk), not O(chat).
+    estimate_cache: std::cell::Cell<Option<u64>>,
     last_queue: Vec<QueuedItemSummary>,
     events: Vec<EventEnvelope>,
     effects: Vec<Effect>,
@@ -91,6 +94,7 @@ impl ChatSession {
             book: TrajectoryBook::default(),
             hold_queue: false,
             last_runtime: None,
+            estimate_cache: std::cell::Cell::new(None),
             last_queue: Vec::new(),
             events: Vec::new(),
             effects: Vec::new(),
@@ -204,6 +208,28 @@ impl ChatSession {
     /// SPEC §5's estimate: characters / 4 + 10 per message, 1000 per image, anchored to the
     /// provider's last reported `prompt_tokens` when there is one.
     fn context_usage(&self, config: &EngineConfig) -> ContextUsage {
+        let estimated_tokens = match self.estimate_cache.get() {
+            Some(tokens) => tokens,
+            None => {
+                let tokens = self.estimate_history();
+                self.estimate_cache.set(Some(tokens));
+                tokens
+            }
+        };
+        let n_ctx = self
+            .thread
+            .context_tokens_cap
+            .unwrap_or(config.default_n_ctx)
+            .max(1);
+        ContextUsage {
+            estimated_tokens,
+            n_ctx,
+            message_count: self.messages.len(),
+            pressure: (estimated_tokens as f64 / n_ctx as f64 * 1000.0).round() / 1000.0,
+        }
+    }
+
+    fn estimate_history(&self) -> u64 {
         let anchor = self
             .messages
             .iter()
@@ -219,22 +245,10 @@ impl ChatSession {
             ),
             None => (0, 0),
         };
-        let estimated_tokens = base
-            + self.messages[from..]
-                .iter()
-                .map(estimate_tokens)
-                .sum::<u64>();
-        let n_ctx = self
-            .thread
-            .context_tokens_cap
-            .unwrap_or(config.default_n_ctx)
-            .max(1);
-        ContextUsage {
-            estimated_tokens,
-            n_ctx,
-            message_count: self.messages.len(),
-            pressure: (estimated_tokens as f64 / n_ctx as f64 * 1000.0).round() / 1000.0,
-        }
+        base + self.messages[from..]
+            .iter()
+            .map(estimate_tokens)
+            .sum::<u64>()
     }
 
     pub fn snapshot(&self, config: &EngineConfig) -> EventEnvelope {
@@ -253,6 +267,7 @@ impl ChatSession {
     // --- History mutations: each emits its event and marks the trajectory dirty. ---
 
     pub(crate) fn push_message(&mut self, message: ChatMessage) {
+        self.estimate_cache.set(None);
         let index = self.messages.len();
         self.book.touch(&message.message_id);
         self.messages.push(message.clone());
@@ -260,6 +275,7 @@ impl ChatSession {
     }
 
     pub(crate) fn replace_message(&mut self, index: usize, message: ChatMessage) {
+        self.estimate_cache.set(None);
         self.book.touch(&message.message_id);
         self.messages[index] = message.clone();
         self.emit(Event::MessageUpdated {
@@ -269,6 +285,7 @@ impl ChatSession {
     }
 
     pub(crate) fn remove_message_at(&mut self, index: usize) {
+        self.estimate_cache.set(None);
         let removed = self.messages.remove(index);
         self.book.remove(&removed.message_id);
         // Later messages moved up one place: their stored positions change.
@@ -281,6 +298,7 @@ impl ChatSession {
     }
 
     pub(crate) fn truncate_at(&mut self, from_index: usize) {
+        self.estimate_cache.set(None);
         if from_index >= self.messages.len() {
             return;
         }
