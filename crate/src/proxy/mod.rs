@@ -1,6 +1,14 @@
-//! The proxy: `palaver serve`. Serves `www/` and `pkg/` and the workspace tools on 127.0.0.1.
-//! Native only. (Placeholder: built out by the proxy issue.)
+//! The proxy: `palaver serve`. Serves the web app (`www/`, `pkg/`) on 127.0.0.1 only, with the
+//! Host check that defeats DNS rebinding and the security headers of SPEC §9 on every response.
+//! Native only. `server::serve` takes an already-bound listener, so tests run the real server on
+//! port 0. (The workspace tools API of SPEC §9 is built out by the proxy issue.)
 
+mod server;
+mod token;
+
+pub use server::{serve, ServeConfig};
+
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -8,9 +16,114 @@ pub struct ServeArgs {
     /// Port to bind on 127.0.0.1 (0 picks a free one).
     #[arg(long, default_value_t = 8787)]
     pub port: u16,
+    /// The workspace the tools may touch (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// The static web app (default: ./www, else the repository's www/).
+    #[arg(long)]
+    pub www: Option<PathBuf>,
+    /// The wasm package (default: ./pkg, else the repository's pkg/).
+    #[arg(long)]
+    pub pkg: Option<PathBuf>,
+    /// A web origin allowed to call the API besides the proxy's own (repeatable, exact match).
+    #[arg(long = "allow-origin")]
+    pub allow_origin: Vec<String>,
+    /// Allow `run_command`.
+    #[arg(long)]
+    pub allow_shell: bool,
+    /// Read the token from this file instead of making a fresh one (never from argv).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
 }
 
-pub fn run_serve(_args: ServeArgs) -> ExitCode {
-    eprintln!("palaver serve: not built yet");
-    ExitCode::FAILURE
+pub fn run_serve(args: ServeArgs) -> ExitCode {
+    let config = match config_from(&args) {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("palaver serve: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("palaver serve: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(bind_and_serve(args.port, config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("palaver serve: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn bind_and_serve(port: u16, config: ServeConfig) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let port = listener.local_addr()?.port();
+    println!("http://127.0.0.1:{port}/#token={}", config.token);
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    serve(listener, config, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    eprintln!("palaver serve: shutting down");
+}
+
+fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
+    let token = match &args.token_file {
+        Some(path) => token::read(path)?,
+        None => token::fresh()?,
+    };
+    let workspace = match &args.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
+    };
+    Ok(ServeConfig {
+        www: static_dir(args.www.as_deref(), "www")?,
+        pkg: static_dir(args.pkg.as_deref(), "pkg")?,
+        workspace,
+        allowed_origins: args.allow_origin.clone(),
+        allow_shell: args.allow_shell,
+        token,
+    })
+}
+
+/// The given directory, else `./NAME`, else the repository's `NAME/` next to this crate.
+fn static_dir(given: Option<&Path>, name: &str) -> Result<PathBuf, String> {
+    if let Some(dir) = given {
+        return dir
+            .is_dir()
+            .then(|| dir.to_path_buf())
+            .ok_or_else(|| format!("{} is not a directory", dir.display()));
+    }
+    let local = PathBuf::from(name);
+    if local.is_dir() {
+        return Ok(local);
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name);
+    repo.is_dir()
+        .then_some(repo)
+        .ok_or_else(|| format!("no {name}/ directory here; pass --{name} DIR"))
 }

@@ -19,4 +19,6 @@ mod cli;
 #[cfg(not(target_arch = "wasm32"))]
 mod props;
 #[cfg(not(target_arch = "wasm32"))]
+mod serve;
+#[cfg(not(target_arch = "wasm32"))]
 mod tidy;

@@ -1,0 +1,22 @@
+//! The proxy's bearer token: 128 bits from the OS RNG, hex-encoded; or read from a file.
+
+use std::path::Path;
+
+pub fn fresh() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("the OS random source failed: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+pub fn read(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let token = text.trim().to_string();
+    if token.len() < 32 || !token.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(format!(
+            "{}: a token is at least 32 printable characters (128 bits in hex)",
+            path.display()
+        ));
+    }
+    Ok(token)
+}

@@ -1,0 +1,229 @@
+//! `palaver serve`'s static part against the real server on port 0, with raw TCP requests so the
+//! Host header is exactly what the test writes (a client library would normalize it).
+
+use palaver::proxy::{serve, ServeConfig};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+struct Server {
+    port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn temp_dir(name: &str) -> TempDir {
+    let dir = std::env::temp_dir().join(format!(
+        "palaver-{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("www")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(dir.join("pkg")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("www/index.html"),
+        "<!doctype html><title>t</title>",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("www/app.js"), "export {}").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("pkg/palaver_bg.wasm"), b"\0asm\x01\0\0\0")
+        .unwrap_or_else(|e| panic!("{e}"));
+    TempDir(dir)
+}
+
+fn start(name: &str) -> Server {
+    let dir = temp_dir(name);
+    let config = ServeConfig {
+        www: dir.0.join("www"),
+        pkg: dir.0.join("pkg"),
+        workspace: dir.0.clone(),
+        allowed_origins: Vec::new(),
+        allow_shell: false,
+        token: "0123456789abcdef0123456789abcdef".into(),
+    };
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let _ = port_tx.send(listener.local_addr().map(|a| a.port()).unwrap_or(0));
+            let _ = serve(listener, config, async move {
+                let _ = stop_rx.await;
+            })
+            .await;
+        });
+    });
+    let port = port_rx
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("server did not start: {e}"));
+    Server {
+        port,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+        _dir: dir,
+    }
+}
+
+/// Sends raw request bytes; returns (status, head, body).
+fn raw(port: u16, request: &str) -> (u16, String, Vec<u8>) {
+    let mut stream =
+        TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connect: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap_or_default();
+    stream
+        .write_all(request.as_bytes())
+        .unwrap_or_else(|e| panic!("write: {e}"));
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(response.len());
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let body = response.get(split + 4..).unwrap_or_default().to_vec();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_ascii_lowercase(), body)
+}
+
+fn get(port: u16, path: &str, host: &str) -> (u16, String, Vec<u8>) {
+    raw(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+#[test]
+fn serves_the_app_with_the_right_types_and_headers() {
+    let server = start("types");
+    let host = format!("127.0.0.1:{}", server.port);
+    let (status, head, body) = get(server.port, "/", &host);
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("content-type: text/html"), "{head}");
+    assert!(head.contains("x-content-type-options: nosniff"), "{head}");
+    assert!(
+        head.contains("cross-origin-resource-policy: same-origin"),
+        "{head}"
+    );
+    assert!(String::from_utf8_lossy(&body).contains("<title>t</title>"));
+    let (status, head, _) = get(server.port, "/pkg/palaver_bg.wasm", &host);
+    assert_eq!(status, 200);
+    assert!(head.contains("content-type: application/wasm"), "{head}");
+    let (_, head, _) = get(
+        server.port,
+        "/app.js",
+        &format!("localhost:{}", server.port),
+    );
+    assert!(head.contains("content-type: text/javascript"), "{head}");
+    let (status, head, body) = get(
+        server.port,
+        "/api/health",
+        &format!("[::1]:{}", server.port),
+    );
+    assert_eq!(status, 200);
+    assert!(head.contains("cache-control: no-store"), "{head}");
+    let health: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    assert_eq!(health["ok"], true);
+}
+
+#[test]
+fn refuses_foreign_hosts_before_anything_else() {
+    let server = start("hosts");
+    let port = server.port;
+    for host in [
+        format!("evil.example:{port}"),
+        format!("0.0.0.0:{port}"),
+        "127.0.0.1".into(),
+        format!("127.0.0.1:{}", port + 1),
+        String::new(),
+    ] {
+        let (status, _, body) = get(port, "/", &host);
+        assert_eq!(status, 403, "Host `{host}` must be refused");
+        assert!(
+            !String::from_utf8_lossy(&body).contains("<title>"),
+            "nothing served to Host `{host}`"
+        );
+    }
+    let twice = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    assert_eq!(raw(port, &twice).0, 403, "a duplicated Host is refused");
+    let missing = "GET / HTTP/1.0\r\n\r\n";
+    assert_eq!(raw(port, missing).0, 403, "a missing Host is refused");
+}
+
+#[test]
+fn the_binary_prints_the_token_in_the_fragment_and_stops_on_sigterm() {
+    let dir = temp_dir("binary");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
+        .args(["serve", "--port", "0", "--www"])
+        .arg(dir.0.join("www"))
+        .arg("--pkg")
+        .arg(dir.0.join("pkg"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    let mut stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while stdout.read(&mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {
+        line.push(byte[0]);
+    }
+    let line = String::from_utf8_lossy(&line).to_string();
+    let (url, token) = line
+        .split_once("/#token=")
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    assert!(
+        url.starts_with("http://127.0.0.1:") && !url.contains('?'),
+        "{line}"
+    );
+    assert!(
+        token.len() >= 32 && token.chars().all(|c| c.is_ascii_hexdigit()),
+        "token: {token}"
+    );
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    assert_eq!(get(port, "/", &format!("127.0.0.1:{port}")).0, 200);
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap_or_else(|e| panic!("wait: {e}"));
+    assert!(
+        status.success(),
+        "palaver serve must exit cleanly on SIGTERM: {status}"
+    );
+}
