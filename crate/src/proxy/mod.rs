@@ -1,12 +1,16 @@
 //! The proxy: `palaver serve`. Serves the web app (`www/`, `pkg/`) on 127.0.0.1 only, with the
 //! Host check that defeats DNS rebinding and the security headers of SPEC §9 on every response.
 //! Native only. `server::serve` takes an already-bound listener, so tests run the real server on
-//! port 0. (The workspace tools API of SPEC §9 is built out by the proxy issue.)
+//! port 0. The tools API (`/api/tools`) is behind the token, Origin and fetch-metadata guards.
 
+pub mod confine;
+mod guard;
 mod server;
 mod token;
+pub mod tools;
+mod workspace;
 
-pub use server::{serve, ServeConfig};
+pub use server::{router, serve, ServeConfig, BODY_LIMIT, HEADER_TIMEOUT};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -1,17 +1,29 @@
-//! The HTTP server: the Host check first on every request, security headers on every response,
-//! the web app's static files, and `GET /api/health`.
+//! The HTTP server: guards (see `guard`), the tools API, the web app's static files, and an accept
+//! loop on hyper with a header-read timeout (slowloris) and a whole-request timeout.
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
+use super::guard::{self, json_error, GuardConfig};
+use super::tools::{self, ToolPolicy};
+use super::workspace::Workspace;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::services::ServeDir;
+use tower_http::timeout::TimeoutLayer;
+
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -23,8 +35,48 @@ pub struct ServeConfig {
     pub token: String,
 }
 
-struct Shared {
-    port: u16,
+struct Api {
+    workspace: Arc<Workspace>,
+    policy: ToolPolicy,
+}
+
+pub fn router(config: &ServeConfig, port: u16) -> std::io::Result<Router> {
+    let guard_config = Arc::new(GuardConfig {
+        port,
+        token: config.token.clone(),
+        allowed_origins: config.allowed_origins.clone(),
+    });
+    let api = Arc::new(Api {
+        workspace: Arc::new(Workspace::open(&config.workspace)?),
+        policy: ToolPolicy {
+            allow_shell: config.allow_shell,
+        },
+    });
+    let api_routes = Router::new()
+        .route("/health", get(health))
+        .route("/tools", get(list_tools))
+        .route("/tools/{name}", post(call_tool))
+        .fallback(|| async { json_error(StatusCode::NOT_FOUND, "not_found", "no such API route") })
+        .with_state(api)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(
+            guard_config.clone(),
+            guard::check_api,
+        ));
+    Ok(Router::new()
+        .nest("/api", api_routes)
+        .nest_service("/pkg", ServeDir::new(&config.pkg))
+        .fallback_service(ServeDir::new(&config.www))
+        .layer(middleware::from_fn(guard::security_headers))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+        .layer(middleware::from_fn_with_state(
+            guard_config,
+            guard::check_host,
+        )))
 }
 
 /// Serves until `shutdown` resolves. The listener must be bound to a loopback address.
@@ -34,65 +86,59 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let port = listener.local_addr()?.port();
-    let shared = Arc::new(Shared { port });
-    let app = Router::new()
-        .route("/api/health", get(health))
-        .nest_service("/pkg", ServeDir::new(&config.pkg))
-        .fallback_service(ServeDir::new(&config.www))
-        .layer(middleware::from_fn(security_headers))
-        .layer(middleware::from_fn_with_state(shared, check_host));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let app = router(&config, port)?;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let service = TowerToHyperService::new(app.clone());
+                tokio::spawn(async move {
+                    let connection = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(HEADER_TIMEOUT)
+                        .max_buf_size(64 * 1024)
+                        .serve_connection(TokioIo::new(stream), service);
+                    let _ = connection.await;
+                });
+            }
+            () = &mut shutdown => return Ok(()),
+        }
+    }
 }
 
 async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({"ok": true, "version": crate::VERSION}))
 }
 
-/// `Host` must be exactly `127.0.0.1:N`, `localhost:N` or `[::1]:N`: anything else (a rebinding
-/// name, `0.0.0.0`, an empty or repeated header) is refused before any other work.
-async fn check_host(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let hosts: Vec<&HeaderValue> = request.headers().get_all(header::HOST).iter().collect();
-    let allowed = [
-        format!("127.0.0.1:{}", shared.port),
-        format!("localhost:{}", shared.port),
-        format!("[::1]:{}", shared.port),
-    ];
-    let ok = matches!(hosts.as_slice(), [host] if host.to_str().is_ok_and(|h| allowed.iter().any(|a| a == h)));
-    if !ok {
-        return refuse(StatusCode::FORBIDDEN, "Host not allowed");
-    }
-    next.run(request).await
+async fn list_tools(State(api): State<Arc<Api>>) -> Json<Vec<serde_json::Value>> {
+    Json(tools::specs(&api.policy))
 }
 
-async fn security_headers(request: Request, next: Next) -> Response {
-    let is_api = request.uri().path().starts_with("/api/");
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        "cross-origin-resource-policy",
-        HeaderValue::from_static("same-origin"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    if is_api {
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+async fn call_tool(State(api): State<Arc<Api>>, Path(name): Path<String>, body: Bytes) -> Response {
+    if !tools::exists(&name, &api.policy) {
+        let (status, kind) = if name == "run_command" {
+            (StatusCode::FORBIDDEN, "exec_disabled")
+        } else {
+            (StatusCode::NOT_FOUND, "unknown_tool")
+        };
+        return json_error(
+            status,
+            kind,
+            &format!("no tool `{}` here", name.escape_debug()),
+        );
     }
-    response
-}
-
-fn refuse(status: StatusCode, message: &'static str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        Body::from(message),
-    )
-        .into_response()
+    let args: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(args) => args,
+        Err(e) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                &format!("the body is not JSON: {e}"),
+            )
+        }
+    };
+    let reply = tools::call(api.workspace.clone(), &api.policy, &name, args).await;
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(reply.body())).into_response()
 }

@@ -7,14 +7,14 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
-struct Server {
-    port: u16,
+pub struct Server {
+    pub port: u16,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     _dir: TempDir,
 }
 
-struct TempDir(PathBuf);
+pub struct TempDir(pub PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -33,7 +33,7 @@ impl Drop for Server {
     }
 }
 
-fn temp_dir(name: &str) -> TempDir {
+pub fn temp_dir(name: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!(
         "palaver-{name}-{}-{:?}",
         std::process::id(),
@@ -53,6 +53,8 @@ fn temp_dir(name: &str) -> TempDir {
     TempDir(dir)
 }
 
+pub const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
 fn start(name: &str) -> Server {
     let dir = temp_dir(name);
     let config = ServeConfig {
@@ -61,8 +63,13 @@ fn start(name: &str) -> Server {
         workspace: dir.0.clone(),
         allowed_origins: Vec::new(),
         allow_shell: false,
-        token: "0123456789abcdef0123456789abcdef".into(),
+        token: TOKEN.into(),
     };
+    start_with(config, dir)
+}
+
+/// Runs the real server on 127.0.0.1:0 in its own thread until the `Server` is dropped.
+pub fn start_with(config: ServeConfig, dir: TempDir) -> Server {
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
@@ -93,7 +100,7 @@ fn start(name: &str) -> Server {
 }
 
 /// Sends raw request bytes; returns (status, head, body).
-fn raw(port: u16, request: &str) -> (u16, String, Vec<u8>) {
+pub fn raw(port: u16, request: &str) -> (u16, String, Vec<u8>) {
     let mut stream =
         TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connect: {e}"));
     stream
@@ -118,7 +125,7 @@ fn raw(port: u16, request: &str) -> (u16, String, Vec<u8>) {
     (status, head.to_ascii_lowercase(), body)
 }
 
-fn get(port: u16, path: &str, host: &str) -> (u16, String, Vec<u8>) {
+pub fn get(port: u16, path: &str, host: &str) -> (u16, String, Vec<u8>) {
     raw(
         port,
         &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),

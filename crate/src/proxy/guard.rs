@@ -1,0 +1,223 @@
+//! The request guards of SPEC §9, in the order they run. On every request: the `Host` check
+//! (DNS rebinding) and no proxy-style targets. On `/api/*`: `Sec-Fetch-Mode`/`Sec-Fetch-Dest`
+//! (no `no-cors` script/image loads, no navigations), then `Origin` (absent, or exactly the proxy's
+//! own or an `--allow-origin`; `null` refused), the CORS preflight, then the bearer token,
+//! compared in constant time and accepted from the `Authorization` header only.
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+pub struct GuardConfig {
+    pub port: u16,
+    pub token: String,
+    pub allowed_origins: Vec<String>,
+}
+
+impl GuardConfig {
+    fn own_origins(&self) -> [String; 3] {
+        [
+            format!("http://127.0.0.1:{}", self.port),
+            format!("http://localhost:{}", self.port),
+            format!("http://[::1]:{}", self.port),
+        ]
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        self.own_origins().iter().any(|o| o == origin)
+            || self.allowed_origins.iter().any(|o| o == origin)
+    }
+}
+
+/// A JSON error: `{"error": {"kind", "message"}}`, never HTML.
+pub fn json_error(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = serde_json::json!({"error": {"kind": kind, "message": message}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+pub async fn check_host(
+    State(config): State<Arc<GuardConfig>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let hosts: Vec<&HeaderValue> = request.headers().get_all(header::HOST).iter().collect();
+    let allowed = [
+        format!("127.0.0.1:{}", config.port),
+        format!("localhost:{}", config.port),
+        format!("[::1]:{}", config.port),
+    ];
+    let ok = matches!(hosts.as_slice(), [host] if host.to_str().is_ok_and(|h| allowed.iter().any(|a| a.eq_ignore_ascii_case(h))));
+    if !ok {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            "the Host header must be 127.0.0.1, localhost or [::1] with this port",
+        );
+    }
+    if request.method() == Method::CONNECT
+        || request.uri().scheme().is_some()
+        || request.uri().authority().is_some()
+    {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "not_a_forward_proxy",
+            "absolute-form and CONNECT requests are not served",
+        );
+    }
+    next.run(request).await
+}
+
+pub async fn check_api(
+    State(config): State<Arc<GuardConfig>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(refusal) = fetch_metadata_refusal(request.headers()) {
+        return refusal;
+    }
+    let origin = match single_origin(request.headers()) {
+        Ok(origin) => origin,
+        Err(refusal) => return refusal,
+    };
+    if let Some(origin) = &origin {
+        if !config.origin_allowed(origin) {
+            return json_error(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                "this web origin may not call the proxy",
+            );
+        }
+    }
+    if request.method() == Method::OPTIONS {
+        return preflight(origin.as_deref());
+    }
+    if !token_ok(request.headers(), &config.token) {
+        let mut response = json_error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid Authorization: Bearer token is required",
+        );
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return with_cors(response, origin.as_deref());
+    }
+    let response = next.run(request).await;
+    with_cors(response, origin.as_deref())
+}
+
+fn fetch_metadata_refusal(headers: &HeaderMap) -> Option<Response> {
+    let mode = headers.get("sec-fetch-mode").and_then(|v| v.to_str().ok());
+    if matches!(mode, Some("no-cors" | "navigate" | "nested-navigate")) {
+        return Some(json_error(
+            StatusCode::FORBIDDEN,
+            "fetch_mode_not_allowed",
+            "the API answers fetch() calls only",
+        ));
+    }
+    let dest = headers.get("sec-fetch-dest").and_then(|v| v.to_str().ok());
+    if dest.is_some_and(|d| d != "empty") {
+        return Some(json_error(
+            StatusCode::FORBIDDEN,
+            "fetch_mode_not_allowed",
+            "the API answers fetch() calls only",
+        ));
+    }
+    None
+}
+
+/// At most one `Origin`; `null` and non-UTF-8 values are refused.
+fn single_origin(headers: &HeaderMap) -> Result<Option<String>, Response> {
+    let origins: Vec<&HeaderValue> = headers.get_all(header::ORIGIN).iter().collect();
+    let refused = || {
+        json_error(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "this web origin may not call the proxy",
+        )
+    };
+    match origins.as_slice() {
+        [] => Ok(None),
+        [one] => match one.to_str() {
+            Ok(origin) if !origin.eq_ignore_ascii_case("null") => Ok(Some(origin.to_string())),
+            _ => Err(refused()),
+        },
+        _ => Err(refused()),
+    }
+}
+
+fn preflight(origin: Option<&str>) -> Response {
+    let Some(origin) = origin else {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "a preflight needs an allowed Origin",
+        );
+    };
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("authorization, content-type"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    with_cors(response, Some(origin))
+}
+
+/// Echoes an allowed origin exactly, with `Vary: Origin`; never `*`, never credentials.
+fn with_cors(mut response: Response, origin: Option<&str>) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+    if let Some(value) = origin.and_then(|o| HeaderValue::from_str(o).ok()) {
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+    }
+    response
+}
+
+fn token_ok(headers: &HeaderMap, token: &str) -> bool {
+    let values: Vec<&HeaderValue> = headers.get_all(header::AUTHORIZATION).iter().collect();
+    let [value] = values.as_slice() else {
+        return false;
+    };
+    let Some(given) = value.as_bytes().strip_prefix(b"Bearer ") else {
+        return false;
+    };
+    given.len() == token.len() && bool::from(given.ct_eq(token.as_bytes()))
+}
+
+pub async fn security_headers(request: Request, next: Next) -> Response {
+    let is_api = request.uri().path().starts_with("/api/");
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if is_api {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}

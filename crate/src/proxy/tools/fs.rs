@@ -1,0 +1,337 @@
+//! File tools: `list_dir`, `read_file`, `write_file`, `edit_file`, `file_tree`. Every path is
+//! checked by `confine::check` and opened through the workspace's directory capability. Writes go
+//! to a temporary file in the same directory, then `rename` over the target (atomic), under the
+//! file's lock; they never follow a symlink.
+
+use super::{str_arg, ToolReply};
+use crate::proxy::confine::{self, io_error, RelPath, Target};
+use crate::proxy::workspace::Workspace;
+use cap_std::fs::OpenOptions;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+
+/// Files larger than this are not read whole.
+pub const READ_LIMIT: u64 = 4 * 1024 * 1024;
+const LIST_LIMIT: usize = 5000;
+const TREE_LIMIT: usize = 2000;
+
+fn checked(
+    args: &Value,
+    key: &str,
+    target: Target,
+    default: Option<&str>,
+) -> Result<RelPath, ToolReply> {
+    let raw = match (args.get(key).and_then(Value::as_str), default) {
+        (Some(path), _) => path,
+        (None, Some(default)) => default,
+        (None, None) => {
+            return Err(ToolReply::refused(
+                400,
+                "invalid_arguments",
+                format!("`{key}` (a string) is required"),
+            ))
+        }
+    };
+    confine::check(raw, target).map_err(ToolReply::from)
+}
+
+pub fn list_dir(ws: &Workspace, args: &Value) -> ToolReply {
+    let path = match checked(args, "path", Target::RootAllowed, Some(".")) {
+        Ok(path) => path,
+        Err(reply) => return reply,
+    };
+    let entries = match ws.dir().read_dir(path.as_str()) {
+        Ok(entries) => entries,
+        Err(e) => return io_error(&path, &e).into(),
+    };
+    let mut listed: Vec<(String, &'static str, u64)> = entries
+        .flatten()
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let (kind, size) = match entry.file_type() {
+                Ok(t) if t.is_symlink() => ("symlink", 0),
+                Ok(t) if t.is_dir() => ("dir", 0),
+                Ok(_) => ("file", entry.metadata().map(|m| m.len()).unwrap_or(0)),
+                Err(_) => ("unknown", 0),
+            };
+            (name, kind, size)
+        })
+        .collect();
+    listed.sort();
+    let truncated = listed.len() > LIST_LIMIT;
+    listed.truncate(LIST_LIMIT);
+    let text = listed
+        .iter()
+        .map(|(name, kind, _)| {
+            if *kind == "dir" {
+                format!("{name}/")
+            } else {
+                name.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let data = listed
+        .iter()
+        .map(|(name, kind, size)| json!({"name": name, "kind": kind, "size": size}))
+        .collect::<Vec<_>>();
+    ToolReply::ok(
+        text,
+        Some(json!({"path": path.as_str(), "entries": data, "truncated": truncated})),
+    )
+}
+
+pub fn read_file(ws: &Workspace, args: &Value) -> ToolReply {
+    let path = match checked(args, "path", Target::File, None) {
+        Ok(path) => path,
+        Err(reply) => return reply,
+    };
+    let bytes = match read_bytes(ws, &path) {
+        Ok(bytes) => bytes,
+        Err(reply) => return reply,
+    };
+    if bytes.iter().take(8192).any(|&b| b == 0) {
+        return ToolReply::failed(
+            "binary_file",
+            format!(
+                "`{}` is a binary file; read_file reads text only",
+                path.as_str()
+            ),
+        );
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    let total = lines.len();
+    let start = args
+        .get("line_start")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .max(1) as usize;
+    let end = args
+        .get("line_end")
+        .and_then(Value::as_u64)
+        .map_or(total, |e| (e as usize).min(total));
+    if start > end.max(1) && total > 0 {
+        return ToolReply::failed(
+            "bad_range",
+            format!("line_start {start} is after line_end {end} (the file has {total} lines)"),
+        );
+    }
+    let content = if args.get("line_start").is_none() && args.get("line_end").is_none() {
+        text.to_string()
+    } else {
+        lines[(start - 1).min(total)..end].join("\n")
+    };
+    ToolReply::ok(
+        content,
+        Some(
+            json!({"path": path.as_str(), "total_lines": total, "line_start": start, "line_end": end}),
+        ),
+    )
+}
+
+fn read_bytes(ws: &Workspace, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
+    let file = ws
+        .dir()
+        .open(path.as_str())
+        .map_err(|e| ToolReply::from(io_error(path, &e)))?;
+    let metadata = file
+        .metadata()
+        .map_err(|e| ToolReply::from(io_error(path, &e)))?;
+    if metadata.is_dir() {
+        return Err(ToolReply::failed(
+            "is_a_directory",
+            format!("`{}` is a directory; use list_dir", path.as_str()),
+        ));
+    }
+    if metadata.len() > READ_LIMIT {
+        return Err(ToolReply::failed(
+            "file_too_large",
+            format!(
+                "`{}` has {} bytes; the read limit is {READ_LIMIT}",
+                path.as_str(),
+                metadata.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.into_std()
+        .take(READ_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolReply::from(io_error(path, &e)))?;
+    Ok(bytes)
+}
+
+pub fn write_file(ws: &Workspace, args: &Value) -> ToolReply {
+    let path = match checked(args, "path", Target::File, None) {
+        Ok(path) => path,
+        Err(reply) => return reply,
+    };
+    let content = match str_arg(args, "content") {
+        Ok(content) => content,
+        Err(reply) => return reply,
+    };
+    let lock = ws.lock_for(&path);
+    let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    match atomic_write(ws, &path, content.as_bytes()) {
+        Ok(()) => ToolReply::ok(
+            format!("Wrote {} bytes to {}", content.len(), path.as_str()),
+            Some(json!({"path": path.as_str(), "bytes": content.len()})),
+        ),
+        Err(reply) => reply,
+    }
+}
+
+pub fn edit_file(ws: &Workspace, args: &Value) -> ToolReply {
+    let path = match checked(args, "path", Target::File, None) {
+        Ok(path) => path,
+        Err(reply) => return reply,
+    };
+    let (old_text, new_text) = match (str_arg(args, "old_text"), str_arg(args, "new_text")) {
+        (Ok(old), Ok(new)) => (old, new),
+        (Err(reply), _) | (_, Err(reply)) => return reply,
+    };
+    if old_text.is_empty() {
+        return ToolReply::failed(
+            "old_text_empty",
+            "old_text is empty; say which text to replace".into(),
+        );
+    }
+    let lock = ws.lock_for(&path);
+    let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let text = match read_bytes(ws, &path).map(|b| String::from_utf8(b)) {
+        Ok(Ok(text)) => text,
+        Ok(Err(_)) => {
+            return ToolReply::failed("not_utf8", format!("`{}` is not UTF-8 text", path.as_str()))
+        }
+        Err(reply) => return reply,
+    };
+    match text.matches(old_text).count() {
+        0 => ToolReply::failed(
+            "old_text_not_found",
+            format!(
+                "old_text was not found in {}; read the file again and copy the exact text",
+                path.as_str()
+            ),
+        ),
+        1 => match atomic_write(ws, &path, text.replacen(old_text, new_text, 1).as_bytes()) {
+            Ok(()) => ToolReply::ok(
+                format!("Edited {}", path.as_str()),
+                Some(json!({"path": path.as_str()})),
+            ),
+            Err(reply) => reply,
+        },
+        n => ToolReply::failed(
+            "old_text_ambiguous",
+            format!(
+                "old_text occurs {n} times in {}; include more context so it matches once",
+                path.as_str()
+            ),
+        ),
+    }
+}
+
+/// Writes through a temporary file and a rename, refusing to write through a symlink.
+fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
+    let dir = ws.dir();
+    if let Ok(meta) = dir.symlink_metadata(path.as_str()) {
+        if meta.file_type().is_symlink() {
+            return Err(ToolReply::refused(
+                403,
+                "symlink_escape",
+                format!(
+                    "`{}` is a symlink; writes do not follow symlinks",
+                    path.as_str()
+                ),
+            ));
+        }
+        if meta.is_dir() {
+            return Err(ToolReply::failed(
+                "is_a_directory",
+                format!("`{}` is a directory", path.as_str()),
+            ));
+        }
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
+        dir.create_dir_all(parent.as_str())
+            .map_err(|e| ToolReply::from(io_error(&parent, &e)))?;
+    }
+    let temp = temp_name(path);
+    let result = write_temp(ws, &temp, bytes).and_then(|()| {
+        dir.rename(temp.as_str(), dir, path.as_str())
+            .map_err(|e| ToolReply::from(io_error(path, &e)))
+    });
+    if result.is_err() {
+        let _ = dir.remove_file(temp.as_str());
+    }
+    result
+}
+
+fn write_temp(ws: &Workspace, temp: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    let file = ws
+        .dir()
+        .open_with(temp.as_str(), &options)
+        .map_err(|e| ToolReply::from(io_error(temp, &e)))?;
+    let mut file = file.into_std();
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| ToolReply::from(io_error(temp, &e)))
+}
+
+fn temp_name(path: &RelPath) -> RelPath {
+    let mut nonce = [0u8; 8];
+    let _ = getrandom::fill(&mut nonce);
+    let suffix: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!(
+        ".{}.palaver-tmp-{suffix}",
+        path.file_name().unwrap_or("file")
+    );
+    path.parent().unwrap_or_else(RelPath::root).join(&name)
+}
+
+pub fn file_tree(ws: &Workspace, args: &Value) -> ToolReply {
+    let path = match checked(args, "path", Target::RootAllowed, Some(".")) {
+        Ok(path) => path,
+        Err(reply) => return reply,
+    };
+    if let Err(e) = ws.dir().open_dir(path.as_str()) {
+        return io_error(&path, &e).into();
+    }
+    let depth = args
+        .get("max_depth")
+        .and_then(Value::as_u64)
+        .unwrap_or(3)
+        .clamp(1, 10) as usize;
+    let walker = ignore::WalkBuilder::new(ws.host_path(&path))
+        .max_depth(Some(depth))
+        .follow_links(false)
+        .hidden(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
+    let mut lines = Vec::new();
+    let mut truncated = false;
+    for entry in walker.flatten().skip(1) {
+        if lines.len() == TREE_LIMIT {
+            truncated = true;
+            break;
+        }
+        let name = entry.file_name().to_string_lossy();
+        let indent = "  ".repeat(entry.depth().saturating_sub(1));
+        let slash = if entry.file_type().is_some_and(|t| t.is_dir()) {
+            "/"
+        } else {
+            ""
+        };
+        lines.push(format!("{indent}{name}{slash}"));
+    }
+    if truncated {
+        lines.push(format!("[truncated after {TREE_LIMIT} entries]"));
+    }
+    ToolReply::ok(
+        lines.join("\n"),
+        Some(json!({"path": path.as_str(), "truncated": truncated})),
+    )
+}

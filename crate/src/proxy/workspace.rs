@@ -1,0 +1,54 @@
+//! The workspace: its canonical root, a `cap_std` directory capability on it through which every
+//! file operation goes, and a lock per file so concurrent writes to one file are serialized.
+
+use super::confine::RelPath;
+use cap_std::fs::Dir;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub struct Workspace {
+    root: PathBuf,
+    dir: Dir,
+    locks: Mutex<HashMap<RelPath, Arc<Mutex<()>>>>,
+}
+
+impl Workspace {
+    /// Opens the workspace; a root given through a symlink is resolved first (A46).
+    pub fn open(root: &Path) -> std::io::Result<Self> {
+        let root = root.canonicalize()?;
+        let dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority())?;
+        Ok(Workspace {
+            root,
+            dir,
+            locks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// The host path of a checked relative path, for the walkers (`ignore`) that need one. The
+    /// caller has first opened it through `dir()`, so it is known to resolve inside.
+    pub fn host_path(&self, path: &RelPath) -> PathBuf {
+        if path.is_root() {
+            self.root.clone()
+        } else {
+            self.root.join(path.as_str())
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The lock of one file; hold it for the whole read-modify-write.
+    pub fn lock_for(&self, path: &RelPath) -> Arc<Mutex<()>> {
+        let mut locks = self
+            .locks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        locks.entry(path.clone()).or_default().clone()
+    }
+}
