@@ -253,8 +253,11 @@ fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), Tool
         }
     }
     if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
-        dir.create_dir_all(parent.as_str())
-            .map_err(|e| ToolReply::from(io_error(&parent, &e)))?;
+        if let Err(e) = dir.create_dir_all(parent.as_str()) {
+            // A parent that is a symlink leading out shows up as "exists"; opening it says why.
+            let cause = dir.open_dir(parent.as_str()).err().unwrap_or(e);
+            return Err(io_error(&parent, &cause).into());
+        }
     }
     let temp = temp_name(path);
     let result = write_temp(ws, &temp, bytes).and_then(|()| {
@@ -307,6 +310,7 @@ pub fn file_tree(ws: &Workspace, args: &Value) -> ToolReply {
     let walker = ignore::WalkBuilder::new(ws.host_path(&path))
         .max_depth(Some(depth))
         .follow_links(false)
+        .require_git(false)
         .hidden(false)
         .filter_entry(|e| e.file_name() != ".git")
         .sort_by_file_name(|a, b| a.cmp(b))

@@ -59,6 +59,7 @@ pub fn search(ws: &Workspace, args: &Value) -> ToolReply {
     let mut walker = ignore::WalkBuilder::new(ws.host_path(&path));
     walker
         .follow_links(false)
+        .require_git(false)
         .hidden(false)
         .filter_entry(|e| e.file_name() != ".git");
     if let Some(glob) = args.get("glob").and_then(Value::as_str) {

@@ -1,0 +1,526 @@
+//! The proxy's tools against the real server: path attacks on read, write and list (SECURITY
+//! A28–A45), `run_command` (A59–A62), `fetch_url` refusals, concurrent edits (A68), search.
+
+use crate::proxy::{fixture, tool};
+use serde_json::{json, Value};
+
+fn kind(reply: &crate::proxy::Reply) -> String {
+    reply.body["error"]["kind"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn no_secret(reply: &crate::proxy::Reply) {
+    let text = reply.body.to_string();
+    assert!(
+        !text.contains("SECRET-OUTSIDE")
+            && !text.contains("SECRET-SIBLING")
+            && !text.contains("root:x:0"),
+        "leaked: {text}"
+    );
+    assert!(
+        !text.contains("/tmp/") && !text.contains(&std::env::temp_dir().display().to_string()),
+        "A82: an absolute host path leaked: {text}"
+    );
+}
+
+#[test]
+fn a28_to_a38_traversal_absolute_and_odd_paths_are_refused_on_read_write_and_list() {
+    let (server, _) = fixture("paths", false, &[]);
+    let port = server.port;
+    let cases: [(&str, &str); 21] = [
+        ("../outside.txt", "path_outside_workspace"),
+        ("sub/../../outside.txt", "path_outside_workspace"),
+        ("./../outside.txt", "path_outside_workspace"),
+        ("a/../../x", "path_outside_workspace"),
+        ("../ws-secret/secret.txt", "path_outside_workspace"),
+        ("/etc/passwd", "absolute_path"),
+        ("C:\\x", "invalid_path"),
+        ("C:/Windows/win.ini", "invalid_path"),
+        ("c:win.ini", "invalid_path"),
+        ("\\\\server\\share\\x", "invalid_path"),
+        ("//server/share", "absolute_path"),
+        ("sub\\..\\..\\outside.txt", "invalid_path"),
+        ("a\u{0}b", "invalid_path"),
+        ("README.md\u{0}.png", "invalid_path"),
+        ("NUL", "reserved_name"),
+        ("con.txt", "reserved_name"),
+        ("f.txt::$DATA", "invalid_path"),
+        ("name.", "reserved_name"),
+        ("name ", "reserved_name"),
+        ("", "invalid_path"),
+        ("/", "absolute_path"),
+    ];
+    for (path, expected) in cases {
+        for (name, args) in [
+            ("read_file", json!({"path": path})),
+            ("write_file", json!({"path": path, "content": "pwned"})),
+            ("list_dir", json!({"path": path})),
+        ] {
+            let reply = tool(port, name, args);
+            if name == "list_dir" && path.is_empty() {
+                continue;
+            }
+            assert_eq!(kind(&reply), expected, "{name} {path:?}: {}", reply.body);
+            assert_eq!(reply.status, 400, "{name} {path:?}");
+            no_secret(&reply);
+        }
+    }
+    let long = format!("{}f", "a/".repeat(5000));
+    assert_eq!(
+        kind(&tool(port, "read_file", json!({"path": long}))),
+        "path_too_long",
+        "A37"
+    );
+    let outside = std::fs::read_to_string(std::env::temp_dir()).unwrap_or_default();
+    let _ = outside;
+}
+
+#[test]
+fn a34_encoded_dots_are_literal_names() {
+    let (server, _) = fixture("encoded", false, &[]);
+    for path in ["%2e%2e/outside.txt", "..%2foutside.txt", "%252e%252e/x"] {
+        let reply = tool(server.port, "read_file", json!({"path": path}));
+        assert_eq!(reply.status, 404, "{path}: {}", reply.body);
+        assert_eq!(kind(&reply), "not_found");
+    }
+    let written = tool(
+        server.port,
+        "write_file",
+        json!({"path": "%2e%2e/x.txt", "content": "literal"}),
+    );
+    assert_eq!(
+        written.status, 200,
+        "a literal directory named %2e%2e inside the workspace: {}",
+        written.body
+    );
+}
+
+#[test]
+fn a39_legal_odd_names_work() {
+    let (server, _) = fixture("legal", false, &[]);
+    assert_eq!(
+        tool(server.port, "read_file", json!({"path": "..test"})).body["content"],
+        "dots\n"
+    );
+    assert_eq!(
+        tool(server.port, "read_file", json!({"path": "report_50%.pdf"})).body["content"],
+        "pct\n"
+    );
+    assert_eq!(
+        tool(server.port, "read_file", json!({"path": "sub//file.txt"})).body["content"],
+        "inside\n",
+        "A36: // normalized inside"
+    );
+    assert_eq!(
+        tool(
+            server.port,
+            "read_file",
+            json!({"path": "./sub/./file.txt"})
+        )
+        .body["content"],
+        "inside\n"
+    );
+    let listed = tool(server.port, "list_dir", json!({"path": "."}));
+    assert_eq!(listed.status, 200, "A36: `.` lists the workspace");
+}
+
+#[test]
+fn a42_a43_a44_symlinks_out_are_refused_and_links_inside_work() {
+    let (server, _) = fixture("links", false, &[]);
+    let port = server.port;
+    for path in [
+        "etc_link/passwd",
+        "abs_out/outside.txt",
+        "file_out",
+        "chain1/outside.txt",
+        "chain2/outside.txt",
+        "abs_out/ws-secret/secret.txt",
+    ] {
+        let reply = tool(port, "read_file", json!({"path": path}));
+        assert_eq!(reply.status, 403, "read {path}: {}", reply.body);
+        assert_eq!(kind(&reply), "symlink_escape");
+        no_secret(&reply);
+    }
+    for path in ["etc_link", "abs_out", "chain1"] {
+        let reply = tool(port, "list_dir", json!({"path": path}));
+        assert_eq!(reply.status, 403, "list {path}: {}", reply.body);
+        no_secret(&reply);
+    }
+    for path in [
+        "file_out",
+        "dangling",
+        "abs_out/planted.txt",
+        "etc_link/pwned",
+    ] {
+        let reply = tool(
+            port,
+            "write_file",
+            json!({"path": path, "content": "pwned"}),
+        );
+        assert_eq!(reply.status, 403, "write {path}: {}", reply.body);
+    }
+    let read_in = tool(port, "read_file", json!({"path": "in"}));
+    assert_eq!(
+        read_in.body["content"], "inside\n",
+        "A44: a link that stays inside is followed for reads"
+    );
+    let listed = tool(port, "list_dir", json!({"path": "."}));
+    let entries = listed.body["data"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let loop_entry = entries
+        .iter()
+        .find(|e| e["name"] == "loop")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        loop_entry["kind"], "symlink",
+        "A45: links are listed as links"
+    );
+    let tree = tool(port, "file_tree", json!({"path": ".", "max_depth": 5}));
+    assert_eq!(tree.status, 200);
+    no_secret(&tree);
+    assert!(
+        !tree.body["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("passwd"),
+        "the tree does not descend into links"
+    );
+    let found = tool(port, "search", json!({"pattern": "SECRET", "path": "."}));
+    assert_eq!(
+        found.body["content"], "No matches.",
+        "A45: search does not follow links out: {}",
+        found.body
+    );
+}
+
+#[test]
+fn a43_the_outside_file_and_the_link_are_unchanged_after_refused_writes() {
+    let (server, _) = fixture("unchanged", false, &[]);
+    let _ = tool(
+        server.port,
+        "write_file",
+        json!({"path": "file_out", "content": "pwned"}),
+    );
+    let outside = tool(server.port, "read_file", json!({"path": "in"}));
+    assert_eq!(outside.status, 200);
+    let listed = tool(server.port, "list_dir", json!({"path": "."}));
+    let entries = listed.body["data"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["name"] == "file_out" && e["kind"] == "symlink"),
+        "the link itself is unchanged"
+    );
+}
+
+#[test]
+fn read_file_ranges_binary_and_missing_files() {
+    let (server, _) = fixture("read", false, &[]);
+    let range = tool(
+        server.port,
+        "read_file",
+        json!({"path": "README.md", "line_start": 2, "line_end": 3}),
+    );
+    assert_eq!(range.body["content"], "line two\nline three");
+    assert_eq!(range.body["data"]["total_lines"], 3);
+    let binary = tool(server.port, "read_file", json!({"path": "bin.dat"}));
+    assert_eq!(binary.body["is_error"], true);
+    assert_eq!(kind(&binary), "binary_file");
+    let missing = tool(server.port, "read_file", json!({"path": "nope.txt"}));
+    assert_eq!(missing.status, 404);
+    let directory = tool(server.port, "read_file", json!({"path": "sub"}));
+    assert_eq!(kind(&directory), "is_a_directory");
+}
+
+#[test]
+fn write_and_edit_files_atomically_with_clear_errors() {
+    let (server, _) = fixture("edit", false, &[]);
+    let port = server.port;
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": "new/dir/a.txt", "content": "one two two"})
+        )
+        .status,
+        200
+    );
+    let missing = tool(
+        port,
+        "edit_file",
+        json!({"path": "new/dir/a.txt", "old_text": "three", "new_text": "3"}),
+    );
+    assert_eq!(kind(&missing), "old_text_not_found");
+    let ambiguous = tool(
+        port,
+        "edit_file",
+        json!({"path": "new/dir/a.txt", "old_text": "two", "new_text": "2"}),
+    );
+    assert_eq!(kind(&ambiguous), "old_text_ambiguous");
+    assert!(ambiguous.body["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains("2 times"));
+    assert_eq!(
+        tool(
+            port,
+            "edit_file",
+            json!({"path": "new/dir/a.txt", "old_text": "one", "new_text": "1"})
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        tool(port, "read_file", json!({"path": "new/dir/a.txt"})).body["content"],
+        "1 two two"
+    );
+    let listed = tool(port, "list_dir", json!({"path": "new/dir"}));
+    let names: Vec<String> = listed.body["data"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| e["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(names, vec!["a.txt".to_string()], "no temp files left");
+}
+
+#[test]
+fn a68_concurrent_edits_of_one_file_all_apply() {
+    let (server, _) = fixture("concurrent", false, &[]);
+    let port = server.port;
+    let lines: Vec<String> = (0..16).map(|i| format!("line-{i}")).collect();
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": "shared.txt", "content": lines.join("\n")})
+        )
+        .status,
+        200
+    );
+    let threads: Vec<_> = (0..16)
+        .map(|i| std::thread::spawn(move || tool(port, "edit_file", json!({"path": "shared.txt", "old_text": format!("line-{i}\n"), "new_text": format!("LINE-{i}\n")})).status))
+        .collect();
+    let statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap_or(0)).collect();
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let text = tool(port, "read_file", json!({"path": "shared.txt"})).body["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    for i in 0..15 {
+        assert!(
+            text.contains(&format!("LINE-{i}\n")),
+            "edit {i} lost: {text}"
+        );
+    }
+}
+
+#[test]
+fn search_finds_text_respects_gitignore_and_treats_flags_as_patterns() {
+    let (server, _) = fixture("search", false, &[]);
+    let port = server.port;
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": ".gitignore", "content": "ignored/\n"})
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": "ignored/x.txt", "content": "needle\n"})
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": "src/a.rs", "content": "fn needle() {}\n--pre=touch\n"})
+        )
+        .status,
+        200
+    );
+    let found = tool(port, "search", json!({"pattern": "needle"}));
+    let matches = found.body["data"]["matches"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(matches.len(), 1, "{}", found.body);
+    assert_eq!(matches[0]["path"], "src/a.rs");
+    assert_eq!(matches[0]["line"], 1);
+    let flag = tool(
+        port,
+        "search",
+        json!({"pattern": "--pre=touch", "literal": true}),
+    );
+    assert_eq!(
+        flag.body["data"]["matches"][0]["line"], 2,
+        "A63: a flag-like pattern is only a pattern"
+    );
+    let globbed = tool(port, "search", json!({"pattern": "needle", "glob": "*.md"}));
+    assert_eq!(globbed.body["content"], "No matches.");
+    let bad = tool(port, "search", json!({"pattern": "(unclosed"}));
+    assert_eq!(kind(&bad), "bad_pattern");
+}
+
+#[test]
+fn a60_run_command_is_refused_without_allow_shell() {
+    let (server, _) = fixture("noshell", false, &[]);
+    let reply = tool(server.port, "run_command", json!({"argv": ["ls"]}));
+    assert_eq!(reply.status, 403);
+    assert_eq!(kind(&reply), "exec_disabled");
+}
+
+#[test]
+fn a59_a61_a62_run_command_argv_env_timeout_and_cap() {
+    std::env::set_var("OPENAI_API_KEY", "sk-test-must-not-leak");
+    let (server, _) = fixture("shell", true, &[]);
+    let port = server.port;
+    let echo = tool(
+        port,
+        "run_command",
+        json!({"argv": ["echo", "hi; touch pwned", "$(touch pwned2)"]}),
+    );
+    assert_eq!(
+        echo.body["content"], "hi; touch pwned $(touch pwned2)\n",
+        "A61: argv, no shell"
+    );
+    assert_eq!(
+        tool(port, "read_file", json!({"path": "pwned"})).status,
+        404
+    );
+    let env = tool(port, "run_command", json!({"argv": ["env"]}));
+    let text = env.body["content"].as_str().unwrap_or("");
+    assert!(text.contains("PATH="), "{text}");
+    assert!(
+        !text.contains("sk-test-must-not-leak") && !text.contains(crate::serve::TOKEN),
+        "A62: secrets leaked: {text}"
+    );
+    let pid_file = std::env::temp_dir().join(format!("palaver-sleep-{}", std::process::id()));
+    let script = format!("sleep 30 & echo $! > {}; sleep 30", pid_file.display());
+    let started = std::time::Instant::now();
+    let slow = tool(
+        port,
+        "run_command",
+        json!({"argv": ["sh", "-c", script], "timeout_ms": 500}),
+    );
+    assert_eq!(kind(&slow), "timeout", "{}", slow.body);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let grandchild = std::fs::read_to_string(&pid_file)
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(!grandchild.is_empty(), "the grandchild wrote its pid");
+    let alive = std::path::Path::new(&format!("/proc/{grandchild}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ");
+    assert!(
+        !alive,
+        "A59: the background sleep {grandchild} survived the timeout"
+    );
+    let _ = std::fs::remove_file(&pid_file);
+    let flood = tool(
+        port,
+        "run_command",
+        json!({"argv": ["yes"], "timeout_ms": 20000}),
+    );
+    let content = flood.body["content"].as_str().unwrap_or("");
+    assert!(
+        content.contains("[output truncated at"),
+        "A59: infinite output is cut with a marker"
+    );
+    assert!(content.len() < 300 * 1024);
+    assert_eq!(flood.body["data"]["truncated"], true);
+}
+
+#[test]
+fn fetch_url_refuses_local_private_and_non_http_targets() {
+    let (server, _) = fixture("fetch", false, &[]);
+    for url in [
+        "http://127.0.0.1:9/",
+        "http://[::1]/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/",
+        "http://192.168.1.1/",
+        "http://100.64.0.1/",
+        "http://0.0.0.0/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://localhost:9/",
+    ] {
+        let reply = tool(server.port, "fetch_url", json!({"url": url}));
+        assert_eq!(reply.status, 403, "{url}: {}", reply.body);
+        assert_eq!(kind(&reply), "address_not_allowed", "{url}");
+    }
+    for url in [
+        "file:///etc/passwd",
+        "ftp://example.com/",
+        "data:text/plain,hi",
+    ] {
+        let reply = tool(server.port, "fetch_url", json!({"url": url}));
+        assert_eq!(kind(&reply), "scheme_not_allowed", "{url}");
+        no_secret(&reply);
+    }
+}
+
+#[test]
+fn the_address_policy_table() {
+    use palaver::proxy::tools::is_forbidden_ip;
+    let forbidden = [
+        "127.0.0.1",
+        "127.8.8.8",
+        "10.1.2.3",
+        "172.16.0.1",
+        "172.31.255.255",
+        "192.168.0.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "255.255.255.255",
+        "224.0.0.1",
+        "::1",
+        "::",
+        "fc00::1",
+        "fd12::1",
+        "fe80::1",
+        "::ffff:10.0.0.1",
+        "::ffff:127.0.0.1",
+        "64:ff9b::7f00:1",
+        "::127.0.0.1",
+    ];
+    for ip in forbidden {
+        assert!(
+            is_forbidden_ip(ip.parse().unwrap_or_else(|e| panic!("{ip}: {e}"))),
+            "{ip} must be refused"
+        );
+    }
+    for ip in [
+        "8.8.8.8",
+        "1.1.1.1",
+        "172.32.0.1",
+        "100.128.0.1",
+        "2606:4700::1111",
+        "64:ff9b::808:808",
+    ] {
+        assert!(
+            !is_forbidden_ip(ip.parse().unwrap_or_else(|e| panic!("{ip}: {e}"))),
+            "{ip} is public"
+        );
+    }
+}
