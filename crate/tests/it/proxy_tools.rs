@@ -524,3 +524,70 @@ fn the_address_policy_table() {
         );
     }
 }
+
+#[test]
+fn a47_a_directory_swapped_for_a_symlink_during_reads_and_writes_never_leaks() {
+    let (server, _) = fixture("race", false, &[]);
+    let port = server.port;
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": "race/f.txt", "content": "inside"})
+        )
+        .status,
+        200
+    );
+    let listed = tool(port, "list_dir", json!({"path": "."}));
+    assert_eq!(listed.status, 200);
+    // The workspace root is the fixture's `ws`; find it from a link we planted (`in` → sub/file.txt).
+    let ws = std::env::temp_dir()
+        .join(format!(
+            "palaver-race-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ))
+        .join("ws");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let stop = stop.clone();
+        let ws = ws.clone();
+        std::thread::spawn(move || {
+            let (real, parked, link) = (
+                ws.join("race"),
+                ws.join("race-parked"),
+                ws.join("race-link"),
+            );
+            let _ = std::os::unix::fs::symlink(ws.parent().unwrap_or(&ws), &link);
+            let mut flips = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && flips < 20_000 {
+                let _ = std::fs::rename(&real, &parked);
+                let _ = std::fs::rename(&link, &real);
+                let _ = std::fs::rename(&real, &link);
+                let _ = std::fs::rename(&parked, &real);
+                flips += 1;
+            }
+        })
+    };
+    for i in 0..300 {
+        let read = tool(port, "read_file", json!({"path": "race/outside.txt"}));
+        assert!(
+            !read.body.to_string().contains("SECRET-OUTSIDE"),
+            "read {i} leaked outside content"
+        );
+        let _ = tool(
+            port,
+            "write_file",
+            json!({"path": "race/f.txt", "content": format!("v{i}")}),
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = flipper.join();
+    let outside =
+        std::fs::read_to_string(ws.parent().unwrap_or(&ws).join("outside.txt")).unwrap_or_default();
+    assert_eq!(outside, "SECRET-OUTSIDE\n", "the outside file is unchanged");
+    assert!(
+        !ws.parent().unwrap_or(&ws).join("f.txt").exists(),
+        "no write landed outside the workspace"
+    );
+}
