@@ -119,6 +119,10 @@ impl RelPath {
         })
     }
 
+    pub fn first(&self) -> Option<&str> {
+        self.components.first().map(String::as_str)
+    }
+
     pub fn file_name(&self) -> Option<&str> {
         self.components.last().map(String::as_str)
     }

@@ -9,6 +9,7 @@ pub fn fresh() -> Result<String, String> {
 }
 
 pub fn read(path: &Path) -> Result<String, String> {
+    refuse_shared_file(path)?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let token = text.trim().to_string();
@@ -19,4 +20,27 @@ pub fn read(path: &Path) -> Result<String, String> {
         ));
     }
     Ok(token)
+}
+
+/// A token file others can read is refused (A4): it must be private to the user (0600).
+#[cfg(unix)]
+fn refuse_shared_file(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{} is readable by others (mode {:o}); chmod 600 it",
+            path.display(),
+            mode & 0o777
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn refuse_shared_file(_path: &Path) -> Result<(), String> {
+    Ok(())
 }

@@ -591,3 +591,31 @@ fn a47_a_directory_swapped_for_a_symlink_during_reads_and_writes_never_leaks() {
         "no write landed outside the workspace"
     );
 }
+
+#[test]
+fn a41_writes_into_git_and_palaver_settings_are_refused() {
+    let (server, _) = fixture("protected", false, &[]);
+    for path in [
+        ".git/hooks/pre-commit",
+        ".palaver/config.toml",
+        ".GIT/config",
+    ] {
+        let reply = tool(
+            server.port,
+            "write_file",
+            json!({"path": path, "content": "#!/bin/sh\ntouch pwned"}),
+        );
+        assert_eq!(reply.status, 403, "{path}");
+        assert_eq!(kind(&reply), "protected_path");
+    }
+    assert_eq!(
+        tool(
+            server.port,
+            "read_file",
+            json!({"path": ".git/hooks/pre-commit"})
+        )
+        .status,
+        404,
+        "nothing was created"
+    );
+}

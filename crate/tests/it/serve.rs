@@ -154,11 +154,8 @@ fn serves_the_app_with_the_right_types_and_headers() {
         &format!("localhost:{}", server.port),
     );
     assert!(head.contains("content-type: text/javascript"), "{head}");
-    let (status, head, body) = get(
-        server.port,
-        "/api/health",
-        &format!("[::1]:{}", server.port),
-    );
+    let health_request = format!("GET /api/health HTTP/1.1\r\nHost: [::1]:{}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n", server.port);
+    let (status, head, body) = raw(server.port, &health_request);
     assert_eq!(status, 200);
     assert!(head.contains("cache-control: no-store"), "{head}");
     let health: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
@@ -232,5 +229,65 @@ fn the_binary_prints_the_token_in_the_fragment_and_stops_on_sigterm() {
     assert!(
         status.success(),
         "palaver serve must exit cleanly on SIGTERM: {status}"
+    );
+}
+
+#[test]
+fn a4_a5_tokens_are_fresh_per_run_and_a_shared_token_file_is_refused() {
+    let dir = temp_dir("tokens");
+    let first_line = |extra: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
+            .args(["serve", "--port", "0", "--www"])
+            .arg(dir.0.join("www"))
+            .arg("--pkg")
+            .arg(dir.0.join("pkg"))
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                let mut stdout = child
+                    .stdout
+                    .take()
+                    .ok_or_else(|| std::io::Error::other("no stdout"))?;
+                let mut line = Vec::new();
+                let mut byte = [0u8; 1];
+                while stdout.read(&mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {
+                    line.push(byte[0]);
+                }
+                let _ = child.kill();
+                let output = child.wait_with_output()?;
+                Ok((
+                    String::from_utf8_lossy(&line).to_string(),
+                    String::from_utf8_lossy(&output.stderr).to_string(),
+                ))
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        output
+    };
+    let (one, _) = first_line(&[]);
+    let (two, _) = first_line(&[]);
+    assert!(one.contains("#token=") && two.contains("#token="));
+    assert_ne!(
+        one.split("#token=").nth(1),
+        two.split("#token=").nth(1),
+        "A5: a fresh token each run"
+    );
+    let token_file = dir.0.join("token");
+    std::fs::write(&token_file, "f".repeat(32)).unwrap_or_default();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644))
+        .unwrap_or_default();
+    let (line, stderr) = first_line(&["--token-file", token_file.to_str().unwrap_or("")]);
+    assert!(
+        line.is_empty() && stderr.contains("readable by others"),
+        "A4: {line} / {stderr}"
+    );
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_default();
+    let (line, _) = first_line(&["--token-file", token_file.to_str().unwrap_or("")]);
+    assert!(
+        line.ends_with(&format!("#token={}", "f".repeat(32))),
+        "{line}"
     );
 }

@@ -231,8 +231,24 @@ pub fn edit_file(ws: &Workspace, args: &Value) -> ToolReply {
     }
 }
 
+/// Top-level directories a model may not write into: hooks and settings run code (A41).
+const PROTECTED: [&str; 2] = [".git", ".palaver"];
+
 /// Writes through a temporary file and a rename, refusing to write through a symlink.
 fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
+    if path
+        .first()
+        .is_some_and(|first| PROTECTED.iter().any(|p| p.eq_ignore_ascii_case(first)))
+    {
+        return Err(ToolReply::refused(
+            403,
+            "protected_path",
+            format!(
+                "`{}` is protected: the tools do not write into .git or .palaver",
+                path.as_str()
+            ),
+        ));
+    }
     let dir = ws.dir();
     if let Ok(meta) = dir.symlink_metadata(path.as_str()) {
         if meta.file_type().is_symlink() {
