@@ -115,7 +115,12 @@ async fn list_tools(State(api): State<Arc<Api>>) -> Json<Vec<serde_json::Value>>
     Json(tools::specs(&api.policy))
 }
 
-async fn call_tool(State(api): State<Arc<Api>>, Path(name): Path<String>, body: Bytes) -> Response {
+async fn call_tool(
+    State(api): State<Arc<Api>>,
+    Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     if !tools::exists(&name, &api.policy) {
         let (status, kind) = if name == "run_command" {
             (StatusCode::FORBIDDEN, "exec_disabled")
@@ -138,7 +143,37 @@ async fn call_tool(State(api): State<Arc<Api>>, Path(name): Path<String>, body: 
             )
         }
     };
+    let wants_lines = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/x-ndjson"));
+    if wants_lines && name == "run_command" && args.is_object() {
+        return stream_lines(&api, &args);
+    }
     let reply = tools::call(api.workspace.clone(), &api.policy, &name, args).await;
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, Json(reply.body())).into_response()
+}
+
+/// `run_command` output as NDJSON while the program runs (`Accept: application/x-ndjson`).
+fn stream_lines(api: &Api, args: &serde_json::Value) -> Response {
+    let receiver = match tools::run_streaming(&api.workspace, args) {
+        Ok(receiver) => receiver,
+        Err(reply) => {
+            let status =
+                StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return (status, Json(reply.body())).into_response();
+        }
+    };
+    let lines = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver
+            .recv()
+            .await
+            .map(|line| (Ok::<_, std::convert::Infallible>(line), receiver))
+    });
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        axum::body::Body::from_stream(lines),
+    )
+        .into_response()
 }

@@ -619,3 +619,101 @@ fn a41_writes_into_git_and_palaver_settings_are_refused() {
         "nothing was created"
     );
 }
+
+#[test]
+fn run_command_streams_lines_as_ndjson() {
+    let (server, _) = fixture("lines", true, &[]);
+    let port = server.port;
+    let body = json!({"argv": ["sh", "-c", "echo one; echo two >&2; echo three"]}).to_string();
+    let text = format!(
+        "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        crate::serve::TOKEN,
+        body.len()
+    );
+    let (status, head, raw_body) = crate::serve::raw(port, &text);
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("content-type: application/x-ndjson"),
+        "{head}"
+    );
+    let decoded = dechunk(&raw_body);
+    let lines: Vec<Value> = decoded
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
+        .collect();
+    let stdout: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["stream"] == "stdout")
+        .filter_map(|l| l["text"].as_str())
+        .collect();
+    assert_eq!(stdout, ["one", "three"]);
+    assert!(lines
+        .iter()
+        .any(|l| l["stream"] == "stderr" && l["text"] == "two"));
+    let last = lines.last().cloned().unwrap_or(Value::Null);
+    assert_eq!(last["type"], "result");
+    assert_eq!(last["data"]["exit_code"], 0);
+}
+
+#[test]
+fn a27_a_client_that_goes_away_kills_the_streamed_command() {
+    use std::io::{Read, Write};
+    let (server, _) = fixture("gone", true, &[]);
+    let port = server.port;
+    let pid_file = std::env::temp_dir().join(format!("palaver-gone-{}", std::process::id()));
+    let script = format!(
+        "sleep 30 & echo $! > {}; echo started; wait",
+        pid_file.display()
+    );
+    let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 60000}).to_string();
+    let text = format!(
+        "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        crate::serve::TOKEN,
+        body.len()
+    );
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+    stream.write_all(text.as_bytes()).unwrap_or_default();
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 512];
+    while !String::from_utf8_lossy(&seen).contains("started") {
+        let n = stream.read(&mut buffer).unwrap_or(0);
+        assert!(n > 0, "the stream ended before the first line");
+        seen.extend_from_slice(&buffer[..n]);
+    }
+    drop(stream);
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(!pid.is_empty());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
+    let alive = |pid: &str| {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ")
+    };
+    while alive(&pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_file(&pid_file);
+    assert!(!alive(&pid), "A27: the command's group outlived its client");
+}
+
+/// Decodes an HTTP/1.1 chunked body.
+fn dechunk(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body).to_string();
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    out
+}

@@ -8,6 +8,7 @@ mod search;
 mod shell;
 
 pub use fetch::is_forbidden_ip;
+pub use shell::run_streaming;
 
 use super::confine::ToolPathRejected;
 use super::workspace::Workspace;

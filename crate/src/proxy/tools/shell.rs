@@ -1,6 +1,8 @@
 //! `run_command` (only with `--allow-shell`): runs an argv — no shell interpreter — in the
 //! workspace, with a scrubbed environment (provider keys and the proxy token never reach the
 //! child), in its own process group that is killed whole at the timeout, and with an output cap.
+//! `run_streaming` sends the output as NDJSON lines while the program runs; when the client goes
+//! away the whole process group is killed at once.
 
 use super::ToolReply;
 use crate::proxy::workspace::Workspace;
@@ -16,33 +18,32 @@ const MAX_TIMEOUT_MS: u64 = 110_000;
 /// The only variables a child inherits.
 const KEPT_ENV: [&str; 5] = ["PATH", "HOME", "LANG", "LC_ALL", "TERM"];
 
-pub async fn run_command(ws: &Workspace, args: &Value) -> ToolReply {
+fn parse_argv(args: &Value) -> Result<Vec<String>, ToolReply> {
     let argv: Vec<String> = match args.get("argv").and_then(Value::as_array) {
         Some(items) if !items.is_empty() && items.iter().all(Value::is_string) => items
             .iter()
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect(),
         _ => {
-            return ToolReply::refused(
+            return Err(ToolReply::refused(
                 400,
                 "invalid_arguments",
                 "`argv` must be a non-empty array of strings".into(),
-            )
+            ))
         }
     };
     if argv.iter().any(|a| a.contains('\0')) {
-        return ToolReply::refused(
+        return Err(ToolReply::refused(
             400,
             "invalid_arguments",
             "an argument contains a NUL byte".into(),
-        );
+        ));
     }
-    let timeout = Duration::from_millis(
-        args.get("timeout_ms")
-            .and_then(Value::as_u64)
-            .unwrap_or(DEFAULT_TIMEOUT_MS)
-            .clamp(1, MAX_TIMEOUT_MS),
-    );
+    Ok(argv)
+}
+
+/// Spawns argv in the workspace: no shell, scrubbed environment, its own process group.
+fn spawn(ws: &Workspace, argv: &[String]) -> Result<tokio::process::Child, ToolReply> {
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
@@ -58,11 +59,29 @@ pub async fn run_command(ws: &Workspace, args: &Value) -> ToolReply {
         }
     }
     command.process_group(0);
-    let mut child = match command.spawn() {
+    command
+        .spawn()
+        .map_err(|e| ToolReply::failed("spawn_failed", format!("cannot run `{}`: {e}", argv[0])))
+}
+
+fn timeout_of(args: &Value) -> Duration {
+    Duration::from_millis(
+        args.get("timeout_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_TIMEOUT_MS)
+            .clamp(1, MAX_TIMEOUT_MS),
+    )
+}
+
+pub async fn run_command(ws: &Workspace, args: &Value) -> ToolReply {
+    let argv = match parse_argv(args) {
+        Ok(argv) => argv,
+        Err(reply) => return reply,
+    };
+    let timeout = timeout_of(args);
+    let mut child = match spawn(ws, &argv) {
         Ok(child) => child,
-        Err(e) => {
-            return ToolReply::failed("spawn_failed", format!("cannot run `{}`: {e}", argv[0]))
-        }
+        Err(reply) => return reply,
     };
     let pgid = child.id().map(|id| id as i32);
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
@@ -136,4 +155,103 @@ fn kill_group(pgid: Option<i32>) {
             libc::kill(-pgid, libc::SIGKILL);
         }
     }
+}
+
+/// Starts the program and streams `{"type":"line","stream","text"}` lines, then one
+/// `{"type":"result", content, data, is_error}` line. Per-stream output is capped.
+pub fn run_streaming(
+    ws: &Workspace,
+    args: &Value,
+) -> Result<tokio::sync::mpsc::Receiver<String>, ToolReply> {
+    let argv = parse_argv(args)?;
+    let timeout = timeout_of(args);
+    let mut child = spawn(ws, &argv)?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
+    tokio::spawn(async move {
+        let pgid = child.id().map(|id| id as i32);
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let pump = async {
+            let (out_cut, err_cut) = tokio::join!(
+                forward_lines(stdout, "stdout", &tx, pgid),
+                forward_lines(stderr, "stderr", &tx, pgid)
+            );
+            (
+                out_cut || err_cut,
+                child.wait().await.ok().and_then(|s| s.code()),
+            )
+        };
+        // A heartbeat line each second makes a vanished client visible: the write fails, the
+        // response body is dropped, the channel closes, and the process group is killed.
+        let heartbeat = async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if tx
+                    .send("{\"type\":\"heartbeat\"}\n".to_string())
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(timeout, pump) => Some(outcome),
+            () = tx.closed() => None,
+            () = heartbeat => None,
+        };
+        kill_group(pgid);
+        let Some(outcome) = outcome else { return };
+        let result = match outcome {
+            Ok((truncated, code)) => {
+                json!({"type": "result", "is_error": code != Some(0) && !truncated, "content": format!("exit code {}", code.map_or("none".into(), |c| c.to_string())), "data": {"exit_code": code, "truncated": truncated, "argv": argv}})
+            }
+            Err(_) => {
+                json!({"type": "result", "is_error": true, "content": format!("`{}` did not finish within {} ms; its whole process group was killed", argv[0], timeout.as_millis()), "error": {"kind": "timeout"}})
+            }
+        };
+        let _ = tx.send(format!("{result}\n")).await;
+    });
+    Ok(rx)
+}
+
+/// Forwards one stream line by line; returns whether the cap cut it. A gone client kills the group.
+async fn forward_lines<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    stream: &str,
+    tx: &tokio::sync::mpsc::Sender<String>,
+    pgid: Option<i32>,
+) -> bool {
+    use tokio::io::AsyncBufReadExt;
+    let Some(reader) = reader else { return false };
+    let mut reader = tokio::io::BufReader::new(reader.take(OUTPUT_CAP as u64));
+    let mut total = 0usize;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+        let text = String::from_utf8_lossy(&line)
+            .trim_end_matches(['\n', '\r'])
+            .to_string();
+        if tx
+            .send(format!(
+                "{}\n",
+                json!({"type": "line", "stream": stream, "text": text})
+            ))
+            .await
+            .is_err()
+        {
+            kill_group(pgid);
+            return false;
+        }
+    }
+    let truncated = total >= OUTPUT_CAP;
+    if truncated {
+        let marker = json!({"type": "line", "stream": stream, "text": format!("[output truncated at {OUTPUT_CAP} bytes]")});
+        let _ = tx.send(format!("{marker}\n")).await;
+        kill_group(pgid);
+    }
+    truncated
 }
