@@ -717,3 +717,201 @@ fn dechunk(body: &[u8]) -> String {
     }
     out
 }
+
+#[test]
+fn a69_a73_if_match_refuses_a_write_over_a_newer_version() {
+    let (server, _) = fixture("ifmatch", false, &[]);
+    let port = server.port;
+    let read = tool(port, "read_file", json!({"path": "README.md"}));
+    let hash = read.body["data"]["hash"].as_str().unwrap_or("").to_string();
+    assert_eq!(hash.len(), 16);
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": "README.md", "content": "external edit", "if_match": hash.clone()})
+        )
+        .status,
+        200,
+        "the first writer wins"
+    );
+    let second = tool(
+        port,
+        "write_file",
+        json!({"path": "README.md", "content": "stale", "if_match": hash.clone()}),
+    );
+    assert_eq!(second.status, 409, "A69: the second writer gets a conflict");
+    assert_eq!(kind(&second), "conflict");
+    assert!(second.body.to_string().contains("current_hash"));
+    let edit = tool(
+        port,
+        "edit_file",
+        json!({"path": "README.md", "old_text": "external", "new_text": "x", "if_match": hash}),
+    );
+    assert_eq!(edit.status, 409, "A73");
+    assert_eq!(
+        tool(port, "read_file", json!({"path": "README.md"})).body["content"],
+        "external edit",
+        "the external edit is preserved"
+    );
+}
+
+#[test]
+fn a70_concurrent_reads_see_only_whole_versions() {
+    let (server, _) = fixture("torn", false, &[]);
+    let port = server.port;
+    let versions: Vec<String> = (0..8).map(|i| format!("{i}").repeat(200_000)).collect();
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": "f.txt", "content": versions[0]})
+        )
+        .status,
+        200
+    );
+    let writer = {
+        let versions = versions.clone();
+        std::thread::spawn(move || {
+            for v in versions.iter().cycle().take(24) {
+                assert_eq!(
+                    tool(port, "write_file", json!({"path": "f.txt", "content": v})).status,
+                    200
+                );
+            }
+        })
+    };
+    for _ in 0..40 {
+        let content = tool(port, "read_file", json!({"path": "f.txt"})).body["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(
+            versions.contains(&content),
+            "a torn read of {} bytes",
+            content.len()
+        );
+    }
+    let _ = writer.join();
+}
+
+#[test]
+fn a46_a_workspace_given_through_a_symlink_works_and_a48_hard_links_are_not_written_through() {
+    let dir = crate::serve::temp_dir("rootlink");
+    let real = dir.0.join("real-ws");
+    std::fs::create_dir_all(&real).unwrap_or_default();
+    std::fs::write(dir.0.join("outside.txt"), "SECRET-OUTSIDE\n").unwrap_or_default();
+    std::fs::write(real.join("a.txt"), "A\n").unwrap_or_default();
+    std::fs::hard_link(dir.0.join("outside.txt"), real.join("hl")).unwrap_or_default();
+    std::os::unix::fs::symlink(&real, dir.0.join("ws-link")).unwrap_or_default();
+    let config = palaver::proxy::ServeConfig {
+        www: dir.0.join("www"),
+        pkg: dir.0.join("pkg"),
+        workspace: dir.0.join("ws-link"),
+        allowed_origins: Vec::new(),
+        allow_shell: false,
+        token: crate::serve::TOKEN.into(),
+    };
+    let outside = dir.0.join("outside.txt");
+    let server = crate::serve::start_with(config, dir);
+    assert_eq!(
+        tool(server.port, "read_file", json!({"path": "a.txt"})).body["content"],
+        "A\n",
+        "A46"
+    );
+    assert_eq!(
+        tool(
+            server.port,
+            "write_file",
+            json!({"path": "hl", "content": "pwned"})
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap_or_default(),
+        "SECRET-OUTSIDE\n",
+        "A48: temp+rename leaves the other link's file unchanged"
+    );
+}
+
+#[test]
+fn a58_a_catastrophic_regex_runs_in_linear_time() {
+    let (server, _) = fixture("redos", false, &[]);
+    let port = server.port;
+    assert_eq!(
+        tool(
+            port,
+            "write_file",
+            json!({"path": "a.txt", "content": "a".repeat(2_000_000)})
+        )
+        .status,
+        200
+    );
+    let started = std::time::Instant::now();
+    let reply = tool(port, "search", json!({"pattern": "(a+)+$", "path": "."}));
+    assert_eq!(reply.status, 200);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a18_a51_a54_rebinding_posts_chunked_floods_and_huge_headers_are_refused() {
+    let (server, _) = fixture("misc", false, &[]);
+    let port = server.port;
+    let rebinding = format!("POST /api/tools/write_file HTTP/1.1\r\nHost: evil.example:{port}\r\nOrigin: http://evil.example:{port}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}");
+    assert_eq!(
+        crate::serve::raw(port, &rebinding).0,
+        403,
+        "A18: Origin == Host is not trust"
+    );
+    use std::io::{Read, Write};
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+    let head = format!("POST /api/tools/write_file HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", crate::serve::TOKEN);
+    stream.write_all(head.as_bytes()).unwrap_or_default();
+    let chunk = vec![b'a'; 1024 * 1024];
+    for _ in 0..12 {
+        if stream
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .and_then(|()| stream.write_all(&chunk))
+            .and_then(|()| stream.write_all(b"\r\n"))
+            .is_err()
+        {
+            break;
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
+    let mut response = Vec::new();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap_or_default();
+    let _ = stream.read_to_end(&mut response);
+    let status = String::from_utf8_lossy(&response);
+    assert!(
+        status.starts_with("HTTP/1.1 413") || status.is_empty(),
+        "A51: a chunked body over 8 MiB is refused: {}",
+        &status[..status.len().min(80)]
+    );
+    let huge = format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Big: {}\r\nConnection: close\r\n\r\n", "b".repeat(1024 * 1024));
+    let (status, _, _) = crate::serve::raw(port, &huge);
+    assert!(
+        status == 431 || status == 0 || status == 400,
+        "A54: a 1 MiB header line: {status}"
+    );
+    assert_eq!(request_ok(port), 200, "the server is still serving");
+}
+
+fn request_ok(port: u16) -> u16 {
+    crate::proxy::request(
+        port,
+        "GET",
+        "/api/health",
+        &format!("Authorization: Bearer {}\r\n", crate::serve::TOKEN),
+        "",
+    )
+    .status
+}

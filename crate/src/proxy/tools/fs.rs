@@ -10,6 +10,39 @@ use cap_std::fs::OpenOptions;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 
+/// A stable content hash (FNV-1a, 64 bits, hex) for `if_match` conflict checks (A69, A73).
+pub fn content_hash(bytes: &[u8]) -> String {
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+/// `if_match`: the write applies only if the file still has the hash the caller read.
+fn check_if_match(ws: &Workspace, path: &RelPath, args: &Value) -> Result<(), ToolReply> {
+    let Some(expected) = args.get("if_match").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let current = match ws.dir().read(path.as_str()) {
+        Ok(bytes) => content_hash(&bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io_error(path, &e).into()),
+    };
+    if current == expected {
+        return Ok(());
+    }
+    let mut reply = ToolReply::refused(
+        409,
+        "conflict",
+        format!(
+            "`{}` changed since it was read; read it again",
+            path.as_str()
+        ),
+    );
+    reply.data = Some(json!({"current_hash": current}));
+    Err(reply)
+}
+
 /// Files larger than this are not read whole.
 pub const READ_LIMIT: u64 = 4 * 1024 * 1024;
 const LIST_LIMIT: usize = 5000;
@@ -125,7 +158,7 @@ pub fn read_file(ws: &Workspace, args: &Value) -> ToolReply {
     ToolReply::ok(
         content,
         Some(
-            json!({"path": path.as_str(), "total_lines": total, "line_start": start, "line_end": end}),
+            json!({"path": path.as_str(), "total_lines": total, "line_start": start, "line_end": end, "hash": content_hash(&bytes)}),
         ),
     )
 }
@@ -173,6 +206,9 @@ pub fn write_file(ws: &Workspace, args: &Value) -> ToolReply {
     };
     let lock = ws.lock_for(&path);
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Err(reply) = check_if_match(ws, &path, args) {
+        return reply;
+    }
     match atomic_write(ws, &path, content.as_bytes()) {
         Ok(()) => ToolReply::ok(
             format!("Wrote {} bytes to {}", content.len(), path.as_str()),
@@ -199,6 +235,9 @@ pub fn edit_file(ws: &Workspace, args: &Value) -> ToolReply {
     }
     let lock = ws.lock_for(&path);
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Err(reply) = check_if_match(ws, &path, args) {
+        return reply;
+    }
     let text = match read_bytes(ws, &path).map(|b| String::from_utf8(b)) {
         Ok(Ok(text)) => text,
         Ok(Err(_)) => {
