@@ -141,3 +141,113 @@ fn same_arguments(want: &Value, got: &Value) -> bool {
         _ => want == got,
     }
 }
+
+/// The error an oracle raised, as the assembled message carries it (`finish_reason: "error"`).
+fn oracle_failure(oracle: &Value) -> Option<Value> {
+    if oracle["outcome"] != "error" {
+        return None;
+    }
+    let error = &oracle["error"];
+    let body_error = &error["body"]["error"];
+    let code = error["error_type"]
+        .as_str()
+        .or(body_error["type"].as_str())
+        .or(error["code"].as_str())
+        .or(body_error["code"].as_str())
+        .unwrap_or_default();
+    let message = body_error["message"]
+        .as_str()
+        .or(error["body"]["message"].as_str())
+        .or(error["message"].as_str())
+        .unwrap_or_default();
+    Some(json!({"code": code, "message": message}))
+}
+
+fn with_failure(mut expected: Value, oracle: &Value) -> Value {
+    if let Some(failure) = oracle_failure(oracle) {
+        expected["finish_reason"] = json!("error");
+        expected["error"] = failure;
+    }
+    expected
+}
+
+/// SPEC §6.3 for Anthropic: the final message's content blocks, by type. Thinking blocks carry
+/// their content-block position as `index` (the engine's merge key, SPEC §3.3); redacted ones
+/// are compared byte for byte.
+pub fn expected_anthropic(oracle: &Value) -> Value {
+    let message = &oracle["final"];
+    let blocks = message["content"].as_array().cloned().unwrap_or_default();
+    let mut content = String::new();
+    let mut reasoning = String::new();
+    let mut thinking = Vec::new();
+    let mut tool_calls = Vec::new();
+    let mut citations = Vec::new();
+    let mut server = Vec::new();
+    for (index, block) in blocks.iter().enumerate() {
+        match block["type"].as_str().unwrap_or("") {
+            "text" => {
+                content.push_str(block["text"].as_str().unwrap_or(""));
+                citations.extend(block["citations"].as_array().cloned().unwrap_or_default());
+            }
+            "thinking" => {
+                reasoning.push_str(block["thinking"].as_str().unwrap_or(""));
+                thinking.push(json!({"type": "thinking", "thinking": block["thinking"],
+                    "signature": block["signature"], "index": index}));
+            }
+            "redacted_thinking" => thinking.push(block.clone()),
+            "tool_use" => tool_calls.push(json!({"id": block["id"], "type": "function",
+                "function": {"name": block["name"], "arguments": block["input"].to_string()}})),
+            "server_tool_use" | "mcp_tool_use" => server.push(block.clone()),
+            other if other.ends_with("_tool_result") => server.push(block.clone()),
+            _ => {}
+        }
+    }
+    let expected = if message.is_null() {
+        json!({"role": "assistant", "content": "", "tool_calls": [], "usage": Value::Null})
+    } else {
+        json!({
+            "role": "assistant",
+            "content": content,
+            "reasoning_content": reasoning,
+            "thinking_blocks": thinking,
+            "tool_calls": tool_calls,
+            "citations": citations,
+            "server_content_blocks": server,
+            "finish_reason": message["stop_reason"],
+            "usage": anthropic_usage(&message["usage"]),
+        })
+    };
+    with_failure(expected, oracle)
+}
+
+/// SPEC §6.4 for Anthropic: the prompt counts every input token, cached or not.
+fn anthropic_usage(usage: &Value) -> Value {
+    let Some(input) = usage["input_tokens"].as_u64() else {
+        return Value::Null;
+    };
+    let read = usage["cache_read_input_tokens"].as_u64();
+    let write = usage["cache_creation_input_tokens"].as_u64();
+    let mut out = Map::new();
+    out.insert(
+        "prompt_tokens".into(),
+        json!(input + read.unwrap_or(0) + write.unwrap_or(0)),
+    );
+    if let Some(n) = usage["output_tokens"].as_u64() {
+        out.insert("completion_tokens".into(), json!(n));
+    }
+    if let Some(n) = read {
+        out.insert("cache_read_tokens".into(), json!(n));
+    }
+    if let Some(n) = write {
+        out.insert("cache_creation_tokens".into(), json!(n));
+    }
+    Value::Object(out)
+}
+
+pub fn expected_gemini(_oracle: &Value) -> Value {
+    json!({"content": "TODO"})
+}
+
+pub fn expected_responses(_oracle: &Value) -> Value {
+    json!({"content": "TODO"})
+}
