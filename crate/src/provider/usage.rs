@@ -36,3 +36,15 @@ pub fn anthropic(usage: &Value) -> Usage {
         total_tokens: None,
     }
 }
+
+/// Gemini `usageMetadata` (cumulative: each report is the total so far).
+pub fn gemini(usage: &Value) -> Usage {
+    Usage {
+        prompt_tokens: number(usage, &["promptTokenCount"]),
+        completion_tokens: number(usage, &["candidatesTokenCount"]),
+        cache_read_tokens: number(usage, &["cachedContentTokenCount"]),
+        cache_creation_tokens: None,
+        reasoning_tokens: number(usage, &["thoughtsTokenCount"]),
+        total_tokens: number(usage, &["totalTokenCount"]),
+    }
+}

@@ -244,8 +244,124 @@ fn anthropic_usage(usage: &Value) -> Value {
     Value::Object(out)
 }
 
-pub fn expected_gemini(_oracle: &Value) -> Value {
-    json!({"content": "TODO"})
+/// SPEC §6.3 for Gemini: `final.text`, `final.thought_text`, `final.function_calls` (id
+/// `call_<n>` when Gemini gives none), the last `usage_metadata`, the finish reason in OpenAI
+/// words (STOP → stop, MAX_TOKENS → length, others lowercased). From the raw chunks: each
+/// distinct grounding chunk is a citation `{type: <kind>, ..}`, and each `thoughtSignature` a
+/// thinking block carrying the thought text since the previous signature.
+pub fn expected_gemini(oracle: &Value) -> Value {
+    let last = &oracle["final"];
+    let tool_calls: Vec<Value> = last["function_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(n, call)| {
+            let id = call["id"]
+                .as_str()
+                .map_or(format!("call_{n}"), str::to_string);
+            let args = if call["args"].is_null() {
+                json!({})
+            } else {
+                call["args"].clone()
+            };
+            json!({"id": id, "type": "function",
+                "function": {"name": call["name"], "arguments": args.to_string()}})
+        })
+        .collect();
+    let finish = last["finish_reason"].as_str().map(|r| match r {
+        "STOP" => "stop".to_string(),
+        "MAX_TOKENS" => "length".to_string(),
+        other => other.to_lowercase(),
+    });
+    let (citations, thinking) = gemini_chunk_walk(&last["chunks"]);
+    let expected = json!({
+        "role": "assistant",
+        "content": last["text"],
+        "reasoning_content": last["thought_text"],
+        "tool_calls": tool_calls,
+        "citations": citations,
+        "thinking_blocks": thinking,
+        "finish_reason": finish,
+        "usage": gemini_usage(&last["usage_metadata"]),
+    });
+    with_failure(expected, oracle)
+}
+
+fn gemini_chunk_walk(chunks: &Value) -> (Vec<Value>, Vec<Value>) {
+    let mut citations: Vec<Value> = Vec::new();
+    let mut thinking = Vec::new();
+    let mut thought = String::new();
+    let mut calls = 0;
+    for chunk in chunks.as_array().into_iter().flatten() {
+        let candidate = &chunk["candidates"][0];
+        for part in candidate["content"]["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let is_thought = part["thought"] == json!(true);
+            if is_thought {
+                thought.push_str(part["text"].as_str().unwrap_or(""));
+            }
+            let call_id = part["functionCall"].is_object().then(|| {
+                calls += 1;
+                part["functionCall"]["id"]
+                    .as_str()
+                    .map_or(format!("call_{}", calls - 1), str::to_string)
+            });
+            if let Some(signature) = part["thoughtSignature"].as_str().map(standard_base64) {
+                let kind = match (&call_id, is_thought) {
+                    (Some(_), _) => "function_call",
+                    (None, true) => "thought",
+                    (None, false) => "text",
+                };
+                let mut block = json!({"type": "thinking", "thinking": thought,
+                    "signature": signature, "index": thinking.len(), "part": kind});
+                if let Some(id) = call_id {
+                    block["tool_call_id"] = json!(id);
+                }
+                thinking.push(block);
+                thought.clear();
+            }
+        }
+        let grounding = candidate["groundingMetadata"]["groundingChunks"].as_array();
+        for source in grounding.into_iter().flatten() {
+            if let Some((kind, body)) = source.as_object().and_then(|o| o.iter().next()) {
+                let mut citation = body.clone();
+                citation["type"] = json!(kind);
+                if !citations.contains(&citation) {
+                    citations.push(citation);
+                }
+            }
+        }
+    }
+    (citations, thinking)
+}
+
+/// google-genai holds `thoughtSignature` as bytes and dumps them URL-safe base64; the wire (and
+/// what the engine keeps, to send back unchanged) is standard base64.
+fn standard_base64(text: &str) -> String {
+    text.replace('-', "+").replace('_', "/")
+}
+
+fn gemini_usage(usage: &Value) -> Value {
+    if !usage.is_object() {
+        return Value::Null;
+    }
+    let mut out = Map::new();
+    for (from, to) in [
+        ("promptTokenCount", "prompt_tokens"),
+        ("candidatesTokenCount", "completion_tokens"),
+        ("thoughtsTokenCount", "reasoning_tokens"),
+        ("cachedContentTokenCount", "cache_read_tokens"),
+        ("totalTokenCount", "total_tokens"),
+    ] {
+        if let Some(n) = usage[from].as_u64() {
+            out.insert(to.into(), json!(n));
+        }
+    }
+    Value::Object(out)
 }
 
 pub fn expected_responses(_oracle: &Value) -> Value {
