@@ -364,6 +364,91 @@ fn gemini_usage(usage: &Value) -> Value {
     Value::Object(out)
 }
 
-pub fn expected_responses(_oracle: &Value) -> Value {
-    json!({"content": "TODO"})
+/// SPEC §6.3 for Responses: `output_text`; reasoning = every summary text, joined by a blank
+/// line; thinking blocks = the reasoning items; tool calls from `function_call` items (id =
+/// `call_id`); server blocks = the other `*_call` items; citations = the output texts'
+/// annotations; finish reason `tool_calls` when there are function calls, else `stop` (`length`
+/// when incomplete for `max_output_tokens`). Null fields of items are left out.
+pub fn expected_responses(oracle: &Value) -> Value {
+    let response = &oracle["final"];
+    let output = response["output"].as_array().cloned().unwrap_or_default();
+    let mut summaries = Vec::new();
+    let mut thinking = Vec::new();
+    let mut tool_calls = Vec::new();
+    let mut server = Vec::new();
+    let mut citations = Vec::new();
+    for item in &output {
+        match item["type"].as_str().unwrap_or("") {
+            "reasoning" => {
+                for part in item["summary"].as_array().into_iter().flatten() {
+                    summaries.push(part["text"].as_str().unwrap_or("").to_string());
+                }
+                thinking.push(no_nulls(item));
+            }
+            "function_call" => tool_calls.push(json!({"id": item["call_id"], "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]}})),
+            "message" => {
+                for part in item["content"].as_array().into_iter().flatten() {
+                    citations.extend(part["annotations"].as_array().cloned().unwrap_or_default());
+                }
+            }
+            "custom_tool_call" => {}
+            other if other.ends_with("_call") => server.push(no_nulls(item)),
+            _ => {}
+        }
+    }
+    let finish = match response["status"].as_str() {
+        Some("incomplete") => json!(match response["incomplete_details"]["reason"].as_str() {
+            Some("max_output_tokens") => "length",
+            Some(other) => other,
+            None => "incomplete",
+        }),
+        Some(_) if !tool_calls.is_empty() => json!("tool_calls"),
+        Some(_) => json!("stop"),
+        None => Value::Null,
+    };
+    let expected = json!({
+        "role": "assistant",
+        "content": response["output_text"].as_str().unwrap_or(""),
+        "reasoning_content": summaries.join("\n\n"),
+        "thinking_blocks": thinking,
+        "tool_calls": tool_calls,
+        "server_content_blocks": server,
+        "citations": citations,
+        "finish_reason": finish,
+        "usage": responses_usage(&response["usage"]),
+    });
+    with_failure(expected, oracle)
+}
+
+/// The SDK's dump adds its own keys (`parsed_arguments`, `parsed`) and nulls; neither is wire.
+fn no_nulls(item: &Value) -> Value {
+    let fields = item.as_object().cloned().unwrap_or_default();
+    Value::Object(fields.into_iter().filter(|(_, v)| !v.is_null()).collect())
+}
+
+fn responses_usage(usage: &Value) -> Value {
+    if !usage.is_object() {
+        return Value::Null;
+    }
+    let mut out = Map::new();
+    for (path, to) in [
+        (&["input_tokens"][..], "prompt_tokens"),
+        (&["output_tokens"][..], "completion_tokens"),
+        (
+            &["input_tokens_details", "cached_tokens"][..],
+            "cache_read_tokens",
+        ),
+        (
+            &["output_tokens_details", "reasoning_tokens"][..],
+            "reasoning_tokens",
+        ),
+        (&["total_tokens"][..], "total_tokens"),
+    ] {
+        let value = path.iter().fold(usage, |v, k| &v[*k]);
+        if let Some(n) = value.as_u64() {
+            out.insert(to.into(), json!(n));
+        }
+    }
+    Value::Object(out)
 }
