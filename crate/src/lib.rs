@@ -16,6 +16,7 @@ pub mod queue;
 pub mod request;
 pub mod session;
 pub mod sse;
+pub mod thinking;
 pub mod thread;
 pub mod tools;
 pub mod trajectory;

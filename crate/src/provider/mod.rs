@@ -4,7 +4,11 @@
 //! Invariant: a decoder never panics on bytes; it returns `StreamDecodeError` with the byte offset
 //! of the event that broke, and once failed it stays failed.
 
+pub mod anthropic;
+pub mod framed;
+pub mod gemini;
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod usage;
 
 use crate::delta::{DeltaOp, StreamFailure};
@@ -58,28 +62,41 @@ pub enum DecodeItem {
 #[derive(Debug)]
 pub enum StreamDecoder {
     OpenaiChat(openai_chat::Decoder),
+    Anthropic(anthropic::Decoder),
+    Gemini(gemini::Decoder),
+    OpenaiResponses(openai_responses::Decoder),
 }
 
 impl StreamDecoder {
-    /// The decoder for `kind`, or `None` where that provider has no decoder yet.
+    /// The decoder for `kind` (every kind has one; `Option` keeps callers ready for new kinds).
     pub fn for_kind(kind: ProviderKind) -> Option<Self> {
         match kind {
             ProviderKind::OpenaiChat => {
                 Some(StreamDecoder::OpenaiChat(openai_chat::Decoder::default()))
             }
-            ProviderKind::Anthropic | ProviderKind::Gemini | ProviderKind::OpenaiResponses => None,
+            ProviderKind::Anthropic => Some(StreamDecoder::Anthropic(Default::default())),
+            ProviderKind::Gemini => Some(StreamDecoder::Gemini(Default::default())),
+            ProviderKind::OpenaiResponses => {
+                Some(StreamDecoder::OpenaiResponses(Default::default()))
+            }
         }
     }
 
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<DecodeItem>, StreamDecodeError> {
         match self {
             StreamDecoder::OpenaiChat(decoder) => decoder.feed(bytes),
+            StreamDecoder::Anthropic(decoder) => decoder.feed(bytes),
+            StreamDecoder::Gemini(decoder) => decoder.feed(bytes),
+            StreamDecoder::OpenaiResponses(decoder) => decoder.feed(bytes),
         }
     }
 
     pub fn finish(&mut self) -> Result<Vec<DecodeItem>, StreamDecodeError> {
         match self {
             StreamDecoder::OpenaiChat(decoder) => decoder.finish(),
+            StreamDecoder::Anthropic(decoder) => decoder.finish(),
+            StreamDecoder::Gemini(decoder) => decoder.finish(),
+            StreamDecoder::OpenaiResponses(decoder) => decoder.finish(),
         }
     }
 }

@@ -20,3 +20,31 @@ pub fn openai_chat(usage: &Value) -> Usage {
         total_tokens: number(usage, &["total_tokens"]),
     }
 }
+
+/// Anthropic Messages, from the merged `message_start` + `message_delta` usage: the prompt is
+/// every input token, cached or not (`input_tokens` + cache read + cache creation).
+pub fn anthropic(usage: &Value) -> Usage {
+    let input = number(usage, &["input_tokens"]);
+    let cache_read = number(usage, &["cache_read_input_tokens"]);
+    let cache_creation = number(usage, &["cache_creation_input_tokens"]);
+    Usage {
+        prompt_tokens: input.map(|n| n + cache_read.unwrap_or(0) + cache_creation.unwrap_or(0)),
+        completion_tokens: number(usage, &["output_tokens"]),
+        cache_read_tokens: cache_read,
+        cache_creation_tokens: cache_creation,
+        reasoning_tokens: None,
+        total_tokens: None,
+    }
+}
+
+/// Gemini `usageMetadata` (cumulative: each report is the total so far).
+pub fn gemini(usage: &Value) -> Usage {
+    Usage {
+        prompt_tokens: number(usage, &["promptTokenCount"]),
+        completion_tokens: number(usage, &["candidatesTokenCount"]),
+        cache_read_tokens: number(usage, &["cachedContentTokenCount"]),
+        cache_creation_tokens: None,
+        reasoning_tokens: number(usage, &["thoughtsTokenCount"]),
+        total_tokens: number(usage, &["totalTokenCount"]),
+    }
+}

@@ -9,6 +9,7 @@ mod support;
 
 mod conformance;
 mod streams;
+mod thinking;
 
 #[cfg(target_arch = "wasm32")]
 mod facade;

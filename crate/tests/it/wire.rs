@@ -4,13 +4,16 @@
 //! Providers covered: those with a decoder (`COVERED`); a wire case of a covered provider
 //! without an oracle, or an empty wire table, fails the test.
 
-use crate::support::oracle::{compare_assembled, expected_openai_chat};
+use crate::support::oracle::{
+    compare_assembled, expected_anthropic, expected_gemini, expected_openai_chat,
+    expected_responses,
+};
 use crate::support::{fixture, wire, WIRE};
 use palaver::decode::{decode_stream, DecodeError, Decoded};
 use palaver::provider::ProviderKind;
 use serde_json::Value;
 
-pub const COVERED: [&str; 1] = ["openai-chat"];
+pub const COVERED: [&str; 4] = ["openai-chat", "anthropic", "gemini", "openai-responses"];
 
 pub struct WireCase {
     pub provider: ProviderKind,
@@ -66,6 +69,9 @@ fn expectation(provider: &str, name: &str) -> Value {
         serde_json::from_str(oracle).unwrap_or_else(|e| panic!("{provider}/{name} oracle: {e}"));
     match provider {
         "openai-chat" => expected_openai_chat(&oracle),
+        "anthropic" => expected_anthropic(&oracle),
+        "gemini" => expected_gemini(&oracle),
+        "openai-responses" => expected_responses(&oracle),
         other => panic!("no oracle mapping for {other}"),
     }
 }

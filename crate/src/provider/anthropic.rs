@@ -1,0 +1,283 @@
+//! The Anthropic Messages decoder (SPEC §6.2): `message_start`, `content_block_start/delta/stop`,
+//! `message_delta`, `message_stop`, `ping`, `error`; unknown events are ignored.
+//!
+//! Content blocks are tracked by their `index`. Text appends to the content; thinking appends to
+//! the reasoning and, at the block's stop, becomes the text of its thinking block. Thinking blocks
+//! carry their content `index` (the merge key, SPEC §3.3); a `signature_delta` replaces the
+//! signature; `redacted_thinking` is kept byte for byte. `tool_use` input fragments append to the
+//! call's `arguments` text; a block cut by `max_tokens` keeps what arrived. Server tool blocks
+//! (`server_tool_use`, `*_tool_result`, `mcp_tool_use`) are emitted whole at their stop, with
+//! their streamed input parsed. Usage is merged field by field over the raw reports, then
+//! normalized (SPEC §6.4). Blocks left open by a cut stream are flushed at `message_stop` or end.
+
+use super::framed::{failure_from, json_object, non_empty_str, Events};
+use super::{usage, DecodeItem};
+use crate::delta::DeltaOp;
+use crate::error::StreamDecodeError;
+use crate::message::ToolCall;
+use crate::sse::SseEvent;
+use crate::thinking::{fill_empty_thinking, merge_thinking_blocks};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+pub type Decoder = super::framed::Framed<State>;
+
+#[derive(Debug)]
+enum Block {
+    Text,
+    Thinking,
+    Tool { start_input: String },
+    Server { block: Value, json: String },
+    Other,
+}
+
+#[derive(Debug, Default)]
+pub struct State {
+    open: BTreeMap<u64, Block>,
+    tool_calls: BTreeMap<u64, ToolCall>,
+    thinking: Vec<Value>,
+    reasoning_by_index: BTreeMap<u64, String>,
+    usage: Map<String, Value>,
+}
+
+impl Events for State {
+    const PROVIDER: &'static str = "anthropic";
+
+    fn event(
+        &mut self,
+        event: &SseEvent,
+        items: &mut Vec<DecodeItem>,
+    ) -> Result<(), StreamDecodeError> {
+        let Some(data) = json_object(event, Self::PROVIDER)? else {
+            return Ok(());
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.event.as_deref())
+            .unwrap_or("");
+        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match kind {
+            "message_start" => self.take_usage(&data["message"]["usage"], items),
+            "content_block_start" => self.start_block(index, &data["content_block"], items),
+            "content_block_delta" => self.block_delta(index, &data["delta"], items),
+            "content_block_stop" => self.stop_block(index, items),
+            "message_delta" => self.message_delta(&data, items),
+            "message_stop" => {
+                self.end(items);
+                items.push(DecodeItem::Done);
+            }
+            "error" => items.push(DecodeItem::Failure(failure_from(
+                &data["error"],
+                "provider_error",
+            ))),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, items: &mut Vec<DecodeItem>) {
+        let open: Vec<u64> = self.open.keys().copied().collect();
+        for index in open {
+            self.stop_block(index, items);
+        }
+    }
+}
+
+fn op(op: DeltaOp) -> DecodeItem {
+    DecodeItem::Op(op)
+}
+
+fn is_server_block(kind: &str) -> bool {
+    kind == "server_tool_use" || kind == "mcp_tool_use" || kind.ends_with("_tool_result")
+}
+
+impl State {
+    fn start_block(&mut self, index: u64, block: &Value, items: &mut Vec<DecodeItem>) {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+        let open = match kind {
+            "text" => self.start_text(index, block, items),
+            "thinking" => self.start_thinking(index, block, items),
+            "redacted_thinking" => {
+                merge_thinking_blocks(&mut self.thinking, block.clone());
+                self.emit_thinking(items);
+                Block::Other
+            }
+            "tool_use" => self.start_tool(index, block, items),
+            kind if is_server_block(kind) => Block::Server {
+                block: block.clone(),
+                json: String::new(),
+            },
+            _ => Block::Other,
+        };
+        self.open.insert(index, open);
+    }
+
+    fn start_text(&mut self, index: u64, block: &Value, items: &mut Vec<DecodeItem>) -> Block {
+        if let Some(text) = non_empty_str(block.get("text")) {
+            self.block_delta(index, &json!({"type": "text_delta", "text": text}), items);
+        }
+        for citation in block["citations"].as_array().into_iter().flatten() {
+            items.push(op(DeltaOp::AddCitation {
+                citation: citation.clone(),
+            }));
+        }
+        Block::Text
+    }
+
+    fn start_thinking(&mut self, index: u64, block: &Value, items: &mut Vec<DecodeItem>) -> Block {
+        let mut incoming = block.clone();
+        if let Some(fields) = incoming.as_object_mut() {
+            fields.insert("index".into(), json!(index));
+            fields.insert("thinking".into(), json!(""));
+        }
+        merge_thinking_blocks(&mut self.thinking, incoming);
+        if let Some(text) = non_empty_str(block.get("thinking")) {
+            self.append_thinking(index, text, items);
+        }
+        self.emit_thinking(items);
+        Block::Thinking
+    }
+
+    fn start_tool(&mut self, index: u64, block: &Value, items: &mut Vec<DecodeItem>) -> Block {
+        let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+        let name = block.get("name").and_then(Value::as_str).unwrap_or("");
+        self.tool_calls.insert(index, ToolCall::new(id, name, ""));
+        self.emit_tool_calls(items);
+        let start_input = block
+            .get("input")
+            .filter(|v| !v.is_null())
+            .map_or_else(|| "{}".to_string(), Value::to_string);
+        Block::Tool { start_input }
+    }
+
+    fn block_delta(&mut self, index: u64, delta: &Value, items: &mut Vec<DecodeItem>) {
+        let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text_delta" => {
+                if let Some(text) = non_empty_str(delta.get("text")) {
+                    items.push(op(DeltaOp::AppendContent { text: text.into() }));
+                }
+            }
+            "thinking_delta" => {
+                if let Some(text) = non_empty_str(delta.get("thinking")) {
+                    self.append_thinking(index, text, items);
+                }
+            }
+            "signature_delta" => self.signature(index, delta, items),
+            "input_json_delta" => self.input_json(index, delta, items),
+            "citations_delta" => {
+                if let Some(citation) = delta.get("citation").filter(|c| !c.is_null()) {
+                    items.push(op(DeltaOp::AddCitation {
+                        citation: citation.clone(),
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn append_thinking(&mut self, index: u64, text: &str, items: &mut Vec<DecodeItem>) {
+        self.reasoning_by_index
+            .entry(index)
+            .or_default()
+            .push_str(text);
+        items.push(op(DeltaOp::AppendReasoning { text: text.into() }));
+    }
+
+    fn signature(&mut self, index: u64, delta: &Value, items: &mut Vec<DecodeItem>) {
+        let Some(signature) = delta.get("signature").and_then(Value::as_str) else {
+            return;
+        };
+        merge_thinking_blocks(
+            &mut self.thinking,
+            json!({"type": "thinking", "index": index, "signature": signature}),
+        );
+        self.emit_thinking(items);
+    }
+
+    fn input_json(&mut self, index: u64, delta: &Value, items: &mut Vec<DecodeItem>) {
+        let Some(fragment) = non_empty_str(delta.get("partial_json")) else {
+            return;
+        };
+        match self.open.get_mut(&index) {
+            Some(Block::Tool { .. }) => {
+                if let Some(call) = self.tool_calls.get_mut(&index) {
+                    call.function.arguments.push_str(fragment);
+                }
+                self.emit_tool_calls(items);
+            }
+            Some(Block::Server { json, .. }) => json.push_str(fragment),
+            _ => {}
+        }
+    }
+
+    fn stop_block(&mut self, index: u64, items: &mut Vec<DecodeItem>) {
+        match self.open.remove(&index) {
+            Some(Block::Thinking) => {
+                if fill_empty_thinking(&mut self.thinking, &self.reasoning_by_index) {
+                    self.emit_thinking(items);
+                }
+            }
+            Some(Block::Tool { start_input }) => self.stop_tool(index, start_input, items),
+            Some(Block::Server { block, json }) => {
+                items.push(op(DeltaOp::AddServerContentBlock {
+                    block: with_input(block, &json),
+                }));
+            }
+            Some(Block::Text) | Some(Block::Other) | None => {}
+        }
+    }
+
+    /// A tool block whose input never streamed keeps the input it started with (usually `{}`).
+    fn stop_tool(&mut self, index: u64, start_input: String, items: &mut Vec<DecodeItem>) {
+        if let Some(call) = self.tool_calls.get_mut(&index) {
+            if call.function.arguments.is_empty() {
+                call.function.arguments = start_input;
+                self.emit_tool_calls(items);
+            }
+        }
+    }
+
+    fn message_delta(&mut self, data: &Value, items: &mut Vec<DecodeItem>) {
+        if let Some(reason) = non_empty_str(data["delta"].get("stop_reason")) {
+            items.push(DecodeItem::Finish(reason.into()));
+        }
+        self.take_usage(&data["usage"], items);
+    }
+
+    /// Field-by-field overwrite of the raw usage (absent or null keeps), then normalized.
+    fn take_usage(&mut self, raw: &Value, items: &mut Vec<DecodeItem>) {
+        let Some(fields) = raw.as_object() else {
+            return;
+        };
+        for (key, value) in fields.iter().filter(|(_, v)| !v.is_null()) {
+            self.usage.insert(key.clone(), value.clone());
+        }
+        let merged = Value::Object(self.usage.clone());
+        items.push(op(DeltaOp::SetUsage {
+            usage: usage::anthropic(&merged),
+        }));
+    }
+
+    fn emit_thinking(&self, items: &mut Vec<DecodeItem>) {
+        items.push(op(DeltaOp::SetThinkingBlocks {
+            blocks: self.thinking.clone(),
+        }));
+    }
+
+    fn emit_tool_calls(&self, items: &mut Vec<DecodeItem>) {
+        items.push(op(DeltaOp::SetToolCalls {
+            tool_calls: self.tool_calls.values().cloned().collect(),
+        }));
+    }
+}
+
+/// A server block with its streamed input parsed in; unparseable input keeps the start's.
+fn with_input(mut block: Value, json: &str) -> Value {
+    let parsed = serde_json::from_str::<Value>(json).ok();
+    if let (Some(input), Some(fields)) = (parsed, block.as_object_mut()) {
+        fields.insert("input".into(), input);
+    }
+    block
+}
