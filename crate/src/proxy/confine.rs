@@ -27,6 +27,7 @@ pub enum PathErrorKind {
     PathTooLong,
     SymlinkEscape,
     NotFound,
+    NoSpace,
     Io,
 }
 
@@ -40,6 +41,7 @@ impl PathErrorKind {
             PathErrorKind::PathTooLong => "path_too_long",
             PathErrorKind::SymlinkEscape => "symlink_escape",
             PathErrorKind::NotFound => "not_found",
+            PathErrorKind::NoSpace => "no_space",
             PathErrorKind::Io => "io_error",
         }
     }
@@ -50,6 +52,7 @@ impl PathErrorKind {
             PathErrorKind::SymlinkEscape => 403,
             PathErrorKind::NotFound => 404,
             PathErrorKind::Io => 500,
+            PathErrorKind::NoSpace => 507,
             _ => 400,
         }
     }
@@ -255,6 +258,11 @@ pub fn io_error(path: &RelPath, error: &io::Error) -> ToolPathRejected {
         io::ErrorKind::NotFound => {
             reject(PathErrorKind::NotFound, &shown, "no such file or directory")
         }
+        io::ErrorKind::StorageFull => reject(
+            PathErrorKind::NoSpace,
+            &shown,
+            "no space left on the device; the file was not changed",
+        ),
         io::ErrorKind::PermissionDenied => reject(
             PathErrorKind::SymlinkEscape,
             &shown,

@@ -201,7 +201,8 @@ fn token_ok(headers: &HeaderMap, token: &str) -> bool {
 }
 
 pub async fn security_headers(request: Request, next: Next) -> Response {
-    let is_api = request.uri().path().starts_with("/api/");
+    let path = request.uri().path();
+    let is_api = path == "/api" || path.starts_with("/api/");
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     headers.insert(

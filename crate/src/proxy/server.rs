@@ -1,12 +1,13 @@
 //! The HTTP server: guards (see `guard`), the tools API, the web app's static files, and an accept
-//! loop on hyper with a header-read timeout (slowloris) and a whole-request timeout.
+//! loop on hyper with a header-read timeout (slowloris), a whole-request timeout and a cap on
+//! concurrent connections. The safe response headers wrap everything, refusals included.
 
 use super::guard::{self, json_error, GuardConfig};
 use super::tools::{self, ToolPolicy};
 use super::workspace::Workspace;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,6 +18,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::services::ServeDir;
 use tower_http::timeout::TimeoutLayer;
@@ -24,6 +26,8 @@ use tower_http::timeout::TimeoutLayer;
 pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Connections served at once; more wait in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 512;
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -68,7 +72,7 @@ pub fn router(config: &ServeConfig, port: u16) -> std::io::Result<Router> {
         .nest("/api", api_routes)
         .nest_service("/pkg", ServeDir::new(&config.pkg))
         .fallback_service(ServeDir::new(&config.www))
-        .layer(middleware::from_fn(guard::security_headers))
+        .layer(middleware::map_response(javascript_type))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
@@ -76,7 +80,9 @@ pub fn router(config: &ServeConfig, port: u16) -> std::io::Result<Router> {
         .layer(middleware::from_fn_with_state(
             guard_config,
             guard::check_host,
-        )))
+        ))
+        // Outermost, so refusals of the Host guard carry the safe headers too (A15, A16).
+        .layer(middleware::from_fn(guard::security_headers)))
 }
 
 /// Serves until `shutdown` resolves. The listener must be bound to a loopback address.
@@ -87,24 +93,54 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let port = listener.local_addr()?.port();
     let app = router(&config, port)?;
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
+        // At the cap, stop accepting: further clients wait in the kernel's backlog (A56).
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot,
+            () = &mut shutdown => return Ok(()),
+        };
+        let Ok(slot) = slot else { return Ok(()) };
         tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let service = TowerToHyperService::new(app.clone());
-                tokio::spawn(async move {
-                    let connection = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(HEADER_TIMEOUT)
-                        .max_buf_size(64 * 1024)
-                        .serve_connection(TokioIo::new(stream), service);
-                    let _ = connection.await;
-                });
-            }
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => serve_connection(stream, app.clone(), slot),
+                // Out of file descriptors and the like: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            },
             () = &mut shutdown => return Ok(()),
         }
     }
+}
+
+/// One HTTP/1.1 connection, with the header-read timeout armed (hyper needs the timer for it).
+fn serve_connection(stream: tokio::net::TcpStream, app: Router, slot: OwnedSemaphorePermit) {
+    let service = TowerToHyperService::new(app);
+    tokio::spawn(async move {
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .max_buf_size(64 * 1024)
+            .serve_connection(TokioIo::new(stream), service);
+        let _ = connection.await;
+        drop(slot);
+    });
+}
+
+/// JavaScript is `text/javascript` (RFC 9239); the MIME table still says `application/javascript`
+/// for `.mjs`, which module workers accept but some checkers do not.
+async fn javascript_type(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    if headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/javascript"))
+    {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/javascript; charset=utf-8"),
+        );
+    }
+    response
 }
 
 async fn health() -> Json<serde_json::Value> {

@@ -1,7 +1,8 @@
 //! `fetch_url`: http(s) only; loopback, private, link-local, CGNAT, multicast and unspecified
 //! addresses refused — for IP literals before connecting, for names in the resolver, so the
 //! connection goes to the vetted address (no second resolution). Redirects are not followed;
-//! size and time are capped.
+//! size and time are capped. Proxies from the environment are ignored: a proxy would resolve the
+//! name itself, past the vetting.
 
 use super::{str_arg, ToolReply};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -60,6 +61,9 @@ pub async fn fetch_url(args: &Value) -> ToolReply {
 async fn fetch(url: reqwest::Url) -> Result<ToolReply, reqwest::Error> {
     let client = reqwest::Client::builder()
         .dns_resolver(Arc::new(VettingResolver))
+        // HTTP(S)_PROXY / ALL_PROXY would send the request to a proxy that resolves the name
+        // itself, past the vetting resolver (and a loopback proxy would reach local services).
+        .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(TIMEOUT)
         .build()?;
@@ -172,5 +176,6 @@ fn forbidden_v6(ip: Ipv6Addr) -> bool {
         || ip.is_multicast()
         || (segments[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
         || (segments[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
+        || (segments[0] & 0xffc0) == 0xfec0 // deprecated site-local fec0::/10
         || (segments[0] == 0 && segments[1..6] == [0, 0, 0, 0, 0]) // IPv4-compatible ::a.b.c.d
 }

@@ -223,6 +223,9 @@ pub fn edit_file(ws: &Workspace, args: &Value) -> ToolReply {
         Ok(path) => path,
         Err(reply) => return reply,
     };
+    if let Err(reply) = refuse_protected(ws, &path) {
+        return reply;
+    }
     let (old_text, new_text) = match (str_arg(args, "old_text"), str_arg(args, "new_text")) {
         (Ok(old), Ok(new)) => (old, new),
         (Err(reply), _) | (_, Err(reply)) => return reply,
@@ -270,24 +273,49 @@ pub fn edit_file(ws: &Workspace, args: &Value) -> ToolReply {
     }
 }
 
-/// Top-level directories a model may not write into: hooks and settings run code (A41).
+/// Directories a model may not write into: hooks and settings run code (A41).
 const PROTECTED: [&str; 2] = [".git", ".palaver"];
+
+fn protected_name(name: &str) -> bool {
+    PROTECTED.iter().any(|p| p.eq_ignore_ascii_case(name))
+}
+
+/// Whether a write would land in a protected directory: one named so at any depth (nested
+/// repositories have hooks too), or one reached through an in-workspace symlink (`h -> .git/hooks`),
+/// found by resolving the deepest existing ancestor inside the capability.
+fn is_protected(ws: &Workspace, path: &RelPath) -> bool {
+    if path.as_str().split('/').any(protected_name) {
+        return true;
+    }
+    let mut ancestor = path.parent();
+    while let Some(dir) = ancestor.filter(|d| !d.is_root()) {
+        if let Ok(real) = ws.dir().canonicalize(dir.as_str()) {
+            return real
+                .iter()
+                .any(|part| part.to_str().is_none_or(protected_name));
+        }
+        ancestor = dir.parent();
+    }
+    false
+}
+
+fn refuse_protected(ws: &Workspace, path: &RelPath) -> Result<(), ToolReply> {
+    if !is_protected(ws, path) {
+        return Ok(());
+    }
+    Err(ToolReply::refused(
+        403,
+        "protected_path",
+        format!(
+            "`{}` is protected: the tools do not write into .git or .palaver",
+            path.as_str()
+        ),
+    ))
+}
 
 /// Writes through a temporary file and a rename, refusing to write through a symlink.
 fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
-    if path
-        .first()
-        .is_some_and(|first| PROTECTED.iter().any(|p| p.eq_ignore_ascii_case(first)))
-    {
-        return Err(ToolReply::refused(
-            403,
-            "protected_path",
-            format!(
-                "`{}` is protected: the tools do not write into .git or .palaver",
-                path.as_str()
-            ),
-        ));
-    }
+    refuse_protected(ws, path)?;
     let dir = ws.dir();
     if let Ok(meta) = dir.symlink_metadata(path.as_str()) {
         if meta.file_type().is_symlink() {
@@ -322,7 +350,15 @@ fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), Tool
     if result.is_err() {
         let _ = dir.remove_file(temp.as_str());
     }
-    result
+    result.map(|()| sync_parent(ws, path))
+}
+
+/// Makes the rename durable (A71). Best effort: the write itself already succeeded.
+fn sync_parent(ws: &Workspace, path: &RelPath) {
+    let parent = path.parent().unwrap_or_else(RelPath::root);
+    if let Ok(dir) = ws.dir().open_dir(parent.as_str()) {
+        let _ = dir.open(".").and_then(|d| d.sync_all());
+    }
 }
 
 fn write_temp(ws: &Workspace, temp: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {

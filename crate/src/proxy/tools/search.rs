@@ -1,6 +1,7 @@
 //! `search`: regex or literal search under a workspace directory, in-process with `ignore`
 //! (respects `.gitignore`, never follows symlinks) and `grep-searcher` — never a shell or `rg`, so
-//! a pattern such as `--pre=touch x` is only a pattern.
+//! a pattern such as `--pre=touch x` is only a pattern. Files are opened through the workspace's
+//! directory capability, never by host path.
 
 use super::{str_arg, ToolReply};
 use crate::proxy::confine::{self, io_error, Target};
@@ -91,15 +92,17 @@ pub fn search(ws: &Workspace, args: &Value) -> ToolReply {
         {
             continue;
         }
-        let relative = entry
-            .path()
-            .strip_prefix(ws.root())
-            .unwrap_or(entry.path())
-            .to_string_lossy()
-            .to_string();
-        let _ = searcher.search_path(
+        // The walk yields host paths; the content is read through the workspace capability, so a
+        // directory swapped for a symlink during the walk cannot leak outside text (A47).
+        let Some(relative) = workspace_relative(ws, entry.path()) else {
+            continue;
+        };
+        let Ok(file) = ws.dir().open(&relative) else {
+            continue;
+        };
+        let _ = searcher.search_file(
             &matcher,
-            entry.path(),
+            &file.into_std(),
             UTF8(|line_number, line| {
                 if hits.len() >= limit {
                     return Ok(false);
@@ -120,4 +123,11 @@ pub fn search(ws: &Workspace, args: &Value) -> ToolReply {
         content,
         Some(json!({"matches": hits, "truncated": truncated})),
     )
+}
+
+/// The walked entry's path relative to the workspace root, with `/` separators.
+fn workspace_relative(ws: &Workspace, path: &std::path::Path) -> Option<String> {
+    let relative = path.strip_prefix(ws.root()).ok()?;
+    let parts: Option<Vec<&str>> = relative.iter().map(|part| part.to_str()).collect();
+    Some(parts?.join("/"))
 }

@@ -15,6 +15,8 @@ use tokio::process::Command;
 pub const OUTPUT_CAP: usize = 256 * 1024;
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 const MAX_TIMEOUT_MS: u64 = 110_000;
+/// How long the output of a killed group may take to drain.
+const KILL_GRACE: Duration = Duration::from_secs(2);
 /// The only variables a child inherits.
 const KEPT_ENV: [&str; 5] = ["PATH", "HOME", "LANG", "LC_ALL", "TERM"];
 
@@ -84,50 +86,85 @@ pub async fn run_command(ws: &Workspace, args: &Value) -> ToolReply {
         Err(reply) => return reply,
     };
     let pgid = child.id().map(|id| id as i32);
+    // Killed on every way out, including a dropped request (client gone, request deadline): the
+    // child's own children must not outlive it (A27, A59).
+    let _group = GroupKiller(pgid);
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let collect = async {
-        let (out, err) = tokio::join!(read_capped(stdout), read_capped(stderr));
+        let (out, err) = tokio::join!(read_capped(stdout, pgid), read_capped(stderr, pgid));
         let status = child.wait().await;
-        (out, err, status)
+        (out, err, status.ok().and_then(|s| s.code()))
     };
-    let outcome = tokio::time::timeout(timeout, collect).await;
+    tokio::pin!(collect);
+    tokio::select! {
+        (out, err, code) = &mut collect => return finished(&argv, out, err, code),
+        () = tokio::time::sleep(timeout) => {}
+    }
     kill_group(pgid);
-    match outcome {
-        Ok(((out, out_cut), (err, err_cut), status)) => {
-            let code = status.ok().and_then(|s| s.code());
-            let truncated = out_cut || err_cut;
-            let mut content = String::from_utf8_lossy(&out).to_string();
-            if !err.is_empty() {
-                content.push_str("\n[stderr]\n");
-                content.push_str(&String::from_utf8_lossy(&err));
-            }
-            if truncated {
-                content.push_str(&format!(
-                    "\n[output truncated at {OUTPUT_CAP} bytes; the process group was stopped]"
-                ));
-            }
-            let reply = json!({"exit_code": code, "truncated": truncated, "argv": argv});
-            ToolReply {
-                status: 200,
-                is_error: code != Some(0) && !truncated,
-                content,
-                data: Some(reply),
-                error: None,
-            }
-        }
-        Err(_) => ToolReply::failed(
-            "timeout",
-            format!(
-                "`{}` did not finish within {} ms; its whole process group was killed",
-                argv[0],
-                timeout.as_millis()
-            ),
-        ),
+    // The group is dead, so its pipes close; a descendant that left the group could hold them.
+    let partial = tokio::time::timeout(KILL_GRACE, &mut collect).await.ok();
+    timed_out(&argv, timeout, partial)
+}
+
+/// The reply of a program that ended by itself (or was stopped at the output cap).
+fn finished(
+    argv: &[String],
+    (out, out_cut): (Vec<u8>, bool),
+    (err, err_cut): (Vec<u8>, bool),
+    code: Option<i32>,
+) -> ToolReply {
+    let truncated = out_cut || err_cut;
+    let mut content = joined_output(&out, &err);
+    if truncated {
+        content.push_str(&format!(
+            "\n[output truncated at {OUTPUT_CAP} bytes; the process group was stopped]"
+        ));
+    }
+    ToolReply {
+        status: 200,
+        is_error: code != Some(0) && !truncated,
+        content,
+        data: Some(json!({"exit_code": code, "truncated": truncated, "argv": argv})),
+        error: None,
     }
 }
 
-/// Reads up to the cap; past it, stops reading (the group is then killed).
-async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>) -> (Vec<u8>, bool) {
+/// The reply of a program killed at its deadline, with what it printed until then.
+fn timed_out(argv: &[String], timeout: Duration, partial: Option<Collected>) -> ToolReply {
+    let mut content = format!(
+        "`{}` did not finish within {} ms; its whole process group was killed",
+        argv[0],
+        timeout.as_millis()
+    );
+    if let Some(((out, _), (err, _), _)) = partial {
+        let output = joined_output(&out, &err);
+        if !output.is_empty() {
+            content.push_str("\n[output before the timeout]\n");
+            content.push_str(&output);
+        }
+    }
+    let mut reply = ToolReply::failed("timeout", content);
+    reply.data = Some(json!({"exit_code": null, "timed_out": true, "argv": argv}));
+    reply
+}
+
+type Collected = ((Vec<u8>, bool), (Vec<u8>, bool), Option<i32>);
+
+fn joined_output(out: &[u8], err: &[u8]) -> String {
+    let mut content = String::from_utf8_lossy(out).to_string();
+    if !err.is_empty() {
+        content.push_str("\n[stderr]\n");
+        content.push_str(&String::from_utf8_lossy(err));
+    }
+    content
+}
+
+/// Reads up to the cap; at the cap the whole process group is killed, so a producer that
+/// ignores `SIGPIPE` cannot keep the call open until its timeout.
+async fn read_capped<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    pgid: Option<i32>,
+) -> (Vec<u8>, bool) {
     let Some(mut reader) = reader else {
         return (Vec::new(), false);
     };
@@ -140,10 +177,20 @@ async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>) -> (Vec<u8>, bool)
                 let room = OUTPUT_CAP - out.len();
                 out.extend_from_slice(&buffer[..n.min(room)]);
                 if n >= room {
+                    kill_group(pgid);
                     return (out, true);
                 }
             }
         }
+    }
+}
+
+/// Kills a process group when dropped.
+struct GroupKiller(Option<i32>);
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        kill_group(self.0);
     }
 }
 

@@ -1,0 +1,345 @@
+//! Hardening tests for `palaver serve`, against the real server on 127.0.0.1:0 with raw TCP
+//! requests (no client-side normalisation). Complements `tests/it/proxy*.rs`: safe headers on
+//! Host refusals (A15–A17), run_command cancellation and caps (A27, A59), search contents read
+//! through the workspace capability under a racing symlink swap (A47), writes into `.git` at any
+//! depth or through in-workspace symlinks (A41), environment proxies ignored by fetch_url, the
+//! address policy, and static MIME types. Native only.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod support;
+
+use serde_json::json;
+use std::os::unix::fs::symlink;
+use std::time::{Duration, Instant};
+use support::{alive, fixture, raw, tool, TOKEN};
+
+// ---- Host refusals carry the safe headers (A15, A16, A17) ----
+
+#[test]
+fn a15_a16_a17_host_refusals_carry_nosniff_corp_and_no_store() {
+    let fx = fixture("hosthdr", false);
+    let port = fx.server.port;
+    for (path, api) in [("/api/health", true), ("/", false)] {
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: evil.example:{port}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+        );
+        let (status, head, body) = raw(port, &request);
+        assert_eq!(status, 403, "{path}: {head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        assert!(head.contains("x-content-type-options: nosniff"), "{head}");
+        assert!(
+            head.contains("cross-origin-resource-policy: same-origin"),
+            "{head}"
+        );
+        assert_eq!(head.contains("cache-control: no-store"), api, "{head}");
+        assert!(!String::from_utf8_lossy(&body).contains("version"));
+    }
+}
+
+#[test]
+fn static_files_have_the_right_mime_types() {
+    let fx = fixture("mime", false);
+    let port = fx.server.port;
+    let www = fx.root.join("www");
+    std::fs::write(www.join("sw.mjs"), "export {}").unwrap_or_default();
+    std::fs::write(www.join("app.webmanifest"), "{}").unwrap_or_default();
+    std::fs::write(fx.root.join("pkg/x.wasm"), b"\0asm\x01\0\0\0").unwrap_or_default();
+    for (path, mime) in [
+        ("/pkg/x.wasm", "application/wasm"),
+        ("/app.js", "text/javascript"),
+        ("/sw.mjs", "text/javascript"),
+        ("/app.webmanifest", "application/manifest+json"),
+        ("/", "text/html"),
+    ] {
+        let (status, head, _) = raw(
+            port,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(status, 200, "{path}: {head}");
+        assert!(
+            head.contains(&format!("content-type: {mime}")),
+            "{path}: {head}"
+        );
+        assert!(head.contains("x-content-type-options: nosniff"), "{head}");
+    }
+}
+
+// ---- run_command: cancellation, caps, partial output (A27, A59) ----
+
+#[test]
+fn a27_a59_a_dropped_buffered_run_command_kills_the_whole_group() {
+    let fx = fixture("dropped", true);
+    let port = fx.server.port;
+    let script = "sleep 300 & echo $! > bg.pid; sleep 300";
+    let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 100000}).to_string();
+    let request = format!(
+        "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let stream = support::send(port, &request);
+    let pid_file = fx.ws().join("bg.pid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut pid = String::new();
+    while pid.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        pid = std::fs::read_to_string(&pid_file)
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+    }
+    assert!(!pid.is_empty(), "the grandchild wrote its pid");
+    assert!(alive(&pid), "the grandchild runs while the request is open");
+    drop(stream);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(&pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !alive(&pid),
+        "A27: the grandchild {pid} outlived the client"
+    );
+}
+
+#[test]
+fn a59_the_output_cap_stops_a_group_that_keeps_running_after_sigpipe() {
+    let fx = fixture("capstop", true);
+    let port = fx.server.port;
+    let started = Instant::now();
+    let reply = tool(
+        port,
+        "run_command",
+        json!({"argv": ["sh", "-c", "yes; sleep 60"], "timeout_ms": 60000}),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the cap must end the call, not the timeout ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let content = reply.body["content"].as_str().unwrap_or("");
+    assert!(
+        content.contains("[output truncated at"),
+        "{}",
+        &content[content.len().saturating_sub(200)..]
+    );
+    assert_eq!(reply.body["data"]["truncated"], true);
+    assert!(content.len() < 300 * 1024);
+}
+
+#[test]
+fn a59_a_timed_out_command_reports_the_output_it_printed() {
+    let fx = fixture("partial", true);
+    let port = fx.server.port;
+    let reply = tool(
+        port,
+        "run_command",
+        json!({"argv": ["sh", "-c", "echo started-work; sleep 30"], "timeout_ms": 400}),
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body["is_error"], true);
+    assert_eq!(reply.body["error"]["kind"], "timeout");
+    let content = reply.body["content"].as_str().unwrap_or("");
+    assert!(
+        content.contains("did not finish within 400 ms"),
+        "{content}"
+    );
+    assert!(content.contains("started-work"), "{content}");
+}
+
+// ---- search reads through the capability (A47) ----
+
+#[test]
+fn a47_search_never_returns_outside_content_while_a_dir_is_swapped_for_a_symlink() {
+    let fx = fixture("searchrace", false);
+    let port = fx.server.port;
+    let ws = fx.ws();
+    std::fs::create_dir_all(ws.join("race")).unwrap_or_default();
+    std::fs::write(ws.join("race/inside.txt"), "MARKER-INSIDE\n").unwrap_or_default();
+    let outside = fx.root.join("outdir");
+    std::fs::create_dir_all(&outside).unwrap_or_default();
+    std::fs::write(outside.join("outside.txt"), "MARKER-OUTSIDE\n").unwrap_or_default();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let (stop, ws, outside) = (stop.clone(), ws.clone(), outside.clone());
+        std::thread::spawn(move || {
+            let (real, parked, link) = (ws.join("race"), ws.join("parked"), ws.join("link"));
+            let _ = symlink(&outside, &link);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::rename(&real, &parked);
+                let _ = std::fs::rename(&link, &real);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&real, &link);
+                let _ = std::fs::rename(&parked, &real);
+            }
+        })
+    };
+    let mut inside_hits = 0;
+    for i in 0..300 {
+        let reply = tool(port, "search", json!({"pattern": "MARKER-"}));
+        let text = reply.body.to_string();
+        assert!(
+            !text.contains("MARKER-OUTSIDE"),
+            "search {i} leaked: {text}"
+        );
+        inside_hits += usize::from(text.contains("MARKER-INSIDE"));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = flipper.join();
+    assert!(inside_hits > 0, "the inside file was found at least once");
+}
+
+// ---- protected paths (A41) ----
+
+#[test]
+fn a41_writes_into_git_are_refused_at_any_depth_and_through_symlinks() {
+    let fx = fixture("protect", false);
+    let port = fx.server.port;
+    let ws = fx.ws();
+    for dir in [".git/hooks", "vendor/lib/.git/hooks", "sub"] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap_or_default();
+    }
+    std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/a\n").unwrap_or_default();
+    symlink(".git/hooks", ws.join("h")).unwrap_or_default();
+    symlink(".git", ws.join("g")).unwrap_or_default();
+    symlink("sub", ws.join("subl")).unwrap_or_default();
+    for path in [
+        ".git/hooks/pre-commit",
+        ".GIT/config",
+        "vendor/lib/.git/hooks/pre-commit",
+        "vendor/lib/.git/config",
+        "h/pre-commit",
+        "g/hooks/post-checkout",
+        "g/config",
+        "g/newdir/x",
+        ".palaver/config.toml",
+    ] {
+        let reply = tool(
+            port,
+            "write_file",
+            json!({"path": path, "content": "#!/bin/sh\ntouch pwned\n"}),
+        );
+        assert_eq!(reply.status, 403, "{path}: {}", reply.body);
+        assert_eq!(reply.body["error"]["kind"], "protected_path", "{path}");
+    }
+    let hooks = std::fs::read_dir(ws.join(".git/hooks")).map_or(0, Iterator::count);
+    assert_eq!(hooks, 0, "nothing was planted in .git/hooks");
+    assert!(!ws.join(".git/config").exists() && !ws.join(".git/newdir").exists());
+    let edit = tool(
+        port,
+        "edit_file",
+        json!({"path": "g/HEAD", "old_text": "a", "new_text": "b"}),
+    );
+    assert_eq!(
+        edit.body["error"]["kind"], "protected_path",
+        "{}",
+        edit.body
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/HEAD")).unwrap_or_default(),
+        "ref: refs/heads/a\n"
+    );
+    let fine = tool(
+        port,
+        "write_file",
+        json!({"path": "subl/new.txt", "content": "ok\n"}),
+    );
+    assert_eq!(
+        fine.status, 200,
+        "a symlinked in-tree dir stays writable: {}",
+        fine.body
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("sub/new.txt")).unwrap_or_default(),
+        "ok\n"
+    );
+    let gitignore = tool(
+        port,
+        "write_file",
+        json!({"path": ".gitignore", "content": "target/\n"}),
+    );
+    assert_eq!(
+        gitignore.status, 200,
+        ".gitignore is not .git: {}",
+        gitignore.body
+    );
+}
+
+// ---- fetch_url ----
+
+#[test]
+fn fetch_url_ignores_proxies_from_the_environment() {
+    support::fetch_through_env_proxy_is_not_used();
+}
+
+#[test]
+fn fetch_url_address_policy_covers_site_local_mapped_and_cgnat() {
+    use palaver::proxy::tools::is_forbidden_ip;
+    let forbidden = [
+        "127.0.0.1",
+        "127.255.255.254",
+        "0.0.0.0",
+        "10.0.0.1",
+        "172.16.0.1",
+        "172.31.255.255",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "100.127.255.255",
+        "255.255.255.255",
+        "224.0.0.1",
+        "::1",
+        "::",
+        "fe80::1",
+        "fc00::1",
+        "fd12:3456::1",
+        "fec0::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+        "::ffff:169.254.169.254",
+        "64:ff9b::7f00:1",
+        "::127.0.0.1",
+    ];
+    for ip in forbidden {
+        let parsed: std::net::IpAddr = ip.parse().unwrap_or_else(|e| panic!("{ip}: {e}"));
+        assert!(is_forbidden_ip(parsed), "{ip} must be refused");
+    }
+    for ip in [
+        "1.1.1.1",
+        "8.8.8.8",
+        "100.128.0.1",
+        "172.32.0.1",
+        "2606:4700::1111",
+        "::ffff:1.1.1.1",
+    ] {
+        let parsed: std::net::IpAddr = ip.parse().unwrap_or_else(|e| panic!("{ip}: {e}"));
+        assert!(!is_forbidden_ip(parsed), "{ip} is public");
+    }
+}
+
+#[test]
+fn fetch_url_refuses_local_names_and_non_http_schemes_without_connecting() {
+    let fx = fixture("fetchno", false);
+    let port = fx.server.port;
+    for url in [
+        "http://127.0.0.1/",
+        "http://[::1]/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/",
+        "http://localhost/",
+        "http://2130706433/",
+        "http://0x7f.1/",
+        "http://[::ffff:127.0.0.1]/",
+    ] {
+        let reply = tool(port, "fetch_url", json!({"url": url}));
+        assert_eq!(reply.body["is_error"], true, "{url}");
+        assert_eq!(
+            reply.body["error"]["kind"], "address_not_allowed",
+            "{url}: {}",
+            reply.body
+        );
+    }
+    for url in ["file:///etc/passwd", "ftp://example.com/", "gopher://x/"] {
+        let reply = tool(port, "fetch_url", json!({"url": url}));
+        assert_eq!(reply.body["error"]["kind"], "scheme_not_allowed", "{url}");
+    }
+}
