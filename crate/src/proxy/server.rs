@@ -24,6 +24,25 @@ use tower_http::timeout::TimeoutLayer;
 pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Server limits; `Default` is what `palaver serve` uses.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The whole request, body included, must be handled within this (A53).
+    pub request_timeout: Duration,
+    /// Connections served at once; more wait in the accept queue (A56).
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            request_timeout: REQUEST_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -40,7 +59,7 @@ struct Api {
     policy: ToolPolicy,
 }
 
-pub fn router(config: &ServeConfig, port: u16) -> std::io::Result<Router> {
+pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Result<Router> {
     let guard_config = Arc::new(GuardConfig {
         port,
         token: config.token.clone(),
@@ -71,7 +90,7 @@ pub fn router(config: &ServeConfig, port: u16) -> std::io::Result<Router> {
         .layer(middleware::from_fn(guard::security_headers))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            REQUEST_TIMEOUT,
+            limits.request_timeout,
         ))
         .layer(middleware::from_fn_with_state(
             guard_config,
@@ -85,15 +104,33 @@ pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_limits(listener, config, Limits::default(), shutdown).await
+}
+
+/// `serve` with explicit limits (tests use short ones).
+pub async fn serve_with_limits(
+    listener: tokio::net::TcpListener,
+    config: ServeConfig,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let port = listener.local_addr()?.port();
-    let app = router(&config, port)?;
+    let app = router(&config, port, limits)?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     tokio::pin!(shutdown);
     loop {
+        // Wait for a free slot before accepting: past the cap, connections queue in the backlog.
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit,
+            () = &mut shutdown => return Ok(()),
+        };
+        let Ok(permit) = permit else { return Ok(()) };
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let service = TowerToHyperService::new(app.clone());
                 tokio::spawn(async move {
+                    let _permit = permit;
                     let connection = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
                         .header_read_timeout(HEADER_TIMEOUT)
