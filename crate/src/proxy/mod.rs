@@ -10,7 +10,9 @@ mod token;
 pub mod tools;
 mod workspace;
 
-pub use server::{router, serve, ServeConfig, BODY_LIMIT, HEADER_TIMEOUT};
+pub use server::{
+    router, serve, serve_with_limits, Limits, ServeConfig, BODY_LIMIT, HEADER_TIMEOUT,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -1,6 +1,6 @@
 //! The HTTP server: guards (see `guard`), the tools API, the web app's static files, and an accept
 //! loop on hyper with a header-read timeout (slowloris), a whole-request timeout and a cap on
-//! concurrent connections. The safe response headers wrap everything, refusals included.
+//! concurrent connections. The safe response headers wrap everything, Host refusals included.
 
 use super::guard::{self, json_error, GuardConfig};
 use super::tools::{self, ToolPolicy};
@@ -18,7 +18,6 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::services::ServeDir;
 use tower_http::timeout::TimeoutLayer;
@@ -26,8 +25,25 @@ use tower_http::timeout::TimeoutLayer;
 pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-/// Connections served at once; more wait in the listen backlog.
-pub const MAX_CONNECTIONS: usize = 512;
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Server limits; `Default` is what `palaver serve` uses.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The whole request, body included, must be handled within this (A53).
+    pub request_timeout: Duration,
+    /// Connections served at once; more wait in the accept queue (A56).
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            request_timeout: REQUEST_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -44,7 +60,7 @@ struct Api {
     policy: ToolPolicy,
 }
 
-pub fn router(config: &ServeConfig, port: u16) -> std::io::Result<Router> {
+pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Result<Router> {
     let guard_config = Arc::new(GuardConfig {
         port,
         token: config.token.clone(),
@@ -75,7 +91,7 @@ pub fn router(config: &ServeConfig, port: u16) -> std::io::Result<Router> {
         .layer(middleware::map_response(javascript_type))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            REQUEST_TIMEOUT,
+            limits.request_timeout,
         ))
         .layer(middleware::from_fn_with_state(
             guard_config,
@@ -91,40 +107,48 @@ pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_limits(listener, config, Limits::default(), shutdown).await
+}
+
+/// `serve` with explicit limits (tests use short ones).
+pub async fn serve_with_limits(
+    listener: tokio::net::TcpListener,
+    config: ServeConfig,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let port = listener.local_addr()?.port();
-    let app = router(&config, port)?;
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let app = router(&config, port, limits)?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     tokio::pin!(shutdown);
     loop {
-        // At the cap, stop accepting: further clients wait in the kernel's backlog (A56).
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot,
+        // Wait for a free slot before accepting: past the cap, connections queue in the backlog.
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit,
             () = &mut shutdown => return Ok(()),
         };
-        let Ok(slot) = slot else { return Ok(()) };
+        let Ok(permit) = permit else { return Ok(()) };
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => serve_connection(stream, app.clone(), slot),
-                // Out of file descriptors and the like: back off instead of spinning.
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            },
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let service = TowerToHyperService::new(app.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let connection = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(HEADER_TIMEOUT)
+                        .max_buf_size(64 * 1024)
+                        .serve_connection(TokioIo::new(stream), service);
+                    let _ = connection.await;
+                });
+            }
             () = &mut shutdown => return Ok(()),
         }
     }
-}
-
-/// One HTTP/1.1 connection, with the header-read timeout armed (hyper needs the timer for it).
-fn serve_connection(stream: tokio::net::TcpStream, app: Router, slot: OwnedSemaphorePermit) {
-    let service = TowerToHyperService::new(app);
-    tokio::spawn(async move {
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_TIMEOUT)
-            .max_buf_size(64 * 1024)
-            .serve_connection(TokioIo::new(stream), service);
-        let _ = connection.await;
-        drop(slot);
-    });
 }
 
 /// JavaScript is `text/javascript` (RFC 9239); the MIME table still says `application/javascript`

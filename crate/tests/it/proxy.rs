@@ -423,3 +423,110 @@ fn api_lists_the_tools_and_hides_run_command_without_allow_shell() {
     assert_eq!(unknown.status, 404);
     assert_eq!(unknown.body["error"]["kind"], "unknown_tool");
 }
+
+#[test]
+fn a7_a_flood_of_wrong_tokens_locks_nobody_out() {
+    let (server, _) = fixture("flood", false, &[]);
+    let port = server.port;
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                (0..250).all(|i| {
+                    request(
+                        port,
+                        "GET",
+                        "/api/health",
+                        &format!("Authorization: Bearer {:032x}\r\n", t * 1000 + i),
+                        "",
+                    )
+                    .status
+                        == 401
+                })
+            })
+        })
+        .collect();
+    assert_eq!(
+        request(
+            port,
+            "GET",
+            "/api/health",
+            &format!("Authorization: Bearer {TOKEN}\r\n"),
+            ""
+        )
+        .status,
+        200,
+        "served during the flood"
+    );
+    assert!(
+        threads.into_iter().all(|t| t.join().unwrap_or(false)),
+        "every wrong token got 401"
+    );
+    assert_eq!(
+        request(
+            port,
+            "GET",
+            "/api/health",
+            &format!("Authorization: Bearer {TOKEN}\r\n"),
+            ""
+        )
+        .status,
+        200,
+        "no lockout afterwards"
+    );
+}
+
+#[test]
+fn a53_a_slow_body_is_cut_at_the_request_deadline() {
+    use std::io::{Read, Write};
+    let dir = crate::serve::temp_dir("slowbody");
+    let config = ServeConfig {
+        www: dir.0.join("www"),
+        pkg: dir.0.join("pkg"),
+        workspace: dir.0.clone(),
+        allowed_origins: Vec::new(),
+        allow_shell: false,
+        token: TOKEN.into(),
+    };
+    let limits = palaver::proxy::Limits {
+        request_timeout: std::time::Duration::from_secs(2),
+        ..palaver::proxy::Limits::default()
+    };
+    let server = crate::serve::start_with_limits(config, dir, limits);
+    let port = server.port;
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+    let head = format!("POST /api/tools/write_file HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n{{\"path\": \"slow.txt\", ");
+    stream.write_all(head.as_bytes()).unwrap_or_default();
+    let started = std::time::Instant::now();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap_or_default();
+    let mut response = Vec::new();
+    let mut buffer = [0u8; 256];
+    while started.elapsed() < std::time::Duration::from_secs(10) {
+        let _ = stream.write_all(b" ");
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&buffer[..n]),
+            Err(_) => {}
+        }
+        if !response.is_empty() {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 408"), "A53: {text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(6));
+    assert_eq!(
+        request(
+            port,
+            "POST",
+            "/api/tools/read_file",
+            &format!("Authorization: Bearer {TOKEN}\r\n"),
+            &json!({"path": "slow.txt"}).to_string()
+        )
+        .status,
+        404,
+        "the handler never saw a partial body"
+    );
+}

@@ -1,7 +1,7 @@
 //! `palaver serve`'s static part against the real server on port 0, with raw TCP requests so the
 //! Host header is exactly what the test writes (a client library would normalize it).
 
-use palaver::proxy::{serve, ServeConfig};
+use palaver::proxy::ServeConfig;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -70,6 +70,14 @@ fn start(name: &str) -> Server {
 
 /// Runs the real server on 127.0.0.1:0 in its own thread until the `Server` is dropped.
 pub fn start_with(config: ServeConfig, dir: TempDir) -> Server {
+    start_with_limits(config, dir, palaver::proxy::Limits::default())
+}
+
+pub fn start_with_limits(
+    config: ServeConfig,
+    dir: TempDir,
+    limits: palaver::proxy::Limits,
+) -> Server {
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
@@ -82,7 +90,7 @@ pub fn start_with(config: ServeConfig, dir: TempDir) -> Server {
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
             let _ = port_tx.send(listener.local_addr().map(|a| a.port()).unwrap_or(0));
-            let _ = serve(listener, config, async move {
+            let _ = palaver::proxy::serve_with_limits(listener, config, limits, async move {
                 let _ = stop_rx.await;
             })
             .await;

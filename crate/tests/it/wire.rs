@@ -123,8 +123,8 @@ pub fn decode(case: &WireCase, chunks: &[&[u8]]) -> Decoded {
 fn wire_cases_match_their_oracles() {
     let cases = cases();
     assert!(
-        cases.len() >= 10,
-        "expected the openai-chat wire cases, found {}",
+        cases.len() >= 35,
+        "expected the wire cases of every covered provider, found {}",
         cases.len()
     );
     let mut failures = Vec::new();
