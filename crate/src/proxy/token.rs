@@ -1,9 +1,10 @@
-//! The proxy's bearer token: 128 bits from the OS RNG, hex-encoded; or read from a file.
+//! The proxy's bearer token: 256 bits from the OS RNG (SECURITY A.2: at least 128), hex-encoded;
+//! or read from a private file.
 
 use std::path::Path;
 
 pub fn fresh() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
+    let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| format!("the OS random source failed: {e}"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -7,6 +7,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// Past this many per-file locks, the unused ones are pruned.
+const LOCKS_PRUNE_AT: usize = 1024;
+
 pub struct Workspace {
     root: PathBuf,
     dir: Dir,
@@ -49,6 +52,10 @@ impl Workspace {
             .locks
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if locks.len() >= LOCKS_PRUNE_AT {
+            // Locks nobody holds or waits for are dropped, so the map stays bounded.
+            locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        }
         locks.entry(path.clone()).or_default().clone()
     }
 }

@@ -264,6 +264,53 @@ fn a41_writes_into_git_are_refused_at_any_depth_and_through_symlinks() {
     );
 }
 
+// ---- odd files and the token ----
+
+#[test]
+fn a57_read_file_of_a_fifo_is_refused_at_once_instead_of_hanging() {
+    let fx = fixture("fifo", false);
+    let port = fx.server.port;
+    let fifo = fx.ws().join("pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap_or_else(|e| panic!("mkfifo: {e}"));
+    assert!(status.success());
+    let started = Instant::now();
+    let reply = tool(port, "read_file", json!({"path": "pipe"}));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(reply.body["is_error"], true, "{}", reply.body);
+    assert_eq!(
+        reply.body["error"]["kind"], "not_a_regular_file",
+        "{}",
+        reply.body
+    );
+    let edit = tool(
+        port,
+        "edit_file",
+        json!({"path": "pipe", "old_text": "a", "new_text": "b"}),
+    );
+    assert_eq!(
+        edit.body["error"]["kind"], "not_a_regular_file",
+        "{}",
+        edit.body
+    );
+}
+
+#[test]
+fn a2_a4_the_printed_token_is_256_bits_of_hex_in_the_fragment() {
+    let line = support::first_line_of_serve();
+    let (base, token) = line
+        .split_once("/#token=")
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        base.starts_with("http://127.0.0.1:") && !base.contains('?'),
+        "{line}"
+    );
+    assert_eq!(token.len(), 64, "{line}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{line}");
+}
+
 // ---- fetch_url ----
 
 #[test]

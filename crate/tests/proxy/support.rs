@@ -234,3 +234,26 @@ pub fn fetch_through_env_proxy_is_not_used() {
     );
     assert_eq!(reply.body["is_error"], true, "{}", reply.body);
 }
+
+/// The one line `palaver serve --port 0` prints, with a fresh token.
+pub fn first_line_of_serve() -> String {
+    let root = temp_tree("firstline");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
+        .args(["serve", "--port", "0", "--www"])
+        .arg(root.join("www"))
+        .arg("--pkg")
+        .arg(root.join("pkg"))
+        .arg("--workspace")
+        .arg(root.join("ws"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut line = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&root);
+    line.trim().to_string()
+}

@@ -6,7 +6,7 @@
 use super::{str_arg, ToolReply};
 use crate::proxy::confine::{self, io_error, RelPath, Target};
 use crate::proxy::workspace::Workspace;
-use cap_std::fs::OpenOptions;
+use cap_std::fs::{OpenOptions, OpenOptionsExt};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 
@@ -164,9 +164,12 @@ pub fn read_file(ws: &Workspace, args: &Value) -> ToolReply {
 }
 
 fn read_bytes(ws: &Workspace, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
+    // Non-blocking open: a FIFO without a writer would otherwise hang a blocking thread forever.
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NONBLOCK);
     let file = ws
         .dir()
-        .open(path.as_str())
+        .open_with(path.as_str(), &options)
         .map_err(|e| ToolReply::from(io_error(path, &e)))?;
     let metadata = file
         .metadata()
@@ -175,6 +178,15 @@ fn read_bytes(ws: &Workspace, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
         return Err(ToolReply::failed(
             "is_a_directory",
             format!("`{}` is a directory; use list_dir", path.as_str()),
+        ));
+    }
+    if !metadata.is_file() {
+        return Err(ToolReply::failed(
+            "not_a_regular_file",
+            format!(
+                "`{}` is not a regular file (a FIFO, socket or device)",
+                path.as_str()
+            ),
         ));
     }
     if metadata.len() > READ_LIMIT {
