@@ -29,12 +29,18 @@ pub struct State {
 impl Events for State {
     const PROVIDER: &'static str = PROVIDER;
 
-    fn event(&mut self, event: &SseEvent, items: &mut Vec<DecodeItem>) -> Result<(), StreamDecodeError> {
+    fn event(
+        &mut self,
+        event: &SseEvent,
+        items: &mut Vec<DecodeItem>,
+    ) -> Result<(), StreamDecodeError> {
         if event.data.trim() == "[DONE]" {
             items.push(DecodeItem::Done);
             return Ok(());
         }
-        let Some(chunk) = json_object(event, PROVIDER)? else { return Ok(()) };
+        let Some(chunk) = json_object(event, PROVIDER)? else {
+            return Ok(());
+        };
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
             items.push(DecodeItem::Failure(failure_from(error, "provider_error")));
             return Ok(());
