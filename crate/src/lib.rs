@@ -14,6 +14,7 @@ pub mod message;
 pub mod provider;
 pub mod queue;
 pub mod request;
+pub mod request_anthropic;
 pub mod session;
 pub mod sse;
 pub mod thinking;

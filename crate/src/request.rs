@@ -42,11 +42,12 @@ pub struct RequestInput<'a> {
 pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, String> {
     match input.provider.kind {
         ProviderKind::OpenaiChat => Ok(openai_chat(input)),
+        ProviderKind::Anthropic => Ok(crate::request_anthropic::anthropic(input)),
         other => Err(format!("requests to {} are not built yet", other.name())),
     }
 }
 
-fn model_of<'a>(input: &'a RequestInput) -> &'a str {
+pub(crate) fn model_of<'a>(input: &'a RequestInput) -> &'a str {
     if input.thread.model.is_empty() {
         &input.provider.model
     } else {
@@ -96,7 +97,7 @@ fn openai_chat(input: &RequestInput) -> ProviderRequest {
 }
 
 /// The history limit's copy (SPEC §5), then linearize (SPEC §7).
-fn prepared_history(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
+pub(crate) fn prepared_history(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
     let (fixed, _) = fix_tool_calls(history.to_vec());
     linearize(&fixed, thinking)
 }

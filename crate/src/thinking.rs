@@ -92,5 +92,5 @@ pub fn fill_empty_thinking(
 
 fn is_blank(text: Option<&Value>) -> bool {
     text.and_then(Value::as_str)
-        .map_or(true, |t| t.trim().is_empty())
+        .is_none_or(|t| t.trim().is_empty())
 }

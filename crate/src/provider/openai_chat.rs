@@ -6,103 +6,53 @@
 //! Reasoning comes as `reasoning_content` (DeepSeek, xAI) or `reasoning` (OpenRouter, Groq).
 //! A chunk with an `error` object ends the round as a failure carrying the provider's words.
 
+use super::framed::{failure_from, json_object, non_empty_str, Events, Framed};
 use super::{usage, DecodeItem};
-use crate::delta::{DeltaOp, StreamFailure};
+use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
 use crate::message::ToolCall;
-use crate::sse::{SseDecoder, SseEvent};
+use crate::sse::SseEvent;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 const PROVIDER: &str = "openai-chat";
 
-#[derive(Debug)]
-pub struct Decoder {
-    sse: SseDecoder,
+/// The openai-chat stream decoder: the shared framing around `State`.
+pub type Decoder = Framed<State>;
+
+#[derive(Debug, Default)]
+pub struct State {
     tool_calls: BTreeMap<u64, ToolCall>,
     refusal_marked: bool,
-    failed: Option<StreamDecodeError>,
 }
 
-impl Default for Decoder {
-    fn default() -> Self {
-        Decoder {
-            sse: SseDecoder::new(PROVIDER),
-            tool_calls: BTreeMap::new(),
-            refusal_marked: false,
-            failed: None,
-        }
-    }
-}
+impl Events for State {
+    const PROVIDER: &'static str = PROVIDER;
 
-impl Decoder {
-    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<DecodeItem>, StreamDecodeError> {
-        self.check_not_failed()?;
-        let events = self.sse.feed(bytes).map_err(|e| self.fail(e))?;
-        self.decode_events(events)
-    }
-
-    pub fn finish(&mut self) -> Result<Vec<DecodeItem>, StreamDecodeError> {
-        self.check_not_failed()?;
-        let events = self.sse.finish().map_err(|e| self.fail(e))?;
-        self.decode_events(events)
-    }
-
-    fn check_not_failed(&self) -> Result<(), StreamDecodeError> {
-        self.failed.clone().map_or(Ok(()), Err)
-    }
-
-    fn fail(&mut self, error: StreamDecodeError) -> StreamDecodeError {
-        self.failed = Some(error.clone());
-        error
-    }
-
-    fn decode_events(
-        &mut self,
-        events: Vec<SseEvent>,
-    ) -> Result<Vec<DecodeItem>, StreamDecodeError> {
-        let mut items = Vec::new();
-        for event in events {
-            self.decode_event(&event, &mut items)
-                .map_err(|e| self.fail(e))?;
-        }
-        Ok(items)
-    }
-
-    fn decode_event(
+    fn event(
         &mut self,
         event: &SseEvent,
         items: &mut Vec<DecodeItem>,
     ) -> Result<(), StreamDecodeError> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
+        if event.data.trim() == "[DONE]" {
             items.push(DecodeItem::Done);
             return Ok(());
         }
-        if data.is_empty() {
+        let Some(chunk) = json_object(event, PROVIDER)? else {
             return Ok(());
-        }
-        let chunk: Value =
-            serde_json::from_str(data).map_err(|e| StreamDecodeError::MalformedStream {
-                provider: PROVIDER.into(),
-                offset: event.offset,
-                reason: format!("chunk is not JSON: {e}"),
-            })?;
+        };
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            items.push(DecodeItem::Failure(failure_from(error)));
+            items.push(DecodeItem::Failure(failure_from(error, "provider_error")));
             return Ok(());
-        }
-        if !chunk.is_object() {
-            return Err(StreamDecodeError::ProviderMisbehaved {
-                provider: PROVIDER.into(),
-                offset: event.offset,
-                reason: "chunk is not a JSON object".into(),
-            });
         }
         self.decode_chunk(&chunk, items);
         Ok(())
     }
 
+    fn end(&mut self, _items: &mut Vec<DecodeItem>) {}
+}
+
+impl State {
     fn decode_chunk(&mut self, chunk: &Value, items: &mut Vec<DecodeItem>) {
         if let Some(choice) = first_choice(chunk) {
             if let Some(delta) = choice.get("delta") {
@@ -199,27 +149,4 @@ fn merge_fragment(call: &mut ToolCall, fragment: &Value) {
     {
         call.function.arguments.push_str(arguments);
     }
-}
-
-fn non_empty_str(value: Option<&Value>) -> Option<&str> {
-    value.and_then(Value::as_str).filter(|s| !s.is_empty())
-}
-
-/// `{"error": {...}}` as OpenAI, OpenRouter and Groq send it mid-stream.
-fn failure_from(error: &Value) -> StreamFailure {
-    let code = ["code", "type"]
-        .iter()
-        .filter_map(|key| error.get(*key))
-        .find_map(|v| match v {
-            Value::String(s) if !s.is_empty() => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        })
-        .unwrap_or_else(|| "provider_error".to_string());
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| error.to_string());
-    StreamFailure { code, message }
 }

@@ -1,0 +1,119 @@
+//! Golden request bodies: `tests/fixtures/requests/*.json` give a provider, thread params, a
+//! system prompt, tools and a stored history; the built request must equal `expected` exactly
+//! (URL, body) and carry the expected headers. Runs natively and in Chromium.
+
+use crate::support::fixtures_in;
+use palaver::message::ChatMessage;
+use palaver::request::{build_request, ProviderConfig, RequestInput};
+use palaver::thread::ThreadParams;
+use palaver::tools::ToolSpec;
+use serde_json::Value;
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn request_bodies_match_their_golden_files() {
+    let fixtures = fixtures_in("requests");
+    assert!(!fixtures.is_empty(), "no request fixtures");
+    for (name, text) in fixtures {
+        let fixture: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let parse = |key: &str| fixture.get(key).cloned().unwrap_or(Value::Null);
+        let provider: ProviderConfig = serde_json::from_value(parse("provider"))
+            .unwrap_or_else(|e| panic!("{name} provider: {e}"));
+        let thread: ThreadParams = serde_json::from_value(parse("thread"))
+            .unwrap_or_else(|e| panic!("{name} thread: {e}"));
+        let tools: Vec<ToolSpec> = serde_json::from_value(parse("tools")).unwrap_or_default();
+        let history: Vec<ChatMessage> = serde_json::from_value(parse("history"))
+            .unwrap_or_else(|e| panic!("{name} history: {e}"));
+        let request = build_request(&RequestInput {
+            provider: &provider,
+            thread: &thread,
+            system_prompt: fixture["system_prompt"].as_str(),
+            tools: &tools,
+            history: &history,
+        })
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let expected = &fixture["expected"];
+        assert_eq!(
+            Value::String(request.url.clone()),
+            expected["url"],
+            "{name}: url"
+        );
+        assert_eq!(
+            request.body, expected["body"],
+            "{name}: body\n got: {}\n expected: {}",
+            request.body, expected["body"]
+        );
+        for (key, value) in expected["headers"].as_object().cloned().unwrap_or_default() {
+            assert_eq!(
+                request.headers.get(&key),
+                Some(&value),
+                "{name}: header {key}"
+            );
+        }
+    }
+}
+
+/// Through the engine: an Anthropic round with thinking, a signature and a tool call; the next
+/// request of the same turn sends the thinking block back byte for byte, before the tool_use.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn anthropic_thinking_round_trips_within_the_tool_turn() {
+    use crate::support::harness::Harness;
+    use palaver::engine::{Effect, Input};
+    use serde_json::json;
+    let mut h = Harness::with_config_patch(
+        &json!({"providers": [{"kind": "anthropic", "base_url": "https://api.anthropic.com/v1", "model": "claude-test"}]}),
+    );
+    h.open("c", None);
+    h.command("c", json!({"type": "set_params", "patch": {"provider": "anthropic", "thinking_budget": 1024}, "client_request_id": "p"}));
+    h.command(
+        "c",
+        json!({"type": "user_message", "content": "read a.txt", "client_request_id": "u"}),
+    );
+    let events = [
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-test", "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Read it first."}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "c2lnbmF0dXJl+/=="}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_9", "name": "read_file", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a.txt\"}"}}),
+        json!({"type": "content_block_stop", "index": 1}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 20}}),
+        json!({"type": "message_stop"}),
+    ];
+    let sse: String = events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
+        .collect();
+    h.stream(sse.as_bytes());
+    h.stream_end();
+    let step = h.handle(Input::ToolResult {
+        chat_id: "c".into(),
+        tool_call_id: "toolu_9".into(),
+        content: "hello".into(),
+        tool_failed: false,
+        data: None,
+    });
+    let body = step
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::StartRequest { request, .. } => Some(request.body.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no second request: {:?}", step.effects));
+    let assistant = &body["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "Read it first.", "signature": "c2lnbmF0dXJl+/=="}),
+        "{body}"
+    );
+    assert_eq!(assistant["content"][1]["type"], "tool_use");
+    assert_eq!(assistant["content"][1]["input"], json!({"path": "a.txt"}));
+    assert_eq!(
+        body["messages"][2]["content"][0],
+        json!({"type": "tool_result", "tool_use_id": "toolu_9", "content": "hello"})
+    );
+}
