@@ -188,6 +188,66 @@ fn a47_search_never_returns_outside_content_while_a_dir_is_swapped_for_a_symlink
     assert!(inside_hits > 0, "the inside file was found at least once");
 }
 
+#[test]
+fn a57_parallel_search_is_sorted_and_flags_truncation_exactly() {
+    let fx = fixture("searchsort", false);
+    let port = fx.server.port;
+    let ws = fx.ws();
+    for i in 0..60 {
+        let dir = ws.join(format!("d{}", i % 7));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        std::fs::write(
+            dir.join(format!("f{i:02}.txt")),
+            "x\nneedle one\nneedle two\n",
+        )
+        .unwrap_or_default();
+    }
+    std::fs::write(ws.join(".gitignore"), "d6/\n").unwrap_or_default();
+    let all = tool(
+        port,
+        "search",
+        json!({"pattern": "needle", "max_results": 2000}),
+    );
+    let matches = all.body["data"]["matches"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let keys: Vec<(String, u64)> = matches
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap_or("").to_string(),
+                m["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "sorted by path and line");
+    let expected = (0..60).filter(|i| i % 7 != 6).count() * 2;
+    assert_eq!(matches.len(), expected, ".gitignore'd d6/ is skipped");
+    assert_eq!(all.body["data"]["truncated"], false);
+    let exact = tool(
+        port,
+        "search",
+        json!({"pattern": "needle", "max_results": expected}),
+    );
+    assert_eq!(
+        exact.body["data"]["truncated"], false,
+        "exactly the limit is not a cut"
+    );
+    let cut = tool(
+        port,
+        "search",
+        json!({"pattern": "needle", "max_results": 10}),
+    );
+    assert_eq!(
+        cut.body["data"]["matches"].as_array().map_or(0, Vec::len),
+        10
+    );
+    assert_eq!(cut.body["data"]["truncated"], true);
+}
+
 // ---- protected paths (A41) ----
 
 #[test]

@@ -1,15 +1,19 @@
 //! `search`: regex or literal search under a workspace directory, in-process with `ignore`
 //! (respects `.gitignore`, never follows symlinks) and `grep-searcher` — never a shell or `rg`, so
 //! a pattern such as `--pre=touch x` is only a pattern. Files are opened through the workspace's
-//! directory capability, never by host path.
+//! directory capability, never by host path. The walk runs on all cores; matches are sorted by
+//! path and line, so the answer does not depend on thread timing unless `max_results` cut it.
 
 use super::{str_arg, ToolReply};
 use crate::proxy::confine::{self, io_error, Target};
 use crate::proxy::workspace::Workspace;
-use grep_regex::RegexMatcherBuilder;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::sinks::UTF8;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
+use ignore::WalkState;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 const DEFAULT_RESULTS: usize = 200;
 const MAX_RESULTS: usize = 2000;
@@ -75,53 +79,112 @@ pub fn search(ws: &Workspace, args: &Value) -> ToolReply {
             Err(e) => return ToolReply::failed("bad_glob", format!("the glob is not valid: {e}")),
         }
     }
-    let mut searcher = SearcherBuilder::new()
-        .binary_detection(BinaryDetection::quit(0))
-        .line_number(true)
-        .build();
-    let mut hits: Vec<Value> = Vec::new();
-    let mut lines = Vec::new();
-    let mut truncated = false;
-    for entry in walker.build().flatten() {
-        if hits.len() >= limit {
-            truncated = true;
-            break;
-        }
-        if !entry.file_type().is_some_and(|t| t.is_file())
-            || entry.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES)
-        {
-            continue;
-        }
-        // The walk yields host paths; the content is read through the workspace capability, so a
-        // directory swapped for a symlink during the walk cannot leak outside text (A47).
-        let Some(relative) = workspace_relative(ws, entry.path()) else {
-            continue;
-        };
-        let Ok(file) = ws.dir().open(&relative) else {
-            continue;
-        };
-        let _ = searcher.search_file(
-            &matcher,
-            &file.into_std(),
-            UTF8(|line_number, line| {
-                if hits.len() >= limit {
-                    return Ok(false);
+    let (mut hits, truncated) = search_parallel(ws, walker, &matcher, limit);
+    hits.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+    hits.truncate(limit);
+    render(&hits, truncated)
+}
+
+/// One matching line.
+struct Hit {
+    path: String,
+    line: u64,
+    text: String,
+}
+
+/// Walks on all cores; each thread has its own searcher. Stops once `limit` lines matched.
+fn search_parallel(
+    ws: &Workspace,
+    walker: ignore::WalkBuilder,
+    matcher: &RegexMatcher,
+    limit: usize,
+) -> (Vec<Hit>, bool) {
+    let hits = Mutex::new(Vec::new());
+    let found = AtomicUsize::new(0);
+    walker.build_parallel().run(|| {
+        let mut searcher = SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(0))
+            .line_number(true)
+            .build();
+        let (hits, found) = (&hits, &found);
+        Box::new(move |entry| {
+            // One match past the limit proves the answer is cut; then stop.
+            if found.load(Ordering::Relaxed) > limit {
+                return WalkState::Quit;
+            }
+            if let Ok(entry) = entry {
+                let mine = search_entry(ws, &mut searcher, matcher, &entry, limit, found);
+                if !mine.is_empty() {
+                    hits.lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .extend(mine);
                 }
-                let text = line.trim_end_matches(['\n', '\r']);
-                lines.push(format!("{relative}:{line_number}: {text}"));
-                hits.push(json!({"path": relative, "line": line_number, "text": text}));
-                Ok(true)
-            }),
-        );
+            }
+            WalkState::Continue
+        })
+    });
+    let hits = hits.into_inner().unwrap_or_else(|p| p.into_inner());
+    let truncated = found.load(Ordering::Relaxed) > limit;
+    (hits, truncated)
+}
+
+/// Searches one walked file, opened through the workspace capability: a directory swapped for a
+/// symlink during the walk cannot leak outside text (A47).
+fn search_entry(
+    ws: &Workspace,
+    searcher: &mut grep_searcher::Searcher,
+    matcher: &RegexMatcher,
+    entry: &ignore::DirEntry,
+    limit: usize,
+    found: &AtomicUsize,
+) -> Vec<Hit> {
+    let mut hits = Vec::new();
+    if !entry.file_type().is_some_and(|t| t.is_file())
+        || entry.metadata().map_or(true, |m| m.len() > MAX_FILE_BYTES)
+    {
+        return hits;
     }
-    let content = if lines.is_empty() {
+    let Some(relative) = workspace_relative(ws, entry.path()) else {
+        return hits;
+    };
+    let Ok(file) = ws.dir().open(&relative) else {
+        return hits;
+    };
+    let _ = searcher.search_file(
+        matcher,
+        &file.into_std(),
+        UTF8(|line, text| {
+            if found.fetch_add(1, Ordering::Relaxed) >= limit {
+                return Ok(false);
+            }
+            let text = text.trim_end_matches(['\n', '\r']).to_string();
+            hits.push(Hit {
+                path: relative.clone(),
+                line,
+                text,
+            });
+            Ok(true)
+        }),
+    );
+    hits
+}
+
+fn render(hits: &[Hit], truncated: bool) -> ToolReply {
+    let content = if hits.is_empty() {
         "No matches.".to_string()
     } else {
-        lines.join("\n")
+        hits.iter()
+            .map(|h| format!("{}:{}: {}", h.path, h.line, h.text))
+            .collect::<Vec<_>>()
+            .join("\n")
     };
+    let matches: Vec<Value> = hits
+        .iter()
+        .map(|h| json!({"path": h.path, "line": h.line, "text": h.text}))
+        .collect();
     ToolReply::ok(
         content,
-        Some(json!({"matches": hits, "truncated": truncated})),
+        Some(json!({"matches": matches, "truncated": truncated})),
     )
 }
 
