@@ -355,6 +355,48 @@ fn a57_read_file_of_a_fifo_is_refused_at_once_instead_of_hanging() {
         "{}",
         edit.body
     );
+    let guarded = tool(
+        port,
+        "write_file",
+        json!({"path": "pipe", "content": "x", "if_match": "0000000000000000"}),
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        guarded.body["error"]["kind"], "conflict",
+        "{}",
+        guarded.body
+    );
+}
+
+#[test]
+fn a69_if_match_hashes_stream_and_agree_with_read_file() {
+    let fx = fixture("ifmatch", false);
+    let port = fx.server.port;
+    let text: String = (0..40_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(fx.ws().join("big.txt"), &text).unwrap_or_default();
+    let read = tool(
+        port,
+        "read_file",
+        json!({"path": "big.txt", "line_start": 1, "line_end": 1}),
+    );
+    let hash = read.body["data"]["hash"].as_str().unwrap_or("").to_string();
+    assert_eq!(hash.len(), 16, "{}", read.body);
+    let stale = tool(
+        port,
+        "edit_file",
+        json!({"path": "big.txt", "old_text": "line 39999\n", "new_text": "end\n", "if_match": "0123456789abcdef"}),
+    );
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert_eq!(stale.body["data"]["current_hash"], hash.as_str());
+    let fresh = tool(
+        port,
+        "edit_file",
+        json!({"path": "big.txt", "old_text": "line 39999\n", "new_text": "end\n", "if_match": hash}),
+    );
+    assert_eq!(fresh.status, 200, "{}", fresh.body);
+    assert!(std::fs::read_to_string(fx.ws().join("big.txt"))
+        .unwrap_or_default()
+        .ends_with("end\n"));
 }
 
 #[test]

@@ -12,10 +12,42 @@ use std::io::{Read, Write};
 
 /// A stable content hash (FNV-1a, 64 bits, hex) for `if_match` conflict checks (A69, A73).
 pub fn content_hash(bytes: &[u8]) -> String {
-    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+    format!("{:016x}", fnv1a(FNV_OFFSET, bytes))
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a continued over `bytes` from `hash`, so a file can be hashed chunk by chunk.
+fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{hash:016x}")
+    })
+}
+
+/// The current file's hash, streamed (no whole-file buffer), or `None` if it does not exist.
+/// Opened non-blocking, and only regular files are read, so a FIFO cannot hang the lock holder.
+fn current_hash(ws: &Workspace, path: &RelPath) -> std::io::Result<Option<String>> {
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NONBLOCK);
+    let file = match ws.dir().open_with(path.as_str(), &options) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Ok(Some(String::from("not-a-regular-file")));
+    }
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, file.into_std());
+    let mut hash = FNV_OFFSET;
+    loop {
+        let chunk = std::io::BufRead::fill_buf(&mut reader)?;
+        if chunk.is_empty() {
+            return Ok(Some(format!("{hash:016x}")));
+        }
+        hash = fnv1a(hash, chunk);
+        let n = chunk.len();
+        std::io::BufRead::consume(&mut reader, n);
+    }
 }
 
 /// `if_match`: the write applies only if the file still has the hash the caller read.
@@ -23,9 +55,8 @@ fn check_if_match(ws: &Workspace, path: &RelPath, args: &Value) -> Result<(), To
     let Some(expected) = args.get("if_match").and_then(Value::as_str) else {
         return Ok(());
     };
-    let current = match ws.dir().read(path.as_str()) {
-        Ok(bytes) => content_hash(&bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+    let current = match current_hash(ws, path) {
+        Ok(hash) => hash.unwrap_or_default(),
         Err(e) => return Err(io_error(path, &e).into()),
     };
     if current == expected {
