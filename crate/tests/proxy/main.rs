@@ -149,7 +149,7 @@ fn a59_a_timed_out_command_reports_the_output_it_printed() {
 // ---- search reads through the capability (A47) ----
 
 #[test]
-fn a47_search_never_returns_outside_content_while_a_dir_is_swapped_for_a_symlink() {
+fn a47_search_and_file_tree_never_show_outside_content_or_names_during_a_symlink_swap() {
     let fx = fixture("searchrace", false);
     let port = fx.server.port;
     let ws = fx.ws();
@@ -180,6 +180,13 @@ fn a47_search_never_returns_outside_content_while_a_dir_is_swapped_for_a_symlink
         assert!(
             !text.contains("MARKER-OUTSIDE"),
             "search {i} leaked: {text}"
+        );
+        let tree = tool(port, "file_tree", json!({"max_depth": 4}))
+            .body
+            .to_string();
+        assert!(
+            !tree.contains("outside.txt"),
+            "file_tree {i} leaked a name: {tree}"
         );
         inside_hits += usize::from(text.contains("MARKER-INSIDE"));
     }

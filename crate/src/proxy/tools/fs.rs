@@ -1,7 +1,8 @@
 //! File tools: `list_dir`, `read_file`, `write_file`, `edit_file`, `file_tree`. Every path is
 //! checked by `confine::check` and opened through the workspace's directory capability. Writes go
 //! to a temporary file in the same directory, then `rename` over the target (atomic), under the
-//! file's lock; they never follow a symlink.
+//! file's lock; they never follow a symlink. `file_tree` walks by host path but shows only entries
+//! the capability resolves to the same inode.
 
 use super::{str_arg, ToolReply};
 use crate::proxy::confine::{self, io_error, RelPath, Target};
@@ -428,6 +429,24 @@ fn temp_name(path: &RelPath) -> RelPath {
     path.parent().unwrap_or_else(RelPath::root).join(&name)
 }
 
+/// Whether the workspace capability resolves a walked entry to the inode the walk saw. The walk
+/// goes by host path; a name seen through a directory swapped for a symlink mid-walk fails this
+/// and is not shown (A47).
+fn seen_through_capability(ws: &Workspace, entry: &ignore::DirEntry) -> bool {
+    use cap_std::fs::MetadataExt;
+    let relative = entry
+        .path()
+        .strip_prefix(ws.root())
+        .ok()
+        .and_then(|p| p.to_str());
+    let (Some(relative), Some(ino)) = (relative, entry.ino()) else {
+        return false;
+    };
+    ws.dir()
+        .symlink_metadata(relative)
+        .is_ok_and(|meta| meta.ino() == ino)
+}
+
 pub fn file_tree(ws: &Workspace, args: &Value) -> ToolReply {
     let path = match checked(args, "path", Target::RootAllowed, Some(".")) {
         Ok(path) => path,
@@ -452,6 +471,9 @@ pub fn file_tree(ws: &Workspace, args: &Value) -> ToolReply {
     let mut lines = Vec::new();
     let mut truncated = false;
     for entry in walker.flatten().skip(1) {
+        if !seen_through_capability(ws, &entry) {
+            continue;
+        }
         if lines.len() == TREE_LIMIT {
             truncated = true;
             break;
