@@ -101,6 +101,44 @@ fn a27_a59_a_dropped_buffered_run_command_kills_the_whole_group() {
 }
 
 #[test]
+fn a27_stopping_the_server_kills_running_commands_and_their_children() {
+    for accept in ["application/json", "application/x-ndjson"] {
+        let fx = fixture("shutdown", true);
+        let port = fx.server.port;
+        let body = json!({"argv": ["sh", "-c", "sleep 300 & echo $! > bg.pid; echo go; sleep 300"], "timeout_ms": 100000})
+            .to_string();
+        let request = format!(
+            "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nAccept: {accept}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let _client = support::send(port, &request);
+        let pid_file = fx.ws().join("bg.pid");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut pid = String::new();
+        while pid.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            pid = std::fs::read_to_string(&pid_file)
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+        }
+        assert!(
+            !pid.is_empty() && alive(&pid),
+            "{accept}: the grandchild runs"
+        );
+        drop(fx);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(&pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            !alive(&pid),
+            "{accept}: grandchild {pid} outlived the server"
+        );
+    }
+}
+
+#[test]
 fn a59_the_output_cap_stops_a_group_that_keeps_running_after_sigpipe() {
     let fx = fixture("capstop", true);
     let port = fx.server.port;

@@ -216,6 +216,8 @@ pub fn run_streaming(
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
     tokio::spawn(async move {
         let pgid = child.id().map(|id| id as i32);
+        // Also when the task itself is dropped (the runtime shuts down).
+        let _group = GroupKiller(pgid);
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let pump = async {
             let (out_cut, err_cut) = tokio::join!(
