@@ -10,7 +10,7 @@
 //! their streamed input parsed. Usage is merged field by field over the raw reports, then
 //! normalized (SPEC §6.4). Blocks left open by a cut stream are flushed at `message_stop` or end.
 
-use super::framed::{failure_from, json_object, non_empty_str, Events};
+use super::framed::{event_kind, failure_from, json_object, non_empty_str, Events};
 use super::{usage, DecodeItem};
 use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
@@ -51,11 +51,7 @@ impl Events for State {
         let Some(data) = json_object(event, Self::PROVIDER)? else {
             return Ok(());
         };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or("");
+        let kind = event_kind(&data, event);
         let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
         match kind {
             "message_start" => self.take_usage(&data["message"]["usage"], items),

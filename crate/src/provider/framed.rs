@@ -101,6 +101,14 @@ pub fn json_object(event: &SseEvent, provider: &str) -> Result<Option<Value>, St
     Ok(Some(value))
 }
 
+/// An event's kind: the payload's `type`, else the SSE `event:` field.
+pub fn event_kind<'a>(data: &'a Value, event: &'a SseEvent) -> &'a str {
+    data.get("type")
+        .and_then(Value::as_str)
+        .or(event.event.as_deref())
+        .unwrap_or("")
+}
+
 pub fn non_empty_str(value: Option<&Value>) -> Option<&str> {
     value.and_then(Value::as_str).filter(|s| !s.is_empty())
 }

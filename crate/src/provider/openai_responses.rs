@@ -17,7 +17,7 @@
 //!   `response.incomplete` ends with `length` for `max_output_tokens`, else its reason;
 //! - `error` and `response.failed` end the round as a failure with the provider's code.
 
-use super::framed::{failure_from, json_object, non_empty_str, Events};
+use super::framed::{event_kind, failure_from, json_object, non_empty_str, Events};
 use super::DecodeItem;
 use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
@@ -51,11 +51,7 @@ impl Events for State {
         let Some(data) = json_object(event, Self::PROVIDER)? else {
             return Ok(());
         };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or("");
+        let kind = event_kind(&data, event);
         let index = data
             .get("output_index")
             .and_then(Value::as_u64)

@@ -6,14 +6,12 @@
 //! the event it is answered with; applying the emitted events to a snapshot gives `snapshot()`.
 
 mod commands;
-pub mod commands_api {
-    pub use super::commands::BranchSource;
-}
 mod runtime;
 pub mod state;
 mod step;
 mod turn;
 
+pub use commands::BranchSource;
 pub use runtime::{ContextUsage, Runtime};
 pub use state::{ErrorInfo, SessionState};
 

@@ -14,7 +14,14 @@ use serde_json::{json, Value};
 
 /// At most this many attempts of one request (SPEC §6.5).
 pub const MAX_ATTEMPTS: u32 = 4;
-const RETRYABLE_STATUSES: [u16; 10] = [408, 409, 429, 500, 501, 502, 503, 504, 529, 520];
+const RETRYABLE_STATUSES: [u16; 9] = [408, 409, 429, 500, 501, 502, 503, 504, 529];
+/// Error types that no wait will fix: retrying only burns attempts (SECURITY D5).
+const QUOTA_TYPES: [&str; 4] = [
+    "insufficient_quota",
+    "billing_error",
+    "enforced_spend_limit_reached",
+    "quota_exceeded",
+];
 const RETRYABLE_TYPES: [&str; 3] = ["overloaded_error", "server_error", "rate_limit_error"];
 
 impl ChatSession {
@@ -232,13 +239,18 @@ impl ChatSession {
             .clone()
             .or(failure.status.map(|s| s.to_string()))
             .unwrap_or_else(|| "network_error".into());
-        let retryable = failure
-            .status
-            .is_some_and(|s| RETRYABLE_STATUSES.contains(&s))
-            || failure
-                .error_type
-                .as_deref()
-                .is_some_and(|t| RETRYABLE_TYPES.contains(&t));
+        let quota = failure
+            .error_type
+            .as_deref()
+            .is_some_and(|t| QUOTA_TYPES.contains(&t));
+        let retryable = !quota
+            && (failure
+                .status
+                .is_some_and(|s| RETRYABLE_STATUSES.contains(&s))
+                || failure
+                    .error_type
+                    .as_deref()
+                    .is_some_and(|t| RETRYABLE_TYPES.contains(&t)));
         if visible {
             let stream_failure = StreamFailure {
                 code,

@@ -12,6 +12,7 @@ pub use shell::run_streaming;
 
 use super::confine::ToolPathRejected;
 use super::workspace::Workspace;
+use crate::tools::WORKSPACE_TOOLS;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -86,19 +87,8 @@ pub struct ToolPolicy {
     pub allow_shell: bool,
 }
 
-pub const NAMES: [&str; 8] = [
-    "list_dir",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "search",
-    "file_tree",
-    "run_command",
-    "fetch_url",
-];
-
 pub fn exists(name: &str, policy: &ToolPolicy) -> bool {
-    NAMES.contains(&name) && (name != "run_command" || policy.allow_shell)
+    WORKSPACE_TOOLS.contains(&name) && (name != "run_command" || policy.allow_shell)
 }
 
 pub async fn call(
