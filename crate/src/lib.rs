@@ -15,6 +15,8 @@ pub mod provider;
 pub mod queue;
 pub mod request;
 pub mod request_anthropic;
+pub mod request_gemini;
+pub mod request_responses;
 pub mod session;
 pub mod sse;
 pub mod thinking;

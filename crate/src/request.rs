@@ -43,7 +43,8 @@ pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, String> {
     match input.provider.kind {
         ProviderKind::OpenaiChat => Ok(openai_chat(input)),
         ProviderKind::Anthropic => Ok(crate::request_anthropic::anthropic(input)),
-        other => Err(format!("requests to {} are not built yet", other.name())),
+        ProviderKind::Gemini => Ok(crate::request_gemini::gemini(input)),
+        ProviderKind::OpenaiResponses => Ok(crate::request_responses::responses(input)),
     }
 }
 
@@ -100,6 +101,12 @@ fn openai_chat(input: &RequestInput) -> ProviderRequest {
 pub(crate) fn prepared_history(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
     let (fixed, _) = fix_tool_calls(history.to_vec());
     linearize(&fixed, thinking)
+}
+
+/// `data:<mime>;base64,<data>` → `(mime, data)`; anything else is a URL, not inline data.
+pub(crate) fn data_url(url: &str) -> Option<(&str, &str)> {
+    let (header, data) = url.strip_prefix("data:")?.split_once(',')?;
+    Some((header.strip_suffix(";base64")?, data))
 }
 
 fn openai_tool(spec: &ToolSpec) -> Value {

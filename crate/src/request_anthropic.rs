@@ -9,7 +9,7 @@
 use crate::linearize::Thinking;
 use crate::message::{ChatMessage, Content, Role};
 use crate::provider::ProviderKind;
-use crate::request::{model_of, prepared_history, ProviderRequest, RequestInput};
+use crate::request::{data_url, model_of, prepared_history, ProviderRequest, RequestInput};
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
 
@@ -154,9 +154,8 @@ fn part_block(part: &Value) -> Option<Value> {
 
 /// `data:<mime>;base64,<data>` → a base64 source; an http(s) URL → a URL source.
 fn image_block(url: &str) -> Option<Value> {
-    if let Some(rest) = url.strip_prefix("data:") {
-        let (header, data) = rest.split_once(',')?;
-        let media_type = header.strip_suffix(";base64")?;
+    if url.starts_with("data:") {
+        let (media_type, data) = data_url(url)?;
         return Some(
             json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}),
         );
