@@ -11,6 +11,9 @@ use serde_json::Value;
 pub struct Decoded {
     pub ops: Vec<DeltaOp>,
     pub assembled: Value,
+    /// The stream reached its end (SECURITY D8/D9): the end marker, or for Gemini a finish
+    /// reason. A stream without it is truncated, whatever its content.
+    pub complete: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -26,7 +29,14 @@ pub enum DecodeError {
 /// Decodes `chunks` in order, as if they arrived one by one.
 pub fn decode_stream(kind: ProviderKind, chunks: &[&[u8]]) -> Result<Decoded, DecodeError> {
     let mut decoder = StreamDecoder::for_kind(kind).ok_or(DecodeError::Unsupported(kind))?;
-    let mut acc = Accumulator::default();
+    let mut acc = Accumulator {
+        kind,
+        draft: Draft::default(),
+        ops: Vec::new(),
+        finish_reason: None,
+        failure: None,
+        done: false,
+    };
     for chunk in chunks {
         if acc.stopped() {
             break;
@@ -55,8 +65,9 @@ pub fn decode_stream(kind: ProviderKind, chunks: &[&[u8]]) -> Result<Decoded, De
     Ok(acc.finish())
 }
 
-#[derive(Default)]
 struct Accumulator {
+    kind: ProviderKind,
+    done: bool,
     draft: Draft,
     ops: Vec<DeltaOp>,
     finish_reason: Option<String>,
@@ -80,7 +91,7 @@ impl Accumulator {
                     self.failure = Some(failure);
                     return;
                 }
-                DecodeItem::Done => {}
+                DecodeItem::Done => self.done = true,
             }
         }
     }
@@ -91,9 +102,13 @@ impl Accumulator {
         } else {
             self.finish_reason.as_deref()
         };
+        let complete = self.failure.is_none()
+            && StreamDecoder::completion(self.kind, self.finish_reason.as_deref(), self.done)
+                .is_some();
         Decoded {
             assembled: self.draft.assembled(finish_reason, self.failure.as_ref()),
             ops: self.ops,
+            complete,
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::error::Refusal;
 use crate::event::EventEnvelope;
 use crate::provider::ProviderKind;
 use crate::request::{ProviderConfig, ProviderRequest};
+use crate::retry::RetryPolicy;
 use crate::session::{BranchSource, ChatSession, Ctx, RequestFailure, Trigger};
 use crate::thread::ThreadParams;
 use crate::tools::{ToolOutcome, ToolSpec};
@@ -40,6 +41,12 @@ pub struct EngineConfig {
     pub retry_seed: u64,
     #[serde(default = "default_n_ctx")]
     pub default_n_ctx: u64,
+    /// Attempts and first backoff of provider requests (SPEC §6.5).
+    #[serde(default)]
+    pub retry: RetryPolicy,
+    /// How long a request may go without its first byte; defaults to `stall_timeout_ms`.
+    #[serde(default)]
+    pub first_byte_timeout_ms: Option<u64>,
 }
 
 fn default_stall_timeout() -> u64 {
@@ -61,6 +68,8 @@ impl Default for EngineConfig {
             host_tools: Vec::new(),
             retry_seed: 0,
             default_n_ctx: default_n_ctx(),
+            retry: RetryPolicy::default(),
+            first_byte_timeout_ms: None,
         }
     }
 }
@@ -137,6 +146,9 @@ pub enum Input {
         message: String,
         #[serde(default)]
         retry_after_ms: Option<u64>,
+        /// The response headers, if there was a response; names in any case.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
     },
     ToolResult {
         chat_id: String,
@@ -269,12 +281,14 @@ impl Engine {
                 error_type,
                 message,
                 retry_after_ms,
+                headers,
             } => {
                 let failure = RequestFailure {
                     status,
                     error_type,
                     message,
                     retry_after_ms,
+                    headers,
                 };
                 self.to_request(now, &request_id, Trigger::RequestFailed(failure), &mut step);
             }

@@ -17,6 +17,7 @@ pub mod request;
 pub mod request_anthropic;
 pub mod request_gemini;
 pub mod request_responses;
+pub mod retry;
 pub mod session;
 pub mod sse;
 pub mod thinking;

@@ -35,6 +35,13 @@ impl ProviderKind {
         }
     }
 
+    /// Whether the wire format has an explicit end marker (`[DONE]`, `message_stop`,
+    /// `response.completed`). Without one (Gemini), a finish reason is the end; with one, a
+    /// stream that stops before it is truncated however complete it looks (SECURITY D8).
+    pub fn has_end_marker(self) -> bool {
+        !matches!(self, ProviderKind::Gemini)
+    }
+
     pub fn parse(name: &str) -> Option<Self> {
         [
             Self::OpenaiChat,
@@ -88,6 +95,30 @@ impl StreamDecoder {
             StreamDecoder::Anthropic(decoder) => decoder.feed(bytes),
             StreamDecoder::Gemini(decoder) => decoder.feed(bytes),
             StreamDecoder::OpenaiResponses(decoder) => decoder.feed(bytes),
+        }
+    }
+
+    pub fn kind(&self) -> ProviderKind {
+        match self {
+            StreamDecoder::OpenaiChat(_) => ProviderKind::OpenaiChat,
+            StreamDecoder::Anthropic(_) => ProviderKind::Anthropic,
+            StreamDecoder::Gemini(_) => ProviderKind::Gemini,
+            StreamDecoder::OpenaiResponses(_) => ProviderKind::OpenaiResponses,
+        }
+    }
+
+    /// The round's finish reason if the stream reached its end, `None` if it was cut short:
+    /// the end marker (defaulting the reason to `stop`), or for formats without a marker the
+    /// finish reason itself.
+    pub fn completion(
+        kind: ProviderKind,
+        finish_reason: Option<&str>,
+        saw_end_marker: bool,
+    ) -> Option<String> {
+        match (saw_end_marker, finish_reason) {
+            (true, reason) => Some(reason.unwrap_or("stop").to_string()),
+            (false, Some(reason)) if !kind.has_end_marker() => Some(reason.to_string()),
+            (false, _) => None,
         }
     }
 

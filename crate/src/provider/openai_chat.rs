@@ -42,6 +42,12 @@ impl Events for State {
             return Ok(());
         };
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            // OpenRouter bills the failed generation and says so in the error chunk (SECURITY D4).
+            if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+                items.push(DecodeItem::Op(DeltaOp::SetUsage {
+                    usage: usage::openai_chat(usage),
+                }));
+            }
             items.push(DecodeItem::Failure(failure_from(error, "provider_error")));
             return Ok(());
         }

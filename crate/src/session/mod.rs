@@ -12,7 +12,7 @@ mod step;
 mod turn;
 
 pub use commands::BranchSource;
-pub use runtime::{ContextUsage, Runtime};
+pub use runtime::{ContextUsage, RetryStatus, Runtime};
 pub use state::{ErrorInfo, SessionState};
 
 use crate::delta::Draft;
@@ -39,6 +39,8 @@ pub struct RequestFailure {
     pub error_type: Option<String>,
     pub message: String,
     pub retry_after_ms: Option<u64>,
+    /// Response headers (`retry-after`, `retry-after-ms`, `x-should-retry`).
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 /// The inputs that move the state machine.
@@ -200,6 +202,7 @@ impl ChatSession {
             is_compressing: false,
             compression_phase: None,
             storage_error: self.book.storage_error().map(str::to_string),
+            retry: self.retry_status(config),
         }
     }
 

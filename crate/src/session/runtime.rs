@@ -1,6 +1,7 @@
 //! The runtime summary sent in snapshots and `runtime_updated` (SPEC §2, §3.1, §5).
 
 use crate::event::{PauseReason, QueuedItemSummary};
+use crate::retry::ErrorClass;
 use crate::session::state::ErrorInfo;
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,21 @@ pub struct Runtime {
     pub compression_phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_error: Option<String>,
+    /// A provider request being retried: the countdown and its cause (SPEC §6.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryStatus>,
+}
+
+/// `attempt` of `max_attempts` is next (waiting until `at_ms`) or under way (`at_ms` absent).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct RetryStatus {
+    pub attempt: u32,
+    pub max_attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
+    pub class: ErrorClass,
+    pub code: String,
+    pub message: String,
 }
 
 impl Runtime {

@@ -3,6 +3,7 @@
 use crate::delta::StreamFailure;
 use crate::event::PauseReason;
 use crate::provider::StreamDecoder;
+use crate::retry::ErrorClass;
 use crate::tools::ToolStep;
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +52,16 @@ pub struct Generating {
     pub attempt: u32,
     pub request_id: String,
     pub phase: StreamPhase,
+    /// Why the previous attempt failed, while this round is being retried.
+    pub last_failure: Option<AttemptFailure>,
+}
+
+/// A failed attempt that is being retried: shown as the retry countdown (SECURITY D24).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct AttemptFailure {
+    pub class: ErrorClass,
+    pub code: String,
+    pub message: String,
 }
 
 #[derive(Debug)]
@@ -66,6 +77,8 @@ pub enum StreamPhase {
 pub struct Streaming {
     pub decoder: StreamDecoder,
     pub last_bytes_at: u64,
+    /// Any byte at all arrived: until then the first-byte timeout applies, after it the idle one.
+    pub got_bytes: bool,
     /// Something the user can see has streamed: a retry would no longer be silent.
     pub visible: bool,
     pub finish_reason: Option<String>,
@@ -87,4 +100,14 @@ pub struct ErrorInfo {
     pub code: String,
     pub message: String,
     pub retryable: bool,
+    /// The class the UI shows a remedy for (SECURITY D24).
+    #[serde(default)]
+    pub class: ErrorClass,
+    /// How many attempts the request got before giving up (0: not a provider request).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -167,7 +167,7 @@ impl ChatSession {
             Some(StepStop::AskUser) => SessionState::WaitingUserInput,
             None => {
                 self.inject_priority_messages(ctx);
-                self.start_round(ctx, step.round + 1, 1)
+                self.start_round(ctx, step.round + 1, 1, None)
             }
         }
     }

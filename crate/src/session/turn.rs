@@ -1,7 +1,7 @@
 //! The turn loop's provider side (SPEC §2.4, §2.5, §6.5): start a round, feed stream bytes to the
 //! decoder and the draft, end the round, retry what may be retried, watch for stalls, abort.
 
-use super::state::{ErrorInfo, Generating, SessionState, StreamPhase, Streaming};
+use super::state::{AttemptFailure, ErrorInfo, Generating, SessionState, StreamPhase, Streaming};
 use super::{ChatSession, Ctx, RequestFailure};
 use crate::delta::{DeltaOp, Draft, StreamFailure};
 use crate::engine::{Effect, RequestPurpose};
@@ -9,27 +9,23 @@ use crate::event::Event;
 use crate::message::{ChatMessage, Role};
 use crate::provider::{DecodeItem, StreamDecoder};
 use crate::request::{build_request, RequestInput};
+use crate::retry::{self, ErrorClass, Verdict};
 use crate::tools::engine_tool_specs;
 use serde_json::{json, Value};
 
-/// At most this many attempts of one request (SPEC §6.5).
-pub const MAX_ATTEMPTS: u32 = 4;
-const RETRYABLE_STATUSES: [u16; 9] = [408, 409, 429, 500, 501, 502, 503, 504, 529];
-/// Error types that no wait will fix: retrying only burns attempts (SECURITY D5).
-const QUOTA_TYPES: [&str; 4] = [
-    "insufficient_quota",
-    "billing_error",
-    "enforced_spend_limit_reached",
-    "quota_exceeded",
-];
-const RETRYABLE_TYPES: [&str; 3] = ["overloaded_error", "server_error", "rate_limit_error"];
-
 impl ChatSession {
     pub(super) fn start_turn(&mut self, ctx: &mut Ctx) -> SessionState {
-        self.start_round(ctx, 1, 1)
+        self.start_round(ctx, 1, 1, None)
     }
 
-    pub(super) fn start_round(&mut self, ctx: &mut Ctx, round: u32, attempt: u32) -> SessionState {
+    /// Sends the round's request; `last_failure` is why the previous attempt is being retried.
+    pub(super) fn start_round(
+        &mut self,
+        ctx: &mut Ctx,
+        round: u32,
+        attempt: u32,
+        last_failure: Option<AttemptFailure>,
+    ) -> SessionState {
         if round > self.thread.max_tool_rounds {
             let message = format!(
                 "stopped after {} tool rounds (max_tool_rounds)",
@@ -37,7 +33,12 @@ impl ChatSession {
             );
             return self.end_with_error(
                 ctx,
-                error("max_tool_rounds", "max_tool_rounds", &message, false),
+                error(
+                    "max_tool_rounds",
+                    "max_tool_rounds",
+                    &message,
+                    ErrorClass::Other,
+                ),
             );
         }
         let request = match self.build_provider_request(ctx) {
@@ -45,7 +46,12 @@ impl ChatSession {
             Err(message) => {
                 return self.end_with_error(
                     ctx,
-                    error("llm_error", "request_not_built", &message, false),
+                    error(
+                        "llm_error",
+                        "request_not_built",
+                        &message,
+                        ErrorClass::Other,
+                    ),
                 )
             }
         };
@@ -53,7 +59,12 @@ impl ChatSession {
             let message = format!("no stream decoder for {}", request.provider.name());
             return self.end_with_error(
                 ctx,
-                error("llm_error", "unsupported_provider", &message, false),
+                error(
+                    "llm_error",
+                    "unsupported_provider",
+                    &message,
+                    ErrorClass::Other,
+                ),
             );
         };
         if self.draft.is_none() {
@@ -69,11 +80,12 @@ impl ChatSession {
             request,
         });
         self.effect(Effect::WakeAt {
-            at_ms: ctx.now + ctx.config.stall_timeout_ms,
+            at_ms: ctx.now + first_byte_timeout_ms(ctx),
         });
         let streaming = Streaming {
             decoder,
             last_bytes_at: ctx.now,
+            got_bytes: false,
             visible: false,
             finish_reason: None,
             failure: None,
@@ -84,6 +96,7 @@ impl ChatSession {
             attempt,
             request_id,
             phase: StreamPhase::Streaming(Box::new(streaming)),
+            last_failure,
         })
     }
 
@@ -122,6 +135,7 @@ impl ChatSession {
             return SessionState::Generating(g);
         }
         streaming.last_bytes_at = ctx.now;
+        streaming.got_bytes = true;
         let decoded = streaming.decoder.feed(bytes);
         self.after_decode(ctx, g, decoded)
     }
@@ -151,15 +165,12 @@ impl ChatSession {
         let items = match decoded {
             Ok(items) => items,
             Err(e) => {
-                return self.fail_stream(
-                    ctx,
-                    g,
-                    StreamFailure {
-                        code: e.code().into(),
-                        message: e.to_string(),
-                    },
-                    false,
-                )
+                let failure = StreamFailure {
+                    code: e.code().into(),
+                    message: e.to_string(),
+                };
+                let verdict = retry::classify_stream(&failure.code);
+                return self.fail_stream(ctx, g, failure, verdict);
             }
         };
         let StreamPhase::Streaming(streaming) = &mut g.phase else {
@@ -172,8 +183,8 @@ impl ChatSession {
         let failure = streaming.failure.clone();
         match failure {
             Some(failure) => {
-                let retryable = RETRYABLE_TYPES.contains(&failure.code.as_str());
-                self.fail_stream(ctx, g, failure, retryable)
+                let verdict = retry::classify_stream(&failure.code);
+                self.fail_stream(ctx, g, failure, verdict)
             }
             None => SessionState::Generating(g),
         }
@@ -193,13 +204,13 @@ impl ChatSession {
     /// The stream ended cleanly: the draft becomes a message; tool calls start the tool step.
     fn close_round(&mut self, ctx: &mut Ctx, g: Generating) -> SessionState {
         let StreamPhase::Streaming(streaming) = g.phase else {
-            return self.start_round(ctx, g.round, g.attempt);
+            return self.start_round(ctx, g.round, g.attempt, g.last_failure);
         };
-        let Some(finish_reason) = streaming
-            .finish_reason
-            .clone()
-            .or(streaming.done.then(|| "stop".to_string()))
-        else {
+        let Some(finish_reason) = StreamDecoder::completion(
+            streaming.decoder.kind(),
+            streaming.finish_reason.as_deref(),
+            streaming.done,
+        ) else {
             let failure = StreamFailure {
                 code: "truncated".into(),
                 message: "the stream ended before the provider finished".into(),
@@ -208,12 +219,14 @@ impl ChatSession {
                 phase: StreamPhase::Streaming(streaming),
                 ..g
             };
-            return self.fail_stream(ctx, g, failure, false);
+            let verdict = retry::classify_stream(&failure.code);
+            return self.fail_stream(ctx, g, failure, verdict);
         };
         let Some(draft) = self.draft.take() else {
             return SessionState::Idle;
         };
-        let message = draft.into_message(Some(finish_reason.clone()), ctx.now);
+        let mut message = draft.into_message(Some(finish_reason.clone()), ctx.now);
+        set_aside_cut_calls(&mut message, &finish_reason);
         self.emit(Event::StreamFinished {
             message_id: message.message_id.clone(),
             finish_reason,
@@ -233,48 +246,49 @@ impl ChatSession {
         g: Generating,
         failure: RequestFailure,
     ) -> SessionState {
-        let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.visible);
+        let verdict = retry::classify_request(
+            failure.status,
+            failure.error_type.as_deref(),
+            &failure.headers,
+        );
         let code = failure
             .error_type
             .clone()
             .or(failure.status.map(|s| s.to_string()))
             .unwrap_or_else(|| "network_error".into());
-        let quota = failure
-            .error_type
-            .as_deref()
-            .is_some_and(|t| QUOTA_TYPES.contains(&t));
-        let retryable = !quota
-            && (failure
-                .status
-                .is_some_and(|s| RETRYABLE_STATUSES.contains(&s))
-                || failure
-                    .error_type
-                    .as_deref()
-                    .is_some_and(|t| RETRYABLE_TYPES.contains(&t)));
+        let asked_wait = failure
+            .retry_after_ms
+            .filter(|ms| (1..=retry::MAX_RETRY_AFTER_MS).contains(ms))
+            .or_else(|| retry::retry_after_ms(&failure.headers, ctx.now));
+        let attempt_failure = AttemptFailure {
+            class: verdict.class,
+            code,
+            message: failure.message,
+        };
+        let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.visible);
         if visible {
-            let stream_failure = StreamFailure {
-                code,
-                message: failure.message,
-            };
-            return self.fail_stream(ctx, g, stream_failure, retryable);
+            return self.fail_stream(ctx, g, attempt_failure.into_stream_failure(), verdict);
         }
-        if retryable && g.attempt < MAX_ATTEMPTS {
-            return self.schedule_retry(ctx, g, failure.retry_after_ms);
-        }
-        self.end_with_error(ctx, error("llm_error", &code, &failure.message, retryable))
+        self.retry_or_fail(ctx, g, "llm_error", attempt_failure, verdict, asked_wait)
     }
 
-    /// A stream broke: retried when nothing reached the user, else the partial is kept.
+    /// A stream broke: retried when nothing reached the user, else the partial is kept and
+    /// the user may regenerate (never a silent retry after content: SPEC §6.5).
     fn fail_stream(
         &mut self,
         ctx: &mut Ctx,
         g: Generating,
         failure: StreamFailure,
-        retryable: bool,
+        verdict: Verdict,
     ) -> SessionState {
         let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.visible);
-        if !visible && retryable && g.attempt < MAX_ATTEMPTS {
-            return self.schedule_retry(ctx, g, None);
+        let attempt_failure = AttemptFailure {
+            class: verdict.class,
+            code: failure.code,
+            message: failure.message,
+        };
+        if !visible {
+            return self.retry_or_fail(ctx, g, "stream_error", attempt_failure, verdict, None);
         }
         self.effect(Effect::CancelRequest {
             request_id: g.request_id.clone(),
@@ -282,60 +296,104 @@ impl ChatSession {
         if let Some(draft) = self.draft.as_mut() {
             draft.extra.insert(
                 "error".into(),
-                json!({"code": failure.code, "message": failure.message}),
+                json!({"code": attempt_failure.code, "message": attempt_failure.message}),
             );
         }
-        self.end_with_error(
-            ctx,
-            error("stream_error", &failure.code, &failure.message, retryable),
-        )
+        let info = failed(
+            "stream_error",
+            attempt_failure,
+            verdict.retryable,
+            g.attempt,
+        );
+        self.end_with_error(ctx, info)
     }
 
-    fn schedule_retry(
+    /// Schedules the next attempt when the failure may pass and attempts remain; otherwise the
+    /// turn ends in `error` saying how many attempts were made.
+    fn retry_or_fail(
         &mut self,
         ctx: &mut Ctx,
         g: Generating,
-        retry_after_ms: Option<u64>,
+        kind: &str,
+        failure: AttemptFailure,
+        verdict: Verdict,
+        asked_wait: Option<u64>,
     ) -> SessionState {
-        self.effect(Effect::CancelRequest {
-            request_id: g.request_id.clone(),
-        });
-        let at_ms =
-            ctx.now + backoff_ms(ctx.config.retry_seed, g.attempt).max(retry_after_ms.unwrap_or(0));
-        self.effect(Effect::WakeAt { at_ms });
-        SessionState::Generating(Generating {
-            phase: StreamPhase::Retrying { at_ms },
-            ..g
-        })
+        let retrying = verdict.retryable && g.attempt < ctx.config.retry.max_attempts;
+        // A failed request is over already; a failed stream may still hold its connection.
+        if retrying || kind == "stream_error" {
+            self.effect(Effect::CancelRequest {
+                request_id: g.request_id.clone(),
+            });
+        }
+        if retrying {
+            // The server's own wait wins when it is sane; otherwise exponential backoff.
+            let wait = asked_wait.unwrap_or_else(|| {
+                retry::backoff_ms(&ctx.config.retry, ctx.config.retry_seed, g.attempt)
+            });
+            let at_ms = ctx.now + wait;
+            self.effect(Effect::WakeAt { at_ms });
+            return SessionState::Generating(Generating {
+                phase: StreamPhase::Retrying { at_ms },
+                last_failure: Some(failure),
+                ..g
+            });
+        }
+        let info = failed(kind, failure, verdict.retryable, g.attempt);
+        self.end_with_error(ctx, info)
     }
 
     pub(super) fn on_generating_tick(&mut self, ctx: &mut Ctx, g: Generating) -> SessionState {
         match &g.phase {
             StreamPhase::Retrying { at_ms } if ctx.now >= *at_ms => {
-                self.start_round(ctx, g.round, g.attempt + 1)
+                self.start_round(ctx, g.round, g.attempt + 1, g.last_failure)
             }
             StreamPhase::Retrying { at_ms } => {
                 self.effect(Effect::WakeAt { at_ms: *at_ms });
                 SessionState::Generating(g)
             }
             StreamPhase::Streaming(s) => {
-                let deadline = s.last_bytes_at + ctx.config.stall_timeout_ms;
+                let (timeout, code) = if s.got_bytes {
+                    (ctx.config.stall_timeout_ms, "stalled")
+                } else {
+                    (first_byte_timeout_ms(ctx), "first_byte_timeout")
+                };
+                let deadline = s.last_bytes_at + timeout;
                 if ctx.now < deadline {
                     self.effect(Effect::WakeAt { at_ms: deadline });
                     return SessionState::Generating(g);
                 }
-                let message = format!("no stream bytes for {} ms", ctx.config.stall_timeout_ms);
-                self.fail_stream(
-                    ctx,
-                    g,
-                    StreamFailure {
-                        code: "stalled".into(),
-                        message,
-                    },
-                    false,
-                )
+                let failure = StreamFailure {
+                    code: code.into(),
+                    message: format!("no stream bytes for {timeout} ms"),
+                };
+                let verdict = retry::classify_stream(code);
+                self.fail_stream(ctx, g, failure, verdict)
             }
         }
+    }
+
+    /// The retry shown in the runtime: the countdown while waiting, the attempt while retrying.
+    pub(super) fn retry_status(
+        &self,
+        config: &crate::engine::EngineConfig,
+    ) -> Option<super::RetryStatus> {
+        let SessionState::Generating(g) = &self.state else {
+            return None;
+        };
+        let failure = g.last_failure.as_ref()?;
+        let (attempt, at_ms) = match &g.phase {
+            StreamPhase::Retrying { at_ms } => (g.attempt + 1, Some(*at_ms)),
+            StreamPhase::Streaming(_) => (g.attempt, None),
+        };
+        Some(super::RetryStatus {
+            attempt,
+            max_attempts: config.retry.max_attempts,
+            at_ms,
+            class: failure.class,
+            code: failure.code.clone(),
+            message: failure.message.clone(),
+        })
     }
 
     /// Ends the turn in `error`: a partial draft is kept with `finish_reason: "error"`, and a
@@ -379,6 +437,28 @@ impl ChatSession {
         });
         self.keep_partial_draft(ctx, "abort");
     }
+}
+
+/// A round cut by the token limit may end inside a tool call's arguments. Such a call is never
+/// run and never sent back (no `tool_use` without its result, SECURITY D6): it moves to
+/// `incomplete_tool_calls`, kept for the UI only.
+fn set_aside_cut_calls(message: &mut ChatMessage, finish_reason: &str) {
+    const LENGTH_REASONS: [&str; 4] = ["length", "max_tokens", "max_output_tokens", "MAX_TOKENS"];
+    if !LENGTH_REASONS.contains(&finish_reason) {
+        return;
+    }
+    let Some(calls) = message.tool_calls.take() else {
+        return;
+    };
+    let (whole, cut): (Vec<_>, Vec<_>) = calls.into_iter().partition(|call| {
+        serde_json::from_str::<Value>(&call.function.arguments).is_ok_and(|v| v.is_object())
+    });
+    if !cut.is_empty() {
+        message
+            .extra
+            .insert("incomplete_tool_calls".into(), json!(cut));
+    }
+    message.tool_calls = (!whole.is_empty()).then_some(whole);
 }
 
 /// A partial keeps what streamed but never its incomplete tool calls; it is marked stopped.
@@ -426,22 +506,39 @@ fn push_batched(ops: &mut Vec<DeltaOp>, op: DeltaOp) {
     }
 }
 
-fn error(kind: &str, code: &str, message: &str, retryable: bool) -> ErrorInfo {
+fn error(kind: &str, code: &str, message: &str, class: ErrorClass) -> ErrorInfo {
     ErrorInfo {
         kind: kind.into(),
         code: code.into(),
         message: message.into(),
-        retryable,
+        retryable: false,
+        class,
+        attempts: 0,
     }
 }
 
-/// Exponential backoff from 1 s (×2 per attempt), jittered ±20% by the host's seed.
-pub fn backoff_ms(seed: u64, attempt: u32) -> u64 {
-    let base = 1000u64.saturating_mul(1 << attempt.saturating_sub(1).min(16));
-    let mut x = seed ^ (u64::from(attempt).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    let jitter_permille = (x % 401) as i64 - 200; // −200‰ … +200‰
-    (base as i64 + base as i64 * jitter_permille / 1000).max(1) as u64
+fn failed(kind: &str, failure: AttemptFailure, retryable: bool, attempts: u32) -> ErrorInfo {
+    ErrorInfo {
+        kind: kind.into(),
+        code: failure.code,
+        message: failure.message,
+        retryable,
+        class: failure.class,
+        attempts,
+    }
+}
+
+fn first_byte_timeout_ms(ctx: &Ctx) -> u64 {
+    ctx.config
+        .first_byte_timeout_ms
+        .unwrap_or(ctx.config.stall_timeout_ms)
+}
+
+impl AttemptFailure {
+    fn into_stream_failure(self) -> StreamFailure {
+        StreamFailure {
+            code: self.code,
+            message: self.message,
+        }
+    }
 }

@@ -13,7 +13,9 @@ const TYPES: &str = r#"
 /** A provider endpoint without its key; the host adds the auth header. */
 export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses"; base_url: string; model: string; headers?: Record<string, string>; }
 export interface ToolSpec { name: string; description?: string; parameters?: object; }
-export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; }
+export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; }
+/** The error classes of SECURITY D24, in `runtime.error.class` and `runtime.retry.class`. */
+export type ErrorClass = "overloaded" | "rate_limited" | "quota" | "auth" | "network" | "truncated" | "idle_timeout" | "first_byte_timeout" | "request_too_large" | "bad_request" | "server_error" | "malformed" | "other";
 /** One input to `Engine.handle`; `input` names the variant (SPEC §0, ARCHITECTURE.md). */
 export type Input =
   | { input: "open_chat"; chat_id: string; trajectory?: unknown }
@@ -21,7 +23,7 @@ export type Input =
   | { input: "command"; chat_id: string; command: { type: string; client_request_id: string; priority?: boolean; [key: string]: unknown } }
   | { input: "stream_bytes"; request_id: string; bytes: string | number[] }
   | { input: "stream_end"; request_id: string }
-  | { input: "request_failed"; request_id: string; status?: number; error_type?: string; message?: string; retry_after_ms?: number }
+  | { input: "request_failed"; request_id: string; status?: number; error_type?: string; message?: string; retry_after_ms?: number; headers?: Record<string, string> }
   | { input: "tool_result"; chat_id: string; tool_call_id: string; content: string; tool_failed?: boolean; data?: unknown }
   | { input: "save_acked"; chat_id: string; version: number }
   | { input: "save_failed"; chat_id: string; version: number; reason?: string }

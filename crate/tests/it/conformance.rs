@@ -116,6 +116,11 @@ fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Ste
                     .unwrap_or("failed")
                     .to_string(),
                 retry_after_ms: step.get("retry_after_ms").and_then(Value::as_u64),
+                headers: step
+                    .get("headers")
+                    .cloned()
+                    .and_then(|h| serde_json::from_value(h).ok())
+                    .unwrap_or_default(),
             })
         }
         "tool_result" => h.handle(Input::ToolResult {

@@ -9,6 +9,7 @@ mod support;
 
 mod conformance;
 mod requests;
+mod security_streams;
 mod streams;
 mod thinking;
 

@@ -3,6 +3,7 @@
 
 use crate::support::harness::{openai_reply, Harness};
 use crate::wire::{cases, chunks_at, decode};
+use palaver::decode::Decoded;
 use palaver::engine::{Effect, Input};
 use palaver::event::Event;
 use proptest::prelude::*;
@@ -198,7 +199,7 @@ impl Driver {
             }
             Op::Fail(status) => {
                 let request_id = self.h.request_id();
-                let step = self.h.handle(Input::RequestFailed { request_id, status: Some(status), error_type: None, message: "x".into(), retry_after_ms: None });
+                let step = self.h.handle(Input::RequestFailed { request_id, status: Some(status), error_type: None, message: "x".into(), retry_after_ms: None, headers: Default::default() });
                 self.observe(&step);
             }
             Op::Regenerate => self.send(json!({"type": "regenerate"})),
@@ -301,5 +302,52 @@ fn wire_cases_survive_every_byte_boundary() {
                 case.name
             );
         }
+    }
+}
+
+/// SECURITY D9: every transcript cut at every byte offset (every 61st above 20 KB) decodes
+/// without a panic; the result is complete only when the end arrived, and otherwise its text
+/// and reasoning are prefixes of the whole stream's.
+#[test]
+fn d09_every_truncation_is_complete_or_a_typed_prefix() {
+    use palaver::decode::{decode_stream, DecodeError};
+    for case in cases() {
+        let bytes = case.sse.as_bytes();
+        let whole = decode(&case, &[bytes]);
+        let text = |v: &Value, key: &str| v[key].as_str().unwrap_or("").to_string();
+        let stride = if bytes.len() <= 20_000 { 1 } else { 61 };
+        let mut saw_incomplete = false;
+        for cut in (0..bytes.len()).step_by(stride) {
+            let prefix = match decode_stream(case.provider, &[&bytes[..cut]]) {
+                Ok(decoded) => decoded,
+                Err(DecodeError::Stream { partial, .. }) => Decoded {
+                    complete: false,
+                    ..partial
+                },
+                Err(other) => panic!("{}: {other:?}", case.name),
+            };
+            for key in ["content", "reasoning_content"] {
+                let (part, all) = (text(&prefix.assembled, key), text(&whole.assembled, key));
+                if prefix.complete {
+                    assert_eq!(
+                        part, all,
+                        "{} cut at {cut} is complete but differs",
+                        case.name
+                    );
+                } else {
+                    assert!(
+                        all.starts_with(&part),
+                        "{} cut at {cut}: {key} is not a prefix",
+                        case.name
+                    );
+                }
+            }
+            saw_incomplete |= !prefix.complete;
+        }
+        assert!(
+            saw_incomplete,
+            "{}: no cut was seen as truncated",
+            case.name
+        );
     }
 }

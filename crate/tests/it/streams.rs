@@ -120,3 +120,105 @@ fn a_midstream_error_keeps_the_partial_and_the_providers_words() {
     assert_eq!(message["error"]["code"], "rate_limit_exceeded");
     assert_eq!(message["error"]["message"], "Rate limit");
 }
+
+/// The hostile cases for the other three decoders, each built on a real event shape.
+fn decode_kind(kind: ProviderKind, bytes: &[u8]) -> Result<Value, StreamDecodeError> {
+    match decode_stream(kind, &[bytes]) {
+        Ok(decoded) => Ok(decoded.assembled),
+        Err(DecodeError::Stream { error, .. }) => Err(error),
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
+const ANTHROPIC_START: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n";
+const GEMINI_TEXT: &str = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}],\"role\":\"model\"},\"index\":0}]}\n\n";
+const RESPONSES_DELTA: &str = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"hi\"}\n\n";
+
+fn well_formed_prefix(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Anthropic => ANTHROPIC_START,
+        ProviderKind::Gemini => GEMINI_TEXT,
+        _ => RESPONSES_DELTA,
+    }
+}
+
+const OTHER_KINDS: [ProviderKind; 3] = [
+    ProviderKind::Anthropic,
+    ProviderKind::Gemini,
+    ProviderKind::OpenaiResponses,
+];
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_decoder_types_truncated_json_with_its_offset() {
+    for kind in OTHER_KINDS {
+        let prefix = well_formed_prefix(kind);
+        let bytes = format!("{prefix}data: {{\"type\":\"content_block_delta\",\"ind\n\n");
+        let error = decode_kind(kind, bytes.as_bytes()).expect_err("truncated JSON fails");
+        assert!(
+            matches!(&error, StreamDecodeError::MalformedStream { offset, .. } if *offset == prefix.len() as u64),
+            "{}: {error:?}",
+            kind.name()
+        );
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_decoder_types_invalid_utf8_and_a_ten_megabyte_line() {
+    for kind in OTHER_KINDS {
+        let prefix = well_formed_prefix(kind);
+        let mut bytes = prefix.as_bytes().to_vec();
+        bytes.extend_from_slice(b"data: \"\xc3\x28\"\n\n");
+        let error = decode_kind(kind, &bytes).expect_err("invalid UTF-8 fails");
+        let bad_byte = prefix.len() as u64 + 7;
+        assert!(
+            matches!(&error, StreamDecodeError::MalformedStream { offset, .. } if *offset == bad_byte),
+            "{}: {error:?}",
+            kind.name()
+        );
+        let mut huge = prefix.as_bytes().to_vec();
+        huge.extend_from_slice(b"data: ");
+        huge.extend(std::iter::repeat_n(b'x', 10 * 1024 * 1024));
+        let error = decode_kind(kind, &huge).expect_err("a 10 MB line fails");
+        assert!(
+            error_reason(&error).contains("8 MiB"),
+            "{}: {error:?}",
+            kind.name()
+        );
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_decoder_ignores_unknown_event_types() {
+    for kind in OTHER_KINDS {
+        let prefix = well_formed_prefix(kind);
+        let bytes = format!("{prefix}event: brand_new_thing\ndata: {{\"type\":\"brand_new_thing\",\"x\":[1,2]}}\n\n: comment\n\n");
+        let with = decode_kind(kind, bytes.as_bytes()).expect("unknown events are ignored");
+        let without = decode_kind(kind, prefix.as_bytes()).expect("prefix decodes");
+        assert_eq!(with, without, "{}", kind.name());
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn an_anthropic_block_index_of_ten_thousand_is_one_call() {
+    let bytes = format!(
+        "{ANTHROPIC_START}{}{}{}{}",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":10000,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"f\",\"input\":{}}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":10000,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":1}\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":10000}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    let message = decode_kind(ProviderKind::Anthropic, bytes.as_bytes()).expect("decodes");
+    assert_eq!(
+        message["tool_calls"].as_array().map(Vec::len),
+        Some(1),
+        "{message}"
+    );
+    assert_eq!(
+        message["tool_calls"][0]["function"]["arguments"],
+        "{\"a\":1}"
+    );
+}

@@ -1,0 +1,262 @@
+//! Retries (SPEC §6.5, SECURITY D5 and D10–D14, D24): what a failure is, whether waiting can fix
+//! it, and how long to wait. Pure functions: the time and the seed come from the host.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The error taxonomy the UI shows (SECURITY D24): each class has its own remedy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The provider is overloaded (529, `overloaded_error`): an automatic retry with a countdown.
+    Overloaded,
+    /// Too many requests (429 without a quota type): wait for `retry-after`.
+    RateLimited,
+    /// Out of credit or over a spending limit: no wait fixes it; the user goes to billing.
+    Quota,
+    /// The key is wrong or lacks rights (401, 403): the user fixes the key.
+    Auth,
+    /// The connection failed or broke (no HTTP status).
+    Network,
+    /// The stream ended before the provider said it finished.
+    Truncated,
+    /// No bytes for the idle timeout while streaming.
+    IdleTimeout,
+    /// No response (not even headers) within the first-byte timeout.
+    FirstByteTimeout,
+    /// The request is too large for the provider (413): the history limit must cut more.
+    RequestTooLarge,
+    /// The provider refused the request as invalid (400, 404, 422, …): a retry sends the same.
+    BadRequest,
+    /// A server-side failure (5xx, `api_error`, `server_error`).
+    ServerError,
+    /// The stream itself was malformed (bad JSON, bad UTF-8, a protocol violation).
+    Malformed,
+    /// Anything else.
+    #[default]
+    Other,
+}
+
+/// How many attempts a request gets and the first backoff (SPEC §6.5: 4 attempts, from 1 s).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "default_base_ms")]
+    pub base_ms: u64,
+}
+
+fn default_max_attempts() -> u32 {
+    4
+}
+
+fn default_base_ms() -> u64 {
+    1000
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: default_max_attempts(),
+            base_ms: default_base_ms(),
+        }
+    }
+}
+
+/// A failure's class and whether another attempt may succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub class: ErrorClass,
+    pub retryable: bool,
+}
+
+/// Statuses that another attempt may fix (SECURITY D14).
+const RETRYABLE_STATUSES: [u16; 9] = [408, 409, 429, 500, 501, 502, 503, 504, 529];
+
+/// Error types that no wait will fix: retrying only burns attempts (SECURITY D5).
+const QUOTA_TYPES: [&str; 5] = [
+    "insufficient_quota",
+    "billing_error",
+    "enforced_spend_limit_reached",
+    "quota_exceeded",
+    "billing_not_active",
+];
+
+/// Classifies a request that failed before its stream began: an HTTP status (none for a network
+/// error), the provider's error type from the body, and the response headers (lower-case names).
+pub fn classify_request(
+    status: Option<u16>,
+    error_type: Option<&str>,
+    headers: &BTreeMap<String, String>,
+) -> Verdict {
+    let class = if error_type.is_some_and(is_quota_type) {
+        ErrorClass::Quota
+    } else if let Some(class) = error_type.and_then(type_class) {
+        class
+    } else {
+        status.map_or(ErrorClass::Network, status_class)
+    };
+    let mut retryable = match class {
+        ErrorClass::Quota | ErrorClass::Auth | ErrorClass::RequestTooLarge => false,
+        ErrorClass::Network | ErrorClass::FirstByteTimeout => true,
+        _ => status.is_some_and(|s| RETRYABLE_STATUSES.contains(&s)) || type_retryable(class),
+    };
+    // The server's own word wins (as in the official SDKs), except that no header makes a quota,
+    // key or size problem go away.
+    if !matches!(
+        class,
+        ErrorClass::Quota | ErrorClass::Auth | ErrorClass::RequestTooLarge
+    ) {
+        match header(headers, "x-should-retry") {
+            Some("true") => retryable = true,
+            Some("false") => retryable = false,
+            _ => {}
+        }
+    }
+    Verdict { class, retryable }
+}
+
+/// Classifies a failure that happened in the stream: the provider's mid-stream error type, or
+/// one of the engine's own codes (`truncated`, `stalled`, `malformed_stream`, …).
+pub fn classify_stream(code: &str) -> Verdict {
+    let class = if is_quota_type(code) {
+        ErrorClass::Quota
+    } else if let Some(class) = type_class(code) {
+        class
+    } else {
+        match code {
+            "truncated" => ErrorClass::Truncated,
+            "stalled" | "idle_timeout" => ErrorClass::IdleTimeout,
+            "first_byte_timeout" => ErrorClass::FirstByteTimeout,
+            "network_error" | "connection_reset" => ErrorClass::Network,
+            "malformed_stream" | "provider_misbehaved" | "stream_too_large" => {
+                ErrorClass::Malformed
+            }
+            _ => match code.parse::<u16>() {
+                Ok(status) => status_class(status),
+                Err(_) => ErrorClass::Other,
+            },
+        }
+    };
+    let retryable = match class {
+        ErrorClass::Overloaded
+        | ErrorClass::RateLimited
+        | ErrorClass::ServerError
+        | ErrorClass::Network
+        | ErrorClass::Truncated
+        | ErrorClass::IdleTimeout
+        | ErrorClass::FirstByteTimeout => true,
+        _ => code
+            .parse::<u16>()
+            .is_ok_and(|s| RETRYABLE_STATUSES.contains(&s)),
+    };
+    Verdict { class, retryable }
+}
+
+fn is_quota_type(t: &str) -> bool {
+    QUOTA_TYPES.contains(&t)
+}
+
+/// The class a provider error type names, when it names one.
+fn type_class(t: &str) -> Option<ErrorClass> {
+    Some(match t {
+        "overloaded_error" | "overloaded" => ErrorClass::Overloaded,
+        "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" => {
+            ErrorClass::RateLimited
+        }
+        "api_error" | "server_error" | "internal_error" | "INTERNAL" | "UNAVAILABLE" => {
+            ErrorClass::ServerError
+        }
+        "authentication_error"
+        | "permission_error"
+        | "invalid_api_key"
+        | "UNAUTHENTICATED"
+        | "PERMISSION_DENIED" => ErrorClass::Auth,
+        "request_too_large" | "context_length_exceeded" => ErrorClass::RequestTooLarge,
+        "invalid_request_error" | "not_found_error" | "INVALID_ARGUMENT" | "NOT_FOUND" => {
+            ErrorClass::BadRequest
+        }
+        _ => return None,
+    })
+}
+
+fn type_retryable(class: ErrorClass) -> bool {
+    matches!(
+        class,
+        ErrorClass::Overloaded | ErrorClass::RateLimited | ErrorClass::ServerError
+    )
+}
+
+fn status_class(status: u16) -> ErrorClass {
+    match status {
+        401 | 403 => ErrorClass::Auth,
+        413 => ErrorClass::RequestTooLarge,
+        429 => ErrorClass::RateLimited,
+        529 => ErrorClass::Overloaded,
+        408 => ErrorClass::Network,
+        500..=599 => ErrorClass::ServerError,
+        400..=499 => ErrorClass::BadRequest,
+        _ => ErrorClass::Other,
+    }
+}
+
+fn header<'a>(headers: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
+}
+
+/// The longest wait a server may ask for; longer asks fall back to backoff (the rule of the
+/// Python and openai-node SDKs, not anthropic-ts's unbounded one: SECURITY decision 6).
+pub const MAX_RETRY_AFTER_MS: u64 = 60_000;
+
+/// The wait the server asks for, if it is sane: `retry-after-ms` (milliseconds) wins over
+/// `retry-after` (seconds, or an HTTP date compared with `now_ms`, the host's Unix time). Only
+/// waits in (0, 60 s] count (SECURITY D12).
+pub fn retry_after_ms(headers: &BTreeMap<String, String>, now_ms: u64) -> Option<u64> {
+    let asked = header(headers, "retry-after-ms")
+        .and_then(parse_seconds_like)
+        .or_else(|| {
+            header(headers, "retry-after").and_then(|v| {
+                parse_seconds_like(v)
+                    .map(|s| s * 1000.0)
+                    .or_else(|| http_date_ms(v).map(|at| at as f64 - now_ms as f64))
+            })
+        })?;
+    (asked > 0.0 && asked <= MAX_RETRY_AFTER_MS as f64).then(|| asked.ceil() as u64)
+}
+
+fn parse_seconds_like(v: &str) -> Option<f64> {
+    v.parse::<f64>().ok().filter(|x| x.is_finite())
+}
+
+fn http_date_ms(v: &str) -> Option<u64> {
+    let at = httpdate::parse_http_date(v).ok()?;
+    at.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as u64)
+}
+
+/// Exponential backoff: `base × 2^(attempt−1)`, capped at 60 s, times a jitter in [0.75, 1.0]
+/// drawn from the host's seed (the openai/anthropic SDK form), so retries spread out but never
+/// come sooner than three quarters of the plan.
+pub fn backoff_ms(policy: &RetryPolicy, seed: u64, attempt: u32) -> u64 {
+    let exponent = attempt.saturating_sub(1).min(20);
+    let planned = policy
+        .base_ms
+        .saturating_mul(1u64 << exponent)
+        .min(MAX_RETRY_AFTER_MS);
+    let permille = 750 + mix(seed, attempt) % 251; // 750‰ … 1000‰
+    (planned.saturating_mul(permille) / 1000).max(1)
+}
+
+/// A splitmix-style hash of the seed and the attempt: the same inputs give the same jitter.
+fn mix(seed: u64, attempt: u32) -> u64 {
+    let mut x = seed ^ u64::from(attempt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
