@@ -28,41 +28,62 @@ pub enum DecodeError {
 
 /// Decodes `chunks` in order, as if they arrived one by one.
 pub fn decode_stream(kind: ProviderKind, chunks: &[&[u8]]) -> Result<Decoded, DecodeError> {
-    let mut decoder = StreamDecoder::for_kind(kind).ok_or(DecodeError::Unsupported(kind))?;
-    let mut acc = Accumulator {
-        kind,
-        draft: Draft::default(),
-        ops: Vec::new(),
-        finish_reason: None,
-        failure: None,
-        done: false,
-    };
+    let mut stream = StreamAssembly::new(kind).ok_or(DecodeError::Unsupported(kind))?;
     for chunk in chunks {
-        if acc.stopped() {
-            break;
+        stream.feed(chunk);
+    }
+    stream.finish()
+}
+
+/// A stream decoded as its bytes arrive: feed chunks, then `finish` for the assembled message.
+/// The first decode error stops it; `finish` then reports it with what came before.
+pub struct StreamAssembly {
+    decoder: StreamDecoder,
+    acc: Accumulator,
+    error: Option<StreamDecodeError>,
+}
+
+impl StreamAssembly {
+    pub fn new(kind: ProviderKind) -> Option<Self> {
+        Some(StreamAssembly {
+            decoder: StreamDecoder::for_kind(kind)?,
+            acc: Accumulator {
+                kind,
+                draft: Draft::default(),
+                ops: Vec::new(),
+                finish_reason: None,
+                failure: None,
+                done: false,
+            },
+            error: None,
+        })
+    }
+
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if self.acc.stopped() || self.error.is_some() {
+            return;
         }
-        match decoder.feed(chunk) {
-            Ok(items) => acc.take(items),
-            Err(error) => {
-                return Err(DecodeError::Stream {
-                    error,
-                    partial: acc.finish(),
-                })
-            }
+        match self.decoder.feed(chunk) {
+            Ok(items) => self.acc.take(items),
+            Err(error) => self.error = Some(error),
         }
     }
-    if !acc.stopped() {
-        match decoder.finish() {
-            Ok(items) => acc.take(items),
-            Err(error) => {
-                return Err(DecodeError::Stream {
-                    error,
-                    partial: acc.finish(),
-                })
+
+    pub fn finish(mut self) -> Result<Decoded, DecodeError> {
+        if !self.acc.stopped() && self.error.is_none() {
+            match self.decoder.finish() {
+                Ok(items) => self.acc.take(items),
+                Err(error) => self.error = Some(error),
             }
         }
+        match self.error {
+            Some(error) => Err(DecodeError::Stream {
+                error,
+                partial: self.acc.finish(),
+            }),
+            None => Ok(self.acc.finish()),
+        }
     }
-    Ok(acc.finish())
 }
 
 struct Accumulator {

@@ -15,6 +15,10 @@ pub struct DecodeArgs {
     /// Print the delta ops as JSON lines instead of the assembled message.
     #[arg(long)]
     pub ops: bool,
+    /// Measure instead: decode the input this many times in 4 KiB chunks and print
+    /// `{"bytes", "seconds", "mib_per_s"}` (used by `scripts/bench-sdk.sh`).
+    #[arg(long, value_name = "N")]
+    pub bench: Option<u32>,
 }
 
 pub fn run(args: DecodeArgs) -> ExitCode {
@@ -26,6 +30,9 @@ pub fn run(args: DecodeArgs) -> ExitCode {
     if let Err(e) = std::io::stdin().read_to_end(&mut input) {
         eprintln!("palaver decode: cannot read stdin: {e}");
         return ExitCode::FAILURE;
+    }
+    if let Some(times) = args.bench {
+        return bench(kind, &input, times);
     }
     match decode_stream(kind, &[&input]) {
         Ok(decoded) => print(&decoded, args.ops),
@@ -64,4 +71,22 @@ fn print(decoded: &crate::decode::Decoded, ops: bool) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn bench(kind: ProviderKind, input: &[u8], times: u32) -> ExitCode {
+    let chunks: Vec<&[u8]> = input.chunks(4096).collect();
+    let started = std::time::Instant::now();
+    for _ in 0..times {
+        if let Err(DecodeError::Stream { error, .. }) = decode_stream(kind, &chunks) {
+            // Error transcripts are measured too: they decode up to their error.
+            std::hint::black_box(error);
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let bytes = input.len() as f64 * f64::from(times);
+    println!(
+        "{}",
+        serde_json::json!({"bytes": bytes, "seconds": seconds, "mib_per_s": bytes / seconds.max(1e-9) / 1048576.0})
+    );
+    ExitCode::SUCCESS
 }
