@@ -1,16 +1,396 @@
 //! The history limit (SPEC §5), run on a copy before every request; the stored trajectory keeps
-//! everything. This module holds stage 3, **fix tool calls**, which always runs: a call keeps
-//! its place only if it has a result; each result goes right after its call; one result per call;
-//! results without a call are dropped. (Stages 1, 2 and 4 and the compression strength come with
-//! the context pipeline.)
+//! everything. Four stages in order, each running only while the estimate is over the budget,
+//! except **fix tool calls**, which always runs:
+//! 1. deduplicate context files, 2. compress tool results, 3. fix tool calls, 4. limit history.
+//! Exemptions (seed 001) decide what stage 4 may drop. `CompressionStrength` says how far it
+//! went; a history that still does not fit is an error, and the request is not sent.
 
-use crate::message::{ChatMessage, Role};
+use crate::message::{ChatMessage, Content, Role};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use thiserror::Error;
 
-/// Repairs tool-call pairing on a linearized list; returns how many things it changed.
+/// How far the limit had to go (SPEC §5).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CompressionStrength {
+    /// Nothing was compressed (repairs of stage 3 do not count).
+    #[default]
+    Absent,
+    /// Context files were deduplicated or tool results compressed (stages 1–2).
+    Low,
+    /// Whole old turns were dropped (stage 4).
+    Medium,
+    /// The protected tail (the last user message and after) itself had to be cut.
+    High,
+}
+
+/// What may happen to a message when the history is limited (seed 001).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exemption {
+    /// Plans and plan deltas survive every compression.
+    Never,
+    /// Dropped once older than the last `DROP_ON_AGE_USER_TURNS` user turns.
+    DropOnAge,
+    /// Only the `KEEP_RECENT_N` most recent of the same event subkind are kept.
+    KeepRecentN,
+    /// The normal rules.
+    PreserveAnchor,
+}
+
+pub const DROP_ON_AGE_USER_TURNS: usize = 2;
+pub const KEEP_RECENT_N: usize = 3;
+/// Stage 2 compresses results longer than this into a preview of `PREVIEW_CHARS`.
+pub const COMPRESS_OVER_CHARS: usize = 500;
+pub const PREVIEW_CHARS: usize = 200;
+
+#[derive(Error, Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum HistoryLimitError {
+    #[error("the history needs about {estimated} tokens even after every compression stage; the budget is {budget} (n_ctx − max_tokens − reserve): start a new chat, remove large messages, or raise the context size")]
+    TooLarge { estimated: u64, budget: u64 },
+}
+
+/// The copy a request is built from, and what it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limited {
+    pub messages: Vec<ChatMessage>,
+    pub strength: CompressionStrength,
+    pub estimated_tokens: u64,
+    /// Repairs made by stage 3 (calls and results removed, moved or described).
+    pub repairs: usize,
+}
+
+pub fn exemption(message: &ChatMessage) -> Exemption {
+    match message.role {
+        Role::Plan => Exemption::Never,
+        Role::Event => match event_subkind(message) {
+            Some("plan_delta") => Exemption::Never,
+            Some("tick" | "mode_switch") => Exemption::DropOnAge,
+            Some("process_completed" | "cron_fire") => Exemption::KeepRecentN,
+            _ => Exemption::PreserveAnchor,
+        },
+        _ => Exemption::PreserveAnchor,
+    }
+}
+
+fn event_subkind(message: &ChatMessage) -> Option<&str> {
+    message.extra.get("event")?.get("subkind")?.as_str()
+}
+
+/// SPEC §5's estimate for one message: characters / 4 + 10, images 1000 tokens each.
+pub fn estimate_tokens(message: &ChatMessage) -> u64 {
+    let mut chars = content_chars(&message.content) as u64;
+    for call in message.tool_calls() {
+        chars += (call.function.name.len() + call.function.arguments.len()) as u64;
+    }
+    chars / 4 + 10 + 1000 * message.content.image_count() as u64
+}
+
+fn content_chars(content: &Content) -> usize {
+    match content {
+        Content::Text(text) => text.chars().count(),
+        Content::Parts(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .map(|t| t.chars().count() + 1)
+            .sum(),
+    }
+}
+
+/// Whether linearize sends the message at all (UI-only, reports and summarized sources are not).
+fn is_sent(message: &ChatMessage, suppressed: &BTreeSet<String>) -> bool {
+    !message.is_ui_only()
+        && message.role != Role::CompressionReport
+        && !suppressed.contains(&message.message_id)
+}
+
+/// The running estimate of a copy being limited.
+struct Work {
+    messages: Vec<ChatMessage>,
+    tokens: Vec<u64>,
+    total: u64,
+    budget: u64,
+    /// Provider-reported tokens per estimated token (1.0 until usage is known).
+    calibration: f64,
+    suppressed: BTreeSet<String>,
+}
+
+impl Work {
+    fn new(messages: Vec<ChatMessage>, budget: u64) -> Self {
+        let suppressed = crate::linearize::summarized_sources(&messages);
+        let tokens: Vec<u64> = messages
+            .iter()
+            .map(|m| {
+                if is_sent(m, &suppressed) {
+                    estimate_tokens(m)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let calibration = calibration(&messages, &tokens);
+        let total = tokens.iter().sum();
+        Work {
+            messages,
+            tokens,
+            total,
+            budget,
+            calibration,
+            suppressed,
+        }
+    }
+
+    fn estimated(&self) -> u64 {
+        (self.total as f64 * self.calibration).ceil() as u64
+    }
+
+    fn over(&self) -> bool {
+        self.estimated() > self.budget
+    }
+
+    fn refresh(&mut self, index: usize) {
+        let Some(message) = self.messages.get(index) else {
+            return;
+        };
+        let new = if is_sent(message, &self.suppressed) {
+            estimate_tokens(message)
+        } else {
+            0
+        };
+        self.total = self.total - self.tokens[index] + new;
+        self.tokens[index] = new;
+    }
+
+    /// Removes the messages whose index is in `drop`, keeping the estimate right.
+    fn remove(&mut self, drop: &BTreeSet<usize>) {
+        if drop.is_empty() {
+            return;
+        }
+        let messages = std::mem::take(&mut self.messages);
+        let tokens = std::mem::take(&mut self.tokens);
+        for (i, (message, t)) in messages.into_iter().zip(tokens).enumerate() {
+            if drop.contains(&i) {
+                self.total -= t;
+            } else {
+                self.messages.push(message);
+                self.tokens.push(t);
+            }
+        }
+    }
+
+    /// Where the protected tail starts: the last user message (everything, if there is none).
+    fn tail_start(&self) -> usize {
+        self.messages
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .unwrap_or(0)
+    }
+}
+
+/// The ratio of the provider's last reported `prompt_tokens` to our estimate of the messages it
+/// covered, kept within [0.5, 4] so one odd report cannot swing the limit wildly.
+fn calibration(messages: &[ChatMessage], tokens: &[u64]) -> f64 {
+    let Some(anchor) = messages
+        .iter()
+        .rposition(|m| m.usage.as_ref().and_then(|u| u.prompt_tokens).is_some())
+    else {
+        return 1.0;
+    };
+    let reported = messages[anchor]
+        .usage
+        .as_ref()
+        .and_then(|u| u.prompt_tokens)
+        .unwrap_or(0) as f64;
+    let estimated: u64 = tokens[..anchor].iter().sum();
+    if estimated == 0 || reported == 0.0 {
+        return 1.0;
+    }
+    (reported / estimated as f64).clamp(0.5, 4.0)
+}
+
+/// Runs the four stages on a copy of `history` for a request with `budget` tokens for messages
+/// (`None`: no limit, only the repairs of stage 3).
+pub fn limit_history(
+    history: &[ChatMessage],
+    budget: Option<u64>,
+) -> Result<Limited, HistoryLimitError> {
+    let mut work = Work::new(history.to_vec(), budget.unwrap_or(u64::MAX));
+    let mut strength = CompressionStrength::Absent;
+    if work.over() && deduplicate_context_files(&mut work) {
+        strength = CompressionStrength::Low;
+    }
+    if work.over() && compress_tool_results(&mut work, false) {
+        strength = CompressionStrength::Low;
+    }
+    let (fixed, repairs) = fix_tool_calls(std::mem::take(&mut work.messages));
+    work = Work::new(fixed, work.budget);
+    if work.over() && limit_turns(&mut work) {
+        strength = CompressionStrength::Medium;
+    }
+    if work.over() && cut_protected_tail(&mut work) {
+        strength = CompressionStrength::High;
+    }
+    if work.over() {
+        return Err(HistoryLimitError::TooLarge {
+            estimated: work.estimated(),
+            budget: work.budget,
+        });
+    }
+    Ok(Limited {
+        estimated_tokens: work.estimated(),
+        messages: work.messages,
+        strength,
+        repairs,
+    })
+}
+
+// ---- stage 1: deduplicate context files ----
+
+/// One file range shown in a `context_file` message.
+struct FileCopy {
+    message: usize,
+    entry: usize,
+    name: String,
+    lines: (u64, u64),
+    chars: usize,
+}
+
+fn context_entries(content: &Content) -> Option<Vec<Value>> {
+    match content {
+        Content::Text(text) => serde_json::from_str::<Vec<Value>>(text).ok(),
+        Content::Parts(parts) => Some(parts.clone()),
+    }
+}
+
+fn file_copies(messages: &[ChatMessage]) -> Vec<FileCopy> {
+    let mut copies = Vec::new();
+    for (m, message) in messages.iter().enumerate() {
+        if message.role != Role::ContextFile {
+            continue;
+        }
+        for (e, file) in context_entries(&message.content)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let Some(name) = file.get("file_name").and_then(Value::as_str) else {
+                continue;
+            };
+            let line1 = file.get("line1").and_then(Value::as_u64).unwrap_or(1);
+            let line2 = file
+                .get("line2")
+                .and_then(Value::as_u64)
+                .unwrap_or(u64::MAX);
+            let chars = file
+                .get("file_content")
+                .and_then(Value::as_str)
+                .map_or(0, |c| c.chars().count());
+            copies.push(FileCopy {
+                message: m,
+                entry: e,
+                name: name.to_string(),
+                lines: (line1, line2.max(line1)),
+                chars,
+            });
+        }
+    }
+    copies
+}
+
+/// An older copy of a file range that a later or larger copy covers is replaced by a note
+/// naming the file; of overlapping copies the largest stays (the newest among equals).
+fn deduplicate_context_files(work: &mut Work) -> bool {
+    let copies = file_copies(&work.messages);
+    let mut changed = false;
+    for (i, copy) in copies.iter().enumerate() {
+        if !work.over() {
+            break;
+        }
+        let superseded = copies.iter().enumerate().any(|(j, other)| {
+            j != i
+                && other.name == copy.name
+                && other.lines.0 <= copy.lines.1
+                && copy.lines.0 <= other.lines.1
+                && (other.chars > copy.chars || (other.chars == copy.chars && j > i))
+        });
+        if superseded && replace_with_note(work, copy) {
+            changed = true;
+        }
+    }
+    changed
+}
+
+fn replace_with_note(work: &mut Work, copy: &FileCopy) -> bool {
+    let Some(message) = work.messages.get_mut(copy.message) else {
+        return false;
+    };
+    let Some(mut entries) = context_entries(&message.content) else {
+        return false;
+    };
+    let Some(entry) = entries.get_mut(copy.entry) else {
+        return false;
+    };
+    let note = format!(
+        "[{} is shown again later in this chat; this older copy was removed]",
+        copy.name
+    );
+    if entry.get("file_content").and_then(Value::as_str) == Some(note.as_str()) {
+        return false;
+    }
+    entry["file_content"] = Value::String(note);
+    message.content = match &message.content {
+        Content::Text(_) => Content::Text(Value::Array(entries).to_string()),
+        Content::Parts(_) => Content::Parts(entries),
+    };
+    work.refresh(copy.message);
+    true
+}
+
+// ---- stage 2: compress tool results ----
+
+/// Results over 500 characters become a 200-character preview and a note, oldest first; outside
+/// the protected tail unless `in_tail`.
+fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
+    let tail = work.tail_start();
+    let range = if in_tail {
+        tail..work.messages.len()
+    } else {
+        0..tail
+    };
+    let mut changed = false;
+    for index in range {
+        if !work.over() {
+            break;
+        }
+        let message = &mut work.messages[index];
+        if message.role != Role::Tool {
+            continue;
+        }
+        let text = message.content.text();
+        let chars = text.chars().count();
+        if chars <= COMPRESS_OVER_CHARS {
+            continue;
+        }
+        let preview: String = text.chars().take(PREVIEW_CHARS).collect();
+        message.content = Content::Text(format!(
+            "{preview}\n[compressed: kept {PREVIEW_CHARS} of {chars} characters of this tool result]"
+        ));
+        work.refresh(index);
+        changed = true;
+    }
+    changed
+}
+
+// ---- stage 3: fix tool calls ----
+
+/// Repairs tool-call pairing on the copy; returns how many things it changed. Calls whose
+/// arguments are not a JSON object are described in a `cd_instruction` instead (a provider
+/// rejects them); a call keeps its place only if it has a result; each result goes right after
+/// its call; one result per call; results without a call are dropped.
 pub fn fix_tool_calls(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usize) {
+    let (messages, mut changes) = describe_bad_arguments(messages);
     let mut results: BTreeMap<String, ChatMessage> = BTreeMap::new();
-    let mut changes = 0;
     for message in messages.iter().filter(|m| m.role == Role::Tool) {
         let Some(id) = &message.tool_call_id else {
             continue;
@@ -54,6 +434,59 @@ pub fn fix_tool_calls(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usize) {
     (out, changes)
 }
 
+/// Takes calls with non-object arguments out of their message; a `cd_instruction` after it says
+/// what the model tried, so it can call again properly. Their results go with them.
+fn describe_bad_arguments(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usize) {
+    let mut bad_ids = BTreeSet::new();
+    let mut out = Vec::with_capacity(messages.len());
+    for mut message in messages {
+        if message.role == Role::Tool
+            && message
+                .tool_call_id
+                .as_ref()
+                .is_some_and(|id| bad_ids.contains(id))
+        {
+            continue;
+        }
+        let Some(calls) = message.tool_calls.take() else {
+            out.push(message);
+            continue;
+        };
+        let (good, bad): (Vec<_>, Vec<_>) = calls.into_iter().partition(|c| {
+            serde_json::from_str::<Value>(&c.function.arguments).is_ok_and(|v| v.is_object())
+        });
+        message.tool_calls = (!good.is_empty()).then_some(good);
+        let id = message.message_id.clone();
+        if message.tool_calls.is_some() || !message.content.is_empty() {
+            out.push(message);
+        }
+        if bad.is_empty() {
+            continue;
+        }
+        let described: Vec<String> = bad
+            .iter()
+            .map(|c| {
+                bad_ids.insert(c.id.clone());
+                let shown: String = c.function.arguments.chars().take(300).collect();
+                format!(
+                    "- `{}` with arguments that are not a JSON object: {shown}",
+                    c.function.name
+                )
+            })
+            .collect();
+        out.push(ChatMessage::text(
+            format!("{id}-bad-args"),
+            Role::CdInstruction,
+            format!(
+                "These tool calls were not run because their arguments are not a JSON object; call the tool again with a JSON object if it is still needed:\n{}",
+                described.join("\n")
+            ),
+        ));
+    }
+    let changes = bad_ids.len();
+    (out, changes)
+}
+
 /// The message with only its answered, not yet placed calls; `None` when nothing is left of it.
 fn keep_answered_calls(
     mut message: ChatMessage,
@@ -75,4 +508,116 @@ fn keep_answered_calls(
         && message.content.is_empty()
         && message.thinking_blocks.is_none();
     (if empty { None } else { Some(message) }, dropped)
+}
+
+// ---- stage 4: limit history ----
+
+/// Drops aged `DropOnAge` events, surplus `KeepRecentN` events, then the oldest whole turns
+/// outside the protected tail — never the system prompt, never a `Never` message.
+fn limit_turns(work: &mut Work) -> bool {
+    let mut changed = drop_exempt_by_rule(work);
+    let tail = work.tail_start();
+    let turn_starts: Vec<usize> = work
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| m.role == Role::User && *i < tail)
+        .map(|(i, _)| i)
+        .collect();
+    let mut drop = BTreeSet::new();
+    let mut dropped_tokens = 0u64;
+    // A turn runs from one user message to the next; what precedes the first user message is a
+    // turn too (the system prompt in it stays).
+    let mut bounds: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    for &s in turn_starts.iter().chain(std::iter::once(&tail)) {
+        if s > start {
+            bounds.push((start, s));
+        }
+        start = s;
+    }
+    for (from, to) in bounds {
+        if (work.total - dropped_tokens) as f64 * work.calibration <= work.budget as f64 {
+            break;
+        }
+        for i in from..to {
+            let message = &work.messages[i];
+            if message.role == Role::System || exemption(message) == Exemption::Never {
+                continue;
+            }
+            drop.insert(i);
+            dropped_tokens += work.tokens[i];
+        }
+    }
+    changed |= !drop.is_empty();
+    work.remove(&drop);
+    changed
+}
+
+fn drop_exempt_by_rule(work: &mut Work) -> bool {
+    let user_turns: Vec<usize> = work
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::User)
+        .map(|(i, _)| i)
+        .collect();
+    let age_limit = user_turns
+        .len()
+        .checked_sub(DROP_ON_AGE_USER_TURNS)
+        .and_then(|k| user_turns.get(k).copied())
+        .unwrap_or(0);
+    let mut seen_per_subkind: BTreeMap<String, usize> = BTreeMap::new();
+    let mut drop = BTreeSet::new();
+    for (i, message) in work.messages.iter().enumerate().rev() {
+        match exemption(message) {
+            Exemption::DropOnAge if i < age_limit => {
+                drop.insert(i);
+            }
+            Exemption::KeepRecentN => {
+                let subkind = event_subkind(message).unwrap_or("").to_string();
+                let seen = seen_per_subkind.entry(subkind).or_insert(0);
+                *seen += 1;
+                if *seen > KEEP_RECENT_N {
+                    drop.insert(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    let changed = !drop.is_empty();
+    work.remove(&drop);
+    changed
+}
+
+/// The last resort: compress the tail's tool results, then drop its oldest messages after the
+/// last user message (a call together with its results), never that user message or a plan.
+fn cut_protected_tail(work: &mut Work) -> bool {
+    let mut changed = compress_tool_results(work, true);
+    let tail = work.tail_start();
+    let mut drop = BTreeSet::new();
+    let mut dropped_tokens = 0u64;
+    let mut i = tail + 1;
+    while i < work.messages.len() {
+        if (work.total - dropped_tokens) as f64 * work.calibration <= work.budget as f64 {
+            break;
+        }
+        // A call and its results go together (stage 3 placed them right after it).
+        let mut end = i + 1;
+        if !work.messages[i].tool_calls().is_empty() {
+            while end < work.messages.len() && work.messages[end].role == Role::Tool {
+                end += 1;
+            }
+        }
+        for j in i..end {
+            if exemption(&work.messages[j]) != Exemption::Never {
+                drop.insert(j);
+                dropped_tokens += work.tokens[j];
+            }
+        }
+        i = end;
+    }
+    changed |= !drop.is_empty();
+    work.remove(&drop);
+    changed
 }

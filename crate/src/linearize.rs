@@ -65,7 +65,7 @@ fn is_stopped(message: &ChatMessage) -> bool {
 }
 
 /// Ids named by summaries as their sources (`extra.compression.summarized_source_message_ids`).
-fn summarized_sources(history: &[ChatMessage]) -> BTreeSet<String> {
+pub(crate) fn summarized_sources(history: &[ChatMessage]) -> BTreeSet<String> {
     history
         .iter()
         .filter_map(|m| {

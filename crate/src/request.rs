@@ -1,7 +1,7 @@
 //! Request building (SPEC §6.5): the linearized history → the body and URL of a provider request.
 //! The core never sees an API key: the host adds the provider's auth header to the effect.
 
-use crate::history_limit::fix_tool_calls;
+use crate::history_limit::{limit_history, CompressionStrength, HistoryLimitError};
 use crate::linearize::{linearize, Thinking};
 use crate::message::{ChatMessage, Content, Role};
 use crate::provider::ProviderKind;
@@ -28,6 +28,9 @@ pub struct ProviderRequest {
     pub url: String,
     pub headers: Map<String, Value>,
     pub body: Value,
+    /// How far the history limit went for this request (SPEC §5).
+    #[serde(default)]
+    pub compression_strength: CompressionStrength,
 }
 
 pub struct RequestInput<'a> {
@@ -36,16 +39,26 @@ pub struct RequestInput<'a> {
     pub system_prompt: Option<&'a str>,
     pub tools: &'a [ToolSpec],
     pub history: &'a [ChatMessage],
+    /// Tokens the history may take (`None`: no limit; only stage 3's repairs run).
+    pub budget: Option<u64>,
 }
 
 /// Builds the request; `Err` names what this provider cannot do yet.
-pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, String> {
-    match input.provider.kind {
-        ProviderKind::OpenaiChat => Ok(openai_chat(input)),
-        ProviderKind::Anthropic => Ok(crate::request_anthropic::anthropic(input)),
-        ProviderKind::Gemini => Ok(crate::request_gemini::gemini(input)),
-        ProviderKind::OpenaiResponses => Ok(crate::request_responses::responses(input)),
-    }
+/// The request for the history after the history limit (SPEC §5), which works on a copy.
+pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, HistoryLimitError> {
+    let limited = limit_history(input.history, input.budget)?;
+    let input = RequestInput {
+        history: &limited.messages,
+        ..*input
+    };
+    let mut request = match input.provider.kind {
+        ProviderKind::OpenaiChat => openai_chat(&input),
+        ProviderKind::Anthropic => crate::request_anthropic::anthropic(&input),
+        ProviderKind::Gemini => crate::request_gemini::gemini(&input),
+        ProviderKind::OpenaiResponses => crate::request_responses::responses(&input),
+    };
+    request.compression_strength = limited.strength;
+    Ok(request)
 }
 
 pub(crate) fn model_of<'a>(input: &'a RequestInput) -> &'a str {
@@ -94,13 +107,13 @@ fn openai_chat(input: &RequestInput) -> ProviderRequest {
         ),
         headers: input.provider.headers.clone(),
         body: Value::Object(body),
+        compression_strength: CompressionStrength::Absent,
     }
 }
 
-/// The history limit's copy (SPEC §5), then linearize (SPEC §7).
+/// The limited copy (see `build_request`), linearized (SPEC §7).
 pub(crate) fn prepared_history(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
-    let (fixed, _) = fix_tool_calls(history.to_vec());
-    linearize(&fixed, thinking)
+    linearize(history, thinking)
 }
 
 /// `data:<mime>;base64,<data>` → `(mime, data)`; anything else is a URL, not inline data.

@@ -56,6 +56,7 @@ pub fn anthropic(input: &RequestInput) -> ProviderRequest {
         url: format!("{}/messages", input.provider.base_url.trim_end_matches('/')),
         headers,
         body: Value::Object(body),
+        compression_strength: Default::default(),
     }
 }
 

@@ -53,6 +53,7 @@ pub fn gemini(input: &RequestInput) -> ProviderRequest {
         ),
         headers: input.provider.headers.clone(),
         body: Value::Object(body),
+        compression_strength: Default::default(),
     }
 }
 

@@ -59,6 +59,7 @@ pub fn responses(input: &RequestInput) -> ProviderRequest {
         ),
         headers: input.provider.headers.clone(),
         body: Value::Object(body),
+        compression_strength: Default::default(),
     }
 }
 

@@ -217,11 +217,7 @@ impl ChatSession {
                 tokens
             }
         };
-        let n_ctx = self
-            .thread
-            .context_tokens_cap
-            .unwrap_or(config.default_n_ctx)
-            .max(1);
+        let n_ctx = self.n_ctx(config);
         ContextUsage {
             estimated_tokens,
             n_ctx,
@@ -250,6 +246,14 @@ impl ChatSession {
             .iter()
             .map(estimate_tokens)
             .sum::<u64>()
+    }
+
+    /// The context window: the thread's cap, else the engine default.
+    pub(crate) fn n_ctx(&self, config: &EngineConfig) -> u64 {
+        self.thread
+            .context_tokens_cap
+            .unwrap_or(config.default_n_ctx)
+            .max(1)
     }
 
     pub fn snapshot(&self, config: &EngineConfig) -> EventEnvelope {
@@ -353,10 +357,4 @@ impl ChatSession {
     }
 }
 
-pub fn estimate_tokens(message: &ChatMessage) -> u64 {
-    let mut chars = message.content.text().chars().count() as u64;
-    for call in message.tool_calls() {
-        chars += (call.function.name.len() + call.function.arguments.len()) as u64;
-    }
-    chars / 4 + 10 + 1000 * message.content.image_count() as u64
-}
+pub use crate::history_limit::estimate_tokens;

@@ -13,6 +13,9 @@ use crate::retry::{self, ErrorClass, Verdict};
 use crate::tools::engine_tool_specs;
 use serde_json::{json, Value};
 
+/// Output tokens kept free when the thread sets no `max_tokens` (at most an eighth of n_ctx).
+const DEFAULT_OUTPUT_TOKENS: u64 = 4096;
+
 impl ChatSession {
     pub(super) fn start_turn(&mut self, ctx: &mut Ctx) -> SessionState {
         self.start_round(ctx, 1, 1, None)
@@ -43,17 +46,7 @@ impl ChatSession {
         }
         let request = match self.build_provider_request(ctx) {
             Ok(request) => request,
-            Err(message) => {
-                return self.end_with_error(
-                    ctx,
-                    error(
-                        "llm_error",
-                        "request_not_built",
-                        &message,
-                        ErrorClass::Other,
-                    ),
-                )
-            }
+            Err(info) => return self.end_with_error(ctx, info),
         };
         let Some(decoder) = StreamDecoder::for_kind(request.provider) else {
             let message = format!("no stream decoder for {}", request.provider.name());
@@ -100,26 +93,64 @@ impl ChatSession {
         })
     }
 
-    fn build_provider_request(&self, ctx: &Ctx) -> Result<crate::request::ProviderRequest, String> {
-        let provider = ctx
-            .config
-            .provider_for(self.thread.provider)
-            .ok_or_else(|| {
-                format!(
-                    "no provider of kind {} is configured",
-                    self.thread.provider.name()
-                )
-            })?;
+    fn build_provider_request(
+        &self,
+        ctx: &Ctx,
+    ) -> Result<crate::request::ProviderRequest, ErrorInfo> {
+        let Some(provider) = ctx.config.provider_for(self.thread.provider) else {
+            let message = format!(
+                "no provider of kind {} is configured",
+                self.thread.provider.name()
+            );
+            return Err(error(
+                "llm_error",
+                "request_not_built",
+                &message,
+                ErrorClass::Other,
+            ));
+        };
         let mut tools = engine_tool_specs();
         tools.extend(ctx.config.workspace_tools.iter().cloned());
         tools.extend(ctx.config.host_tools.iter().cloned());
+        let system_prompt = ctx.config.system_prompt.as_deref();
         build_request(&RequestInput {
             provider,
             thread: &self.thread,
-            system_prompt: ctx.config.system_prompt.as_deref(),
+            system_prompt,
             tools: &tools,
             history: &self.messages,
+            budget: Some(self.history_budget(ctx, system_prompt, &tools)),
         })
+        .map_err(|e| {
+            error(
+                "llm_error",
+                "history_too_large",
+                &e.to_string(),
+                ErrorClass::RequestTooLarge,
+            )
+        })
+    }
+
+    /// Tokens the history may take (SPEC §5): `n_ctx − max_tokens − reserve`, less what the
+    /// system prompt and the tool schemas take.
+    fn history_budget(
+        &self,
+        ctx: &Ctx,
+        system_prompt: Option<&str>,
+        tools: &[crate::tools::ToolSpec],
+    ) -> u64 {
+        let n_ctx = self.n_ctx(ctx.config);
+        let output = self
+            .thread
+            .max_tokens
+            .unwrap_or_else(|| DEFAULT_OUTPUT_TOKENS.min(n_ctx / 8));
+        let reserve = n_ctx / 50;
+        let fixed_chars = system_prompt.map_or(0, str::len)
+            + tools
+                .iter()
+                .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+                .sum::<usize>();
+        n_ctx.saturating_sub(output + reserve + fixed_chars as u64 / 4)
     }
 
     pub(super) fn on_stream_bytes(

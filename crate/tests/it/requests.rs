@@ -1,6 +1,8 @@
 //! Golden request bodies: `tests/fixtures/requests/*.json` give a provider, thread params, a
-//! system prompt, tools and a stored history; the built request must equal `expected` exactly
-//! (URL, body) and carry the expected headers. Runs natively and in Chromium.
+//! system prompt, tools, a stored history and optionally a token `budget`; the built request must
+//! equal `expected` exactly (URL, body), carry the expected headers and report the expected
+//! `compression_strength`, or fail with the expected `error`. These are also the context
+//! pipeline's conformance cases (history in → request body out). Runs natively and in Chromium.
 
 use crate::support::fixtures_in;
 use palaver::message::ChatMessage;
@@ -24,15 +26,31 @@ fn request_bodies_match_their_golden_files() {
         let tools: Vec<ToolSpec> = serde_json::from_value(parse("tools")).unwrap_or_default();
         let history: Vec<ChatMessage> = serde_json::from_value(parse("history"))
             .unwrap_or_else(|e| panic!("{name} history: {e}"));
-        let request = build_request(&RequestInput {
+        let built = build_request(&RequestInput {
             provider: &provider,
             thread: &thread,
             system_prompt: fixture["system_prompt"].as_str(),
             tools: &tools,
             history: &history,
-        })
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+            budget: fixture["budget"].as_u64(),
+        });
         let expected = &fixture["expected"];
+        if let Some(error) = expected["error"].as_str() {
+            let got = built.map(|r| r.body).err().map(|e| e.to_string());
+            assert!(
+                got.as_deref().is_some_and(|g| g.contains(error)),
+                "{name}: expected the error {error:?}, got {got:?}"
+            );
+            continue;
+        }
+        let request = built.unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some(strength) = expected.get("compression_strength") {
+            assert_eq!(
+                &serde_json::to_value(request.compression_strength).unwrap_or_default(),
+                strength,
+                "{name}: compression strength"
+            );
+        }
         assert_eq!(
             Value::String(request.url.clone()),
             expected["url"],
