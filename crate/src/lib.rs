@@ -11,6 +11,7 @@ pub mod event;
 pub mod history_limit;
 pub mod linearize;
 pub mod message;
+pub mod plan;
 pub mod provider;
 pub mod queue;
 pub mod request;

@@ -53,6 +53,9 @@ pub enum ToolKind {
 pub enum EngineTool {
     AskQuestions,
     TaskDone,
+    SetPlan,
+    UpdatePlan,
+    GetPlan,
 }
 
 impl EngineTool {
@@ -60,6 +63,9 @@ impl EngineTool {
         match name {
             "ask_questions" => Some(EngineTool::AskQuestions),
             "task_done" => Some(EngineTool::TaskDone),
+            "set_plan" => Some(EngineTool::SetPlan),
+            "update_plan" => Some(EngineTool::UpdatePlan),
+            "get_plan" => Some(EngineTool::GetPlan),
             _ => None,
         }
     }
@@ -68,6 +74,21 @@ impl EngineTool {
 /// The engine tools' schemas, announced in every request.
 pub fn engine_tool_specs() -> Vec<ToolSpec> {
     vec![
+        ToolSpec {
+            name: "set_plan".into(),
+            description: "Write the plan for this task (once; later changes go through update_plan). At most 96 KiB of text.".into(),
+            parameters: json!({"type": "object", "properties": {"content": {"type": "string", "description": "The plan, as Markdown."}, "summary": {"type": "string", "description": "One line for the user."}}, "required": ["content"]}),
+        },
+        ToolSpec {
+            name: "update_plan".into(),
+            description: "Record a change or progress on the plan (a note, at most 16 KiB).".into(),
+            parameters: json!({"type": "object", "properties": {"note": {"type": "string", "description": "What changed or was done."}, "summary": {"type": "string", "description": "One line for the user."}}, "required": ["note"]}),
+        },
+        ToolSpec {
+            name: "get_plan".into(),
+            description: "Read the current plan with all its updates.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        },
         ToolSpec {
             name: "ask_questions".into(),
             description: "Ask the user one or more questions and wait for the answer.".into(),
@@ -90,8 +111,13 @@ pub enum StepStop {
     AskUser,
 }
 
-pub fn run_engine_tool(tool: EngineTool, args: &Value) -> (ToolOutcome, StepStop) {
+/// Runs `ask_questions` or `task_done`; the plan tools need the history and run in the step.
+pub fn run_engine_tool(tool: EngineTool, args: &Value) -> (ToolOutcome, Option<StepStop>) {
     match tool {
+        EngineTool::SetPlan | EngineTool::UpdatePlan | EngineTool::GetPlan => (
+            ToolOutcome::failed("plan tools run with the chat's history"),
+            None,
+        ),
         EngineTool::TaskDone => {
             let summary = args.get("summary").and_then(Value::as_str).unwrap_or("");
             (
@@ -100,7 +126,7 @@ pub fn run_engine_tool(tool: EngineTool, args: &Value) -> (ToolOutcome, StepStop
                         .trim_end()
                         .to_string(),
                 ),
-                StepStop::Completed,
+                Some(StepStop::Completed),
             )
         }
         EngineTool::AskQuestions => (
@@ -108,7 +134,7 @@ pub fn run_engine_tool(tool: EngineTool, args: &Value) -> (ToolOutcome, StepStop
                 "The questions were shown to the user; the answer comes as the next user message."
                     .into(),
             ),
-            StepStop::AskUser,
+            Some(StepStop::AskUser),
         ),
     }
 }

@@ -7,6 +7,7 @@ use super::{ChatSession, Ctx};
 use crate::engine::Effect;
 use crate::event::{Event, PauseReason};
 use crate::message::{ChatMessage, Content, Role, ToolCall};
+use crate::plan;
 use crate::thread::ToolRule;
 use crate::tools::{
     parse_arguments, run_engine_tool, EngineTool, StepStop, ToolKind, ToolOutcome, ToolStep,
@@ -103,10 +104,16 @@ impl ChatSession {
             };
             let args = parse_arguments(&call).unwrap_or_else(|_| json!({}));
             match self.tool_kind(ctx, &call.function.name) {
+                Some(ToolKind::Engine(
+                    tool @ (EngineTool::SetPlan | EngineTool::UpdatePlan | EngineTool::GetPlan),
+                )) => {
+                    let outcome = self.run_plan_tool(ctx, tool, &args, &mut step.hidden);
+                    step.record(&id, outcome);
+                }
                 Some(ToolKind::Engine(tool)) => {
                     let (outcome, stop) = run_engine_tool(tool, &args);
                     step.record(&id, outcome);
-                    step.stop = step.stop.or(Some(stop));
+                    step.stop = step.stop.or(stop);
                 }
                 Some(ToolKind::Host) => {
                     step.waiting_host.insert(id.clone());
@@ -131,6 +138,36 @@ impl ChatSession {
             step.to_run.pop_front();
         }
         self.after_tool_progress(ctx, step)
+    }
+
+    /// Plan tools read the history and the step's own pending messages (a `set_plan` then an
+    /// `update_plan` in one step work); what they add waits in `hidden`, after the results.
+    fn run_plan_tool(
+        &self,
+        ctx: &mut Ctx,
+        tool: EngineTool,
+        args: &Value,
+        hidden: &mut Vec<ChatMessage>,
+    ) -> ToolOutcome {
+        let existing = plan::current_plan(&self.messages, hidden);
+        let outcome = match tool {
+            EngineTool::SetPlan => plan::set_plan(
+                args,
+                existing.as_ref(),
+                &self.thread.mode,
+                ctx.ids.next("m"),
+                ctx.now,
+            ),
+            EngineTool::UpdatePlan => {
+                plan::update_plan(args, existing.as_ref(), ctx.ids.next("m"), ctx.now)
+            }
+            _ => plan::get_plan(existing.as_ref()),
+        };
+        hidden.extend(outcome.message);
+        match outcome.result {
+            Ok(text) => ToolOutcome::ok(text),
+            Err(reason) => ToolOutcome::failed(reason),
+        }
     }
 
     fn after_tool_progress(&mut self, ctx: &mut Ctx, step: ToolStep) -> SessionState {

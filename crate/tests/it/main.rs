@@ -8,6 +8,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 mod support;
 
 mod conformance;
+mod context;
 mod requests;
 mod security_streams;
 mod streams;

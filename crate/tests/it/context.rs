@@ -1,0 +1,369 @@
+//! The context pipeline (SPEC §5, §7, §8.2): plans through the engine with their caps and
+//! placement, each stage of the history limit with its strength and exemptions, the repairs of
+//! the fix stage, and the byte-stable request prefix from one round to the next. Runs natively
+//! and in headless Chromium.
+
+use crate::support::harness::{openai_reply, Harness};
+use palaver::engine::{Effect, Input, Step};
+use palaver::history_limit::{limit_history, CompressionStrength, HistoryLimitError};
+use palaver::message::ChatMessage;
+use palaver::plan::{PLAN_BODY_CAP, PLAN_DELTA_CAP};
+use serde_json::{json, Value};
+
+fn harness() -> Harness {
+    let mut h = Harness::with_config_patch(&json!({}));
+    h.open("c1", None);
+    h
+}
+
+fn send(h: &mut Harness, id: &str, text: &str) -> Step {
+    h.command(
+        "c1",
+        json!({"type": "user_message", "client_request_id": id, "content": text}),
+    )
+}
+
+fn reply(h: &mut Harness, reply: Value) -> Step {
+    let mut step = h.stream(openai_reply(&reply).as_bytes());
+    let end = h.stream_end();
+    step.events.extend(end.events);
+    step.effects.extend(end.effects);
+    step
+}
+
+fn messages(h: &Harness) -> Vec<Value> {
+    let snapshot = serde_json::to_value(h.engine.snapshot("c1")).unwrap_or(Value::Null);
+    snapshot["messages"].as_array().cloned().unwrap_or_default()
+}
+
+fn request_body(step: &Step) -> Value {
+    step.effects
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Effect::StartRequest { request, .. } => Some(request.body.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no request in this step"))
+}
+
+fn call(id: &str, name: &str, args: Value) -> Value {
+    json!({"id": id, "name": name, "arguments": args})
+}
+
+fn tool_results(h: &Harness) -> Vec<(String, String, bool)> {
+    messages(h)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or("").to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+                m["tool_failed"] == true,
+            )
+        })
+        .collect()
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
+    let mut h = harness();
+    send(&mut h, "u1", "plan it");
+    let step = reply(
+        &mut h,
+        json!({"tool_calls": [
+            call("c1", "update_plan", json!({"note": "too early"})),
+            call("c2", "set_plan", json!({"content": "1. read\n2. write", "summary": "two steps"})),
+            call("c3", "update_plan", json!({"note": "read done"})),
+            call("c4", "set_plan", json!({"content": "again"})),
+            call("c5", "read_file", json!({"path": "a.txt"})),
+        ]}),
+    );
+    assert!(
+        step.effects.iter().any(|e| matches!(e, Effect::RunTool { name, .. } if name == "read_file")),
+        "the workspace tool runs; engine tools ran inline"
+    );
+    let next = h.handle(Input::ToolResult {
+        chat_id: "c1".into(),
+        tool_call_id: "c5".into(),
+        content: "file body".into(),
+        tool_failed: false,
+        data: None,
+    });
+    let results = tool_results(&h);
+    assert_eq!(results[0].2, true, "update_plan without a plan fails: {results:?}");
+    assert!(results[0].1.contains("no plan exists"));
+    assert!(!results[1].2 && !results[2].2);
+    assert!(results[3].2 && results[3].1.contains("a plan already exists; use update_plan"));
+    let roles: Vec<String> = messages(&h)
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "tool", "tool", "tool", "tool", "plan", "event"],
+        "the plan and its delta come after all of the step's results"
+    );
+    let all = messages(&h);
+    assert_eq!(all[7]["plan"]["version"], 1);
+    assert_eq!(all[8]["event"]["subkind"], "plan_delta");
+    assert_eq!(all[8]["event"]["payload"]["seq"], 1);
+    // The next request carries them as text after the results, never as roles `plan`/`event`.
+    let body = request_body(&next);
+    let sent: Vec<Value> = body["messages"].as_array().cloned().unwrap_or_default();
+    assert!(sent.iter().all(|m| m["role"] != "plan" && m["role"] != "event"));
+    let last = sent.last().cloned().unwrap_or(Value::Null);
+    assert_eq!(last["role"], "user");
+    let text = last["content"].as_str().unwrap_or("");
+    assert!(text.starts_with("<plan mode=\"agent\" version=\"1\">\n1. read\n2. write\n</plan>"), "{text}");
+    assert!(text.contains("<plan-update seq=\"1\">read done</plan-update>"), "{text}");
+
+    // get_plan returns the base and its updates; a second update gets seq 2.
+    reply(
+        &mut h,
+        json!({"tool_calls": [
+            call("c6", "update_plan", json!({"note": "write <b>done</b>"})),
+            call("c7", "get_plan", json!({})),
+        ]}),
+    );
+    let results = tool_results(&h);
+    let got = &results[6].1;
+    assert!(got.contains("1. read") && got.contains("seq=\"1\">read done") && got.contains("seq=\"2\"><![CDATA[write <b>done</b>]]>"), "{got}");
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn plan_caps_cut_and_mark() {
+    let mut h = harness();
+    send(&mut h, "u1", "plan it");
+    let long_plan = "p".repeat(200_000);
+    let long_note = "n".repeat(20_000);
+    reply(
+        &mut h,
+        json!({"tool_calls": [
+            call("c1", "set_plan", json!({"content": long_plan})),
+            call("c2", "update_plan", json!({"note": long_note})),
+        ]}),
+    );
+    let all = messages(&h);
+    let plan = all.iter().find(|m| m["role"] == "plan").cloned().unwrap_or(Value::Null);
+    let body = plan["content"].as_str().unwrap_or("");
+    assert_eq!(body.chars().count(), PLAN_BODY_CAP);
+    assert!(body.ends_with("of 200000 chars]") && body.contains("[truncated: kept "));
+    assert_eq!(plan["plan"]["truncated"], true);
+    assert_eq!(plan["plan"]["original_chars"], 200_000);
+    let delta = all.iter().find(|m| m["role"] == "event").cloned().unwrap_or(Value::Null);
+    let note = delta["content"].as_str().unwrap_or("");
+    assert_eq!(note.chars().count(), PLAN_DELTA_CAP);
+    assert_eq!(PLAN_DELTA_CAP, 16_384);
+    assert!(note.ends_with("of 20000 chars]"), "{}", &note[note.len() - 60..]);
+}
+
+fn history(value: Value) -> Vec<ChatMessage> {
+    serde_json::from_value(value).unwrap_or_else(|e| panic!("bad history: {e}"))
+}
+
+fn user(id: &str, text: &str) -> Value {
+    json!({"message_id": id, "role": "user", "content": text})
+}
+
+fn assistant(id: &str, text: &str) -> Value {
+    json!({"message_id": id, "role": "assistant", "content": text})
+}
+
+fn calls(id: &str, calls: &[(&str, &str)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(cid, args)| json!({"id": cid, "type": "function", "function": {"name": "read_file", "arguments": args}}))
+        .collect();
+    json!({"message_id": id, "role": "assistant", "content": "", "tool_calls": calls})
+}
+
+fn result(id: &str, call: &str, text: &str) -> Value {
+    json!({"message_id": id, "role": "tool", "tool_call_id": call, "content": text})
+}
+
+fn event(id: &str, subkind: &str) -> Value {
+    json!({"message_id": id, "role": "event", "content": format!("{subkind} {id}"), "event": {"subkind": subkind, "source": "test"}})
+}
+
+fn ids(messages: &[ChatMessage]) -> Vec<&str> {
+    messages.iter().map(|m| m.message_id.as_str()).collect()
+}
+
+fn total(messages: &[ChatMessage]) -> u64 {
+    messages.iter().map(palaver::history_limit::estimate_tokens).sum()
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn nothing_changes_under_budget() {
+    let h = history(json!([user("u1", "hi"), assistant("a1", "hello")]));
+    let limited = limit_history(&h, Some(10_000)).expect("fits");
+    assert_eq!(limited.strength, CompressionStrength::Absent);
+    assert_eq!(limited.messages, h);
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn stage_one_deduplicates_context_files_keeping_the_largest_copy() {
+    let file = |id: &str, l1: u64, l2: u64, body: &str| {
+        json!({"message_id": id, "role": "context_file", "content": json!([{"file_name": "src/a.rs", "file_content": body, "line1": l1, "line2": l2}]).to_string()})
+    };
+    let big = "x".repeat(4000);
+    let small = "y".repeat(400);
+    let h = history(json!([
+        user("u1", "look"), file("f1", 1, 100, &big), assistant("a1", "ok"),
+        user("u2", "again"), file("f2", 10, 20, &small), assistant("a2", "ok"),
+        user("u3", "now"),
+    ]));
+    let budget = total(&h) - 50;
+    let limited = limit_history(&h, Some(budget)).expect("fits after dedup");
+    assert_eq!(limited.strength, CompressionStrength::Low);
+    let text = |id: &str| {
+        limited.messages.iter().find(|m| m.message_id == id).map(|m| m.content.text()).unwrap_or_default()
+    };
+    assert!(text("f1").contains(&big), "the largest copy stays");
+    assert!(text("f2").contains("src/a.rs is shown again later"), "{}", text("f2"));
+    assert_eq!(ids(&limited.messages).len(), 7, "no message dropped");
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn stage_two_compresses_old_tool_results_outside_the_tail() {
+    let long = "r".repeat(3000);
+    let h = history(json!([
+        user("u1", "read"), calls("a1", &[("k1", "{\"path\":\"a\"}")]), result("t1", "k1", &long),
+        assistant("a2", "done"),
+        user("u2", "again"), calls("a3", &[("k2", "{\"path\":\"b\"}")]), result("t2", "k2", &long),
+    ]));
+    let limited = limit_history(&h, Some(total(&h) - 200)).expect("fits");
+    assert_eq!(limited.strength, CompressionStrength::Low);
+    let t1 = limited.messages.iter().find(|m| m.message_id == "t1").map(|m| m.content.text()).unwrap_or_default();
+    let t2 = limited.messages.iter().find(|m| m.message_id == "t2").map(|m| m.content.text()).unwrap_or_default();
+    assert!(t1.starts_with(&"r".repeat(200)) && t1.contains("[compressed: kept 200 of 3000 characters"), "{t1}");
+    assert_eq!(t2, long, "the protected tail is not compressed at this stage");
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn stage_three_repairs_calls_and_results_always() {
+    let h = history(json!([
+        user("u1", "go"),
+        calls("a1", &[("k1", "{\"path\":\"a\"}"), ("k2", "{\"path\":\"b\"}"), ("k3", "{\"path\": \"c")]),
+        result("t-orphan", "nobody", "orphan"),
+        result("t2", "k2", "second"),
+        user("u-mid", "hm"),
+        result("t1", "k1", "first"),
+        result("t1-dup", "k1", "first again"),
+        assistant("a2", "done"),
+    ]));
+    let limited = limit_history(&h, None).expect("no budget");
+    assert_eq!(limited.strength, CompressionStrength::Absent, "repairs are not compression");
+    assert!(limited.repairs >= 3);
+    let got = ids(&limited.messages);
+    assert_eq!(got, ["u1", "a1", "t1", "t2", "a1-bad-args", "u-mid", "a2"], "{got:?}");
+    let a1 = &limited.messages[1];
+    let call_ids: Vec<&str> = a1.tool_calls().iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(call_ids, ["k1", "k2"], "the call with cut arguments is taken out");
+    assert!(limited.messages[4].content.text().contains("not a JSON object"));
+    // An unanswered call disappears with nothing left of its message.
+    let h = history(json!([user("u1", "go"), calls("a1", &[("k9", "{}")]), user("u2", "still there?")]));
+    let limited = limit_history(&h, None).expect("no budget");
+    assert_eq!(ids(&limited.messages), ["u1", "u2"]);
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn stage_four_drops_old_turns_but_never_plans_and_applies_exemptions() {
+    let words = "w".repeat(2000);
+    let h = history(json!([
+        {"message_id": "s", "role": "system", "content": "system prompt"},
+        user("u1", &words), event("tick1", "tick"), assistant("a1", &words),
+        {"message_id": "p1", "role": "plan", "content": "the plan", "plan": {"mode": "agent", "version": 1}},
+        event("pc1", "process_completed"), event("pc2", "process_completed"),
+        user("u2", &words), event("pc3", "process_completed"), event("mode1", "mode_switch"), assistant("a2", &words),
+        event("pc4", "process_completed"), {"message_id": "d1", "role": "event", "content": "note", "event": {"subkind": "plan_delta", "source": "update_plan", "payload": {"seq": 1}}},
+        user("u3", &words), event("tick2", "tick"), assistant("a3", &words),
+        user("u4", "last question"),
+    ]));
+    let limited = limit_history(&h, Some(total(&h) - 700)).expect("fits");
+    assert_eq!(limited.strength, CompressionStrength::Medium);
+    let got = ids(&limited.messages);
+    for kept in ["s", "p1", "d1", "u4", "tick2"] {
+        assert!(got.contains(&kept), "{kept} kept: {got:?}");
+    }
+    for dropped in ["u1", "a1", "tick1", "pc1"] {
+        assert!(!got.contains(&dropped), "{dropped} dropped: {got:?}");
+    }
+    let pcs = got.iter().filter(|id| id.starts_with("pc")).count();
+    assert!(pcs <= 3, "KeepRecentN keeps 3 process_completed: {got:?}");
+    assert!(!got.contains(&"mode1"), "DropOnAge: older than the last 2 user turns: {got:?}");
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_protected_tail_is_cut_last_and_an_impossible_history_is_an_error() {
+    let long = "r".repeat(3000);
+    let h = history(json!([
+        user("u1", "old"), assistant("a1", "old answer"),
+        user("u2", "read both"),
+        calls("a2", &[("k1", "{}")]), result("t1", "k1", &long),
+        calls("a3", &[("k2", "{}")]), result("t2", "k2", &long),
+    ]));
+    let limited = limit_history(&h, Some(300)).expect("fits once the tail is cut");
+    assert_eq!(limited.strength, CompressionStrength::High);
+    assert!(ids(&limited.messages).contains(&"u2"), "the last user message stays");
+    let huge = "q".repeat(40_000);
+    let h = history(json!([user("u1", &huge)]));
+    match limit_history(&h, Some(1000)) {
+        Err(HistoryLimitError::TooLarge { estimated, budget }) => {
+            assert!(estimated > budget && budget == 1000);
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_history_too_large_ends_the_turn_with_a_typed_error_and_no_request() {
+    let mut h = Harness::with_config_patch(&json!({"default_n_ctx": 2000}));
+    h.open("c1", None);
+    let step = send(&mut h, "u1", &"z".repeat(40_000));
+    assert!(!step.effects.iter().any(|e| matches!(e, Effect::StartRequest { .. })));
+    let snapshot = serde_json::to_value(h.engine.snapshot("c1")).unwrap_or(Value::Null);
+    let error = &snapshot["runtime"]["error"];
+    assert_eq!(error["code"], "history_too_large", "{error}");
+    assert_eq!(error["class"], "request_too_large");
+    assert_eq!(messages(&h).len(), 2, "the user message is kept, with an error notice");
+}
+
+/// Round N's request is a byte prefix of round N+1's: the body is assembled in a fixed order
+/// and nothing already sent changes.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn three_rounds_of_a_tool_chat_keep_a_byte_stable_prefix() {
+    let mut h = harness();
+    let mut bodies = vec![request_body(&send(&mut h, "u1", "read a, then b"))];
+    for (i, path) in ["a.txt", "b.txt"].iter().enumerate() {
+        let id = format!("k{i}");
+        reply(&mut h, json!({"text": format!("reading {path}"), "tool_calls": [call(&id, "read_file", json!({"path": path}))]}));
+        let next = h.handle(Input::ToolResult {
+            chat_id: "c1".into(),
+            tool_call_id: id,
+            content: format!("contents of {path}"),
+            tool_failed: false,
+            data: None,
+        });
+        bodies.push(request_body(&next));
+    }
+    for pair in bodies.windows(2) {
+        let (a, b) = (&pair[0]["messages"], &pair[1]["messages"]);
+        let a_text = serde_json::to_string(a).unwrap_or_default();
+        let b_text = serde_json::to_string(b).unwrap_or_default();
+        let prefix = &a_text[..a_text.len() - 1]; // without the closing `]`
+        assert!(b_text.starts_with(prefix), "round prefix changed:\n{a_text}\n{b_text}");
+        assert_eq!(pair[0]["tools"], pair[1]["tools"], "tools are stable");
+    }
+}
