@@ -32,9 +32,12 @@ pub fn anthropic(input: &RequestInput) -> ProviderRequest {
     if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
         body.insert("system".into(), json!([{"type": "text", "text": system}]));
     }
-    body.insert("messages".into(), Value::Array(turns(&history)));
-    if !input.tools.is_empty() {
-        body.insert("tools".into(), input.tools.iter().map(tool).collect());
+    let mut messages = turns(&history);
+    let mut tools: Vec<Value> = input.tools.iter().map(tool).collect();
+    place_cache_breakpoints(&mut body, &mut tools, &mut messages);
+    body.insert("messages".into(), Value::Array(messages));
+    if !tools.is_empty() {
+        body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(budget) = input.thread.thinking_budget {
         body.insert(
@@ -58,6 +61,48 @@ pub fn anthropic(input: &RequestInput) -> ProviderRequest {
         body: Value::Object(body),
         compression_strength: Default::default(),
     }
+}
+
+/// Message counts at which a history breakpoint settles: a tier moves only every `TIER` turns,
+/// so its prefix stays cached for that long (SPEC §6.5, seed 002).
+const STABLE_TIERS: [usize; 2] = [32, 8];
+
+/// At most 4 `cache_control` breakpoints: after the system prompt and tools (on the last tool,
+/// else on the system block), at the end of the two stable tiers, and on the last turn (which
+/// moves every round and is read back by the next one).
+fn place_cache_breakpoints(body: &mut Map<String, Value>, tools: &mut [Value], messages: &mut [Value]) {
+    let marker = || json!({"type": "ephemeral"});
+    if let Some(last_tool) = tools.last_mut() {
+        last_tool["cache_control"] = marker();
+    } else if let Some(Value::Array(system)) = body.get_mut("system") {
+        if let Some(block) = system.last_mut() {
+            block["cache_control"] = marker();
+        }
+    }
+    let n = messages.len();
+    let mut positions: Vec<usize> = STABLE_TIERS
+        .iter()
+        .filter_map(|tier| (n / tier * tier).checked_sub(1))
+        .collect();
+    positions.extend(n.checked_sub(1));
+    positions.sort_unstable();
+    positions.dedup();
+    for position in positions {
+        if let Some(block) = messages[position]["content"]
+            .as_array_mut()
+            .and_then(|blocks| blocks.iter_mut().rev().find(|b| can_carry_cache_control(b)))
+        {
+            block["cache_control"] = marker();
+        }
+    }
+}
+
+/// Thinking blocks cannot be marked; every other content block can.
+fn can_carry_cache_control(block: &Value) -> bool {
+    !matches!(
+        block["type"].as_str(),
+        Some("thinking" | "redacted_thinking")
+    )
 }
 
 fn tool(spec: &ToolSpec) -> Value {

@@ -367,3 +367,107 @@ fn three_rounds_of_a_tool_chat_keep_a_byte_stable_prefix() {
         assert_eq!(pair[0]["tools"], pair[1]["tools"], "tools are stable");
     }
 }
+
+fn without_cache_control(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| *k != "cache_control")
+                .map(|(k, v)| (k.clone(), without_cache_control(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_cache_control).collect()),
+        other => other.clone(),
+    }
+}
+
+fn breakpoints(body: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    for (i, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
+        if tool.get("cache_control").is_some() {
+            found.push(format!("tool {i}"));
+        }
+    }
+    for (i, message) in body["messages"].as_array().into_iter().flatten().enumerate() {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block.get("cache_control").is_some() {
+                found.push(format!("message {i}"));
+            }
+        }
+    }
+    found
+}
+
+/// Anthropic: at most 4 breakpoints (tools, stable tiers, the last turn); a tier breakpoint,
+/// once placed, stays where it is in later rounds; without the markers each round's messages
+/// are a prefix of the next round's.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn anthropic_cache_breakpoints_follow_the_tiers() {
+    let mut h = Harness::with_config_patch(
+        &json!({"providers": [{"kind": "anthropic", "base_url": "http://127.0.0.1:9/v1", "model": "claude-test"}]}),
+    );
+    h.open("c1", None);
+    h.command("c1", json!({"type": "set_params", "client_request_id": "p", "patch": {"provider": "anthropic"}}));
+    let anthropic_reply = |text: &str, call: Option<(&str, &str)>| {
+        let mut sse = String::from("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n");
+        sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n"));
+        let stop = match call {
+            Some((id, path)) => {
+                sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"read_file\",\"input\":{{}}}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"path\\\":\\\"{path}\\\"}}\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":1}}\n\n"));
+                "tool_use"
+            }
+            None => "end_turn",
+        };
+        sse.push_str(&format!("event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{stop}\"}},\"usage\":{{\"output_tokens\":3}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"));
+        sse
+    };
+    let mut bodies = vec![request_body(&send(&mut h, "u0", "start"))];
+    for round in 0..12 {
+        let id = format!("toolu_{round}");
+        h.stream(anthropic_reply("reading", Some((&id, &format!("f{round}.txt")))).as_bytes());
+        h.stream_end();
+        let next = h.handle(Input::ToolResult {
+            chat_id: "c1".into(),
+            tool_call_id: id,
+            content: format!("contents {round}"),
+            tool_failed: false,
+            data: None,
+        });
+        bodies.push(request_body(&next));
+    }
+    for (round, body) in bodies.iter().enumerate() {
+        let marks = breakpoints(body);
+        assert!(marks.len() <= 4, "round {round}: {marks:?}");
+        assert!(marks.iter().any(|m| m.starts_with("tool")), "round {round}: the tools carry one: {marks:?}");
+        let last = body["messages"].as_array().map_or(0, Vec::len) - 1;
+        assert!(marks.contains(&format!("message {last}")), "round {round}: the last turn carries one");
+    }
+    // Tier breakpoints sit at the end of the last whole block of 8 (and of 32) turns: they move
+    // only when a tier graduates, so a round's tier prefix is the next seven rounds' too.
+    let mut saw_tier = false;
+    for body in &bodies {
+        let n = body["messages"].as_array().map_or(0, Vec::len);
+        let mut expected: Vec<String> = [32usize, 8]
+            .iter()
+            .filter_map(|t| (n / t * t).checked_sub(1))
+            .filter(|p| *p != n - 1)
+            .map(|p| format!("message {p}"))
+            .collect();
+        expected.sort();
+        expected.dedup();
+        let mut tiers: Vec<String> = breakpoints(body)
+            .into_iter()
+            .filter(|m| m.starts_with("message") && *m != format!("message {}", n - 1))
+            .collect();
+        tiers.sort();
+        saw_tier |= !tiers.is_empty();
+        assert_eq!(tiers, expected, "{n} turns");
+    }
+    assert!(saw_tier, "the chat grew past a tier");
+    for pair in bodies.windows(2) {
+        let a = serde_json::to_string(&without_cache_control(&pair[0]["messages"])).unwrap_or_default();
+        let b = serde_json::to_string(&without_cache_control(&pair[1]["messages"])).unwrap_or_default();
+        assert!(b.starts_with(&a[..a.len() - 1]), "the prefix changed:\n{a}\n{b}");
+    }
+}

@@ -132,6 +132,7 @@ fn anthropic_thinking_round_trips_within_the_tool_turn() {
     assert_eq!(assistant["content"][1]["input"], json!({"path": "a.txt"}));
     assert_eq!(
         body["messages"][2]["content"][0],
-        json!({"type": "tool_result", "tool_use_id": "toolu_9", "content": "hello"})
+        json!({"type": "tool_result", "tool_use_id": "toolu_9", "content": "hello", "cache_control": {"type": "ephemeral"}}),
+        "the last turn carries the moving cache breakpoint"
     );
 }
