@@ -44,6 +44,10 @@ pub struct EngineConfig {
     /// Attempts and first backoff of provider requests (SPEC §6.5).
     #[serde(default)]
     pub retry: RetryPolicy,
+    /// Compaction by the model starts when the estimate passes this fraction of n_ctx (SPEC §5);
+    /// `null` turns it off.
+    #[serde(default = "default_compact_at")]
+    pub compact_at: Option<f64>,
     /// How long a request may go without its first byte; defaults to `stall_timeout_ms`.
     #[serde(default)]
     pub first_byte_timeout_ms: Option<u64>,
@@ -51,6 +55,10 @@ pub struct EngineConfig {
 
 fn default_stall_timeout() -> u64 {
     120_000
+}
+
+fn default_compact_at() -> Option<f64> {
+    Some(0.7)
 }
 
 fn default_n_ctx() -> u64 {
@@ -70,6 +78,7 @@ impl Default for EngineConfig {
             default_n_ctx: default_n_ctx(),
             retry: RetryPolicy::default(),
             first_byte_timeout_ms: None,
+            compact_at: default_compact_at(),
         }
     }
 }

@@ -116,20 +116,32 @@ struct Work {
     suppressed: BTreeSet<String>,
 }
 
+/// The estimate of what a request for `history` would send (SPEC §5): what linearize leaves
+/// out counts nothing, and the sum is calibrated by the provider's last reported usage.
+pub fn estimate_history(history: &[ChatMessage]) -> u64 {
+    let (tokens, calibration, _) = token_table(history);
+    (tokens.iter().sum::<u64>() as f64 * calibration).ceil() as u64
+}
+
+fn token_table(messages: &[ChatMessage]) -> (Vec<u64>, f64, BTreeSet<String>) {
+    let suppressed = crate::linearize::summarized_sources(messages);
+    let tokens: Vec<u64> = messages
+        .iter()
+        .map(|m| {
+            if is_sent(m, &suppressed) {
+                estimate_tokens(m)
+            } else {
+                0
+            }
+        })
+        .collect();
+    let calibration = calibration(messages, &tokens);
+    (tokens, calibration, suppressed)
+}
+
 impl Work {
     fn new(messages: Vec<ChatMessage>, budget: u64) -> Self {
-        let suppressed = crate::linearize::summarized_sources(&messages);
-        let tokens: Vec<u64> = messages
-            .iter()
-            .map(|m| {
-                if is_sent(m, &suppressed) {
-                    estimate_tokens(m)
-                } else {
-                    0
-                }
-            })
-            .collect();
-        let calibration = calibration(&messages, &tokens);
+        let (tokens, calibration, suppressed) = token_table(&messages);
         let total = tokens.iter().sum();
         Work {
             messages,
@@ -189,7 +201,8 @@ impl Work {
 }
 
 /// The ratio of the provider's last reported `prompt_tokens` to our estimate of the messages it
-/// covered, kept within [0.5, 4] so one odd report cannot swing the limit wildly.
+/// covered, kept within [0.5, 4] so one odd report cannot swing the limit wildly. A report from
+/// before the last summary counted messages no longer sent, so it does not count.
 fn calibration(messages: &[ChatMessage], tokens: &[u64]) -> f64 {
     let Some(anchor) = messages
         .iter()
@@ -197,6 +210,12 @@ fn calibration(messages: &[ChatMessage], tokens: &[u64]) -> f64 {
     else {
         return 1.0;
     };
+    let last_summary = messages
+        .iter()
+        .rposition(|m| m.extra.contains_key("compression"));
+    if last_summary.is_some_and(|s| s > anchor) {
+        return 1.0;
+    }
     let reported = messages[anchor]
         .usage
         .as_ref()

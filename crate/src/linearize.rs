@@ -19,11 +19,20 @@ pub enum Thinking {
 
 pub fn linearize(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
     let suppressed = summarized_sources(history);
+    let summary_at = summary_positions(history);
     let last_user = history.iter().rposition(|m| m.role == Role::User);
     let mut out: Vec<ChatMessage> = Vec::with_capacity(history.len());
     let mut pending_context: Vec<String> = Vec::new();
     for (index, message) in history.iter().enumerate() {
-        if is_left_out(message, &suppressed) {
+        // A summary speaks where its sources were, as context the user gives.
+        if let Some(summary) = summary_at.get(&index) {
+            let text = format!(
+                "[Summary of the earlier conversation]\n{}",
+                summary.content.text()
+            );
+            push_user(&mut out, &mut pending_context, Content::Text(text));
+        }
+        if is_left_out(message, &suppressed) || is_summary(message) {
             continue;
         }
         match message.role {
@@ -58,6 +67,39 @@ fn is_left_out(message: &ChatMessage, suppressed: &BTreeSet<String>) -> bool {
     message.is_ui_only()
         || message.role == Role::CompressionReport
         || suppressed.contains(&message.message_id)
+}
+
+/// Whether a message is a summary made by compaction (SPEC §5).
+pub fn is_summary(message: &ChatMessage) -> bool {
+    message
+        .extra
+        .get("compression")
+        .and_then(|c| c.get("kind"))
+        .and_then(Value::as_str)
+        == Some("summary")
+}
+
+/// For each summary, the history index of its earliest source: where it is rendered.
+fn summary_positions(history: &[ChatMessage]) -> std::collections::BTreeMap<usize, &ChatMessage> {
+    let mut at = std::collections::BTreeMap::new();
+    for summary in history.iter().filter(|m| is_summary(m)) {
+        let sources: BTreeSet<&str> = summary
+            .extra
+            .get("compression")
+            .and_then(|c| c.get("summarized_source_message_ids"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if let Some(first) = history
+            .iter()
+            .position(|m| sources.contains(m.message_id.as_str()))
+        {
+            at.insert(first, summary);
+        }
+    }
+    at
 }
 
 fn is_stopped(message: &ChatMessage) -> bool {

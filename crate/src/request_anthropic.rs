@@ -70,7 +70,11 @@ const STABLE_TIERS: [usize; 2] = [32, 8];
 /// At most 4 `cache_control` breakpoints: after the system prompt and tools (on the last tool,
 /// else on the system block), at the end of the two stable tiers, and on the last turn (which
 /// moves every round and is read back by the next one).
-fn place_cache_breakpoints(body: &mut Map<String, Value>, tools: &mut [Value], messages: &mut [Value]) {
+fn place_cache_breakpoints(
+    body: &mut Map<String, Value>,
+    tools: &mut [Value],
+    messages: &mut [Value],
+) {
     let marker = || json!({"type": "ephemeral"});
     if let Some(last_tool) = tools.last_mut() {
         last_tool["cache_control"] = marker();

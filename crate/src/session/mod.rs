@@ -6,6 +6,7 @@
 //! the event it is answered with; applying the emitted events to a snapshot gives `snapshot()`.
 
 mod commands;
+mod compaction;
 mod runtime;
 pub mod state;
 mod step;
@@ -77,6 +78,10 @@ pub struct ChatSession {
     /// so a stream chunk costs O(chunk), not O(chat).
     estimate_cache: std::cell::Cell<Option<u64>>,
     last_queue: Vec<QueuedItemSummary>,
+    /// The last compaction's status for `runtime_updated` (`running`, `applied`, …).
+    compression_phase: Option<String>,
+    /// After a skipped or failed compaction, none is tried before the history reaches this length.
+    compaction_blocked_until: Option<usize>,
     events: Vec<EventEnvelope>,
     effects: Vec<Effect>,
 }
@@ -96,6 +101,8 @@ impl ChatSession {
             last_runtime: None,
             estimate_cache: std::cell::Cell::new(None),
             last_queue: Vec::new(),
+            compression_phase: None,
+            compaction_blocked_until: None,
             events: Vec::new(),
             effects: Vec::new(),
         }
@@ -199,8 +206,8 @@ impl ChatSession {
             queue_size: queued_items.len(),
             queued_items,
             context_usage: self.context_usage(config),
-            is_compressing: false,
-            compression_phase: None,
+            is_compressing: matches!(&self.state, SessionState::Generating(g) if g.compaction.is_some()),
+            compression_phase: self.compression_phase.clone(),
             storage_error: self.book.storage_error().map(str::to_string),
             retry: self.retry_status(config),
         }
@@ -242,6 +249,14 @@ impl ChatSession {
             ),
             None => (0, 0),
         };
+        // A summary after the report means the report counted messages no longer sent.
+        let last_summary = self
+            .messages
+            .iter()
+            .rposition(|m| m.extra.contains_key("compression"));
+        if last_summary.is_some_and(|s| anchor.is_none_or(|a| s > a)) {
+            return crate::history_limit::estimate_history(&self.messages);
+        }
         base + self.messages[from..]
             .iter()
             .map(estimate_tokens)

@@ -54,6 +54,26 @@ pub struct Generating {
     pub phase: StreamPhase,
     /// Why the previous attempt failed, while this round is being retried.
     pub last_failure: Option<AttemptFailure>,
+    /// Set when this request asks for a summary instead of a reply (SPEC §5).
+    pub compaction: Option<Box<Compaction>>,
+}
+
+/// A compaction request under way: its sources, the summary streaming in, and what comes after.
+#[derive(Debug)]
+pub struct Compaction {
+    pub source_ids: Vec<String>,
+    pub draft: crate::delta::Draft,
+    pub resume: Resume,
+    pub emergency: bool,
+}
+
+/// What the turn does once compaction is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// The turn had ended: back to idle.
+    Idle,
+    /// Send this round of the turn.
+    Round(u32),
 }
 
 /// A failed attempt that is being retried: shown as the retry countdown (SECURITY D24).
@@ -84,6 +104,20 @@ pub struct Streaming {
     pub finish_reason: Option<String>,
     pub failure: Option<StreamFailure>,
     pub done: bool,
+}
+
+impl Streaming {
+    pub fn new(decoder: StreamDecoder, now: u64) -> Self {
+        Streaming {
+            decoder,
+            last_bytes_at: now,
+            got_bytes: false,
+            visible: false,
+            finish_reason: None,
+            failure: None,
+            done: false,
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -1,7 +1,9 @@
 //! The turn loop's provider side (SPEC §2.4, §2.5, §6.5): start a round, feed stream bytes to the
 //! decoder and the draft, end the round, retry what may be retried, watch for stalls, abort.
 
-use super::state::{AttemptFailure, ErrorInfo, Generating, SessionState, StreamPhase, Streaming};
+use super::state::{
+    AttemptFailure, ErrorInfo, Generating, Resume, SessionState, StreamPhase, Streaming,
+};
 use super::{ChatSession, Ctx, RequestFailure};
 use crate::delta::{DeltaOp, Draft, StreamFailure};
 use crate::engine::{Effect, RequestPurpose};
@@ -21,8 +23,22 @@ impl ChatSession {
         self.start_round(ctx, 1, 1, None)
     }
 
-    /// Sends the round's request; `last_failure` is why the previous attempt is being retried.
+    /// Starts a round: compaction first when the history is over `compact_at` (SPEC §5).
     pub(super) fn start_round(
+        &mut self,
+        ctx: &mut Ctx,
+        round: u32,
+        attempt: u32,
+        last_failure: Option<AttemptFailure>,
+    ) -> SessionState {
+        if attempt == 1 && self.should_compact(ctx) {
+            return self.start_compaction(ctx, Resume::Round(round));
+        }
+        self.send_round(ctx, round, attempt, last_failure)
+    }
+
+    /// Sends the round's request; `last_failure` is why the previous attempt is being retried.
+    pub(super) fn send_round(
         &mut self,
         ctx: &mut Ctx,
         round: u32,
@@ -75,21 +91,13 @@ impl ChatSession {
         self.effect(Effect::WakeAt {
             at_ms: ctx.now + first_byte_timeout_ms(ctx),
         });
-        let streaming = Streaming {
-            decoder,
-            last_bytes_at: ctx.now,
-            got_bytes: false,
-            visible: false,
-            finish_reason: None,
-            failure: None,
-            done: false,
-        };
         SessionState::Generating(Generating {
             round,
             attempt,
             request_id,
-            phase: StreamPhase::Streaming(Box::new(streaming)),
+            phase: StreamPhase::Streaming(Box::new(Streaming::new(decoder, ctx.now))),
             last_failure,
+            compaction: None,
         })
     }
 
@@ -133,7 +141,7 @@ impl ChatSession {
 
     /// Tokens the history may take (SPEC §5): `n_ctx − max_tokens − reserve`, less what the
     /// system prompt and the tool schemas take.
-    fn history_budget(
+    pub(super) fn history_budget(
         &self,
         ctx: &Ctx,
         system_prompt: Option<&str>,
@@ -208,8 +216,10 @@ impl ChatSession {
             return SessionState::Generating(g);
         };
         let ops = collect_ops(items, streaming);
-        if !ops.is_empty() {
-            self.apply_ops(ops);
+        match g.compaction.as_mut() {
+            Some(job) => ops.iter().for_each(|op| job.draft.apply(op)),
+            None if !ops.is_empty() => self.apply_ops(ops),
+            None => {}
         }
         let failure = streaming.failure.clone();
         match failure {
@@ -233,10 +243,21 @@ impl ChatSession {
     }
 
     /// The stream ended cleanly: the draft becomes a message; tool calls start the tool step.
-    fn close_round(&mut self, ctx: &mut Ctx, g: Generating) -> SessionState {
+    fn close_round(&mut self, ctx: &mut Ctx, mut g: Generating) -> SessionState {
         let StreamPhase::Streaming(streaming) = g.phase else {
-            return self.start_round(ctx, g.round, g.attempt, g.last_failure);
+            return self.send_round(ctx, g.round, g.attempt, g.last_failure);
         };
+        if let Some(job) = g.compaction.take() {
+            let complete = StreamDecoder::completion(
+                streaming.decoder.kind(),
+                streaming.finish_reason.as_deref(),
+                streaming.done,
+            );
+            return match complete {
+                Some(_) => self.finish_compaction(ctx, *job),
+                None => self.compaction_failed(ctx, *job),
+            };
+        }
         let Some(finish_reason) = StreamDecoder::completion(
             streaming.decoder.kind(),
             streaming.finish_reason.as_deref(),
@@ -266,6 +287,9 @@ impl ChatSession {
         let message_id = message.message_id.clone();
         self.push_message(message);
         if calls.is_empty() {
+            if self.should_compact(ctx) {
+                return self.start_compaction(ctx, Resume::Idle);
+            }
             return SessionState::Idle;
         }
         self.begin_tool_step(ctx, g.round, message_id, calls)
@@ -297,8 +321,12 @@ impl ChatSession {
             message: failure.message,
         };
         let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.visible);
-        if visible {
+        if visible || g.compaction.is_some() {
             return self.fail_stream(ctx, g, attempt_failure.into_stream_failure(), verdict);
+        }
+        // "Context too long": the model summarizes first, then the round is sent again.
+        if verdict.class == ErrorClass::RequestTooLarge && self.can_compact(ctx) {
+            return self.start_compaction(ctx, Resume::Round(g.round));
         }
         self.retry_or_fail(ctx, g, "llm_error", attempt_failure, verdict, asked_wait)
     }
@@ -308,10 +336,16 @@ impl ChatSession {
     fn fail_stream(
         &mut self,
         ctx: &mut Ctx,
-        g: Generating,
+        mut g: Generating,
         failure: StreamFailure,
         verdict: Verdict,
     ) -> SessionState {
+        if let Some(job) = g.compaction.take() {
+            self.effect(Effect::CancelRequest {
+                request_id: g.request_id,
+            });
+            return self.compaction_failed(ctx, *job);
+        }
         let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.visible);
         let attempt_failure = AttemptFailure {
             class: verdict.class,
@@ -377,7 +411,7 @@ impl ChatSession {
     pub(super) fn on_generating_tick(&mut self, ctx: &mut Ctx, g: Generating) -> SessionState {
         match &g.phase {
             StreamPhase::Retrying { at_ms } if ctx.now >= *at_ms => {
-                self.start_round(ctx, g.round, g.attempt + 1, g.last_failure)
+                self.send_round(ctx, g.round, g.attempt + 1, g.last_failure)
             }
             StreamPhase::Retrying { at_ms } => {
                 self.effect(Effect::WakeAt { at_ms: *at_ms });

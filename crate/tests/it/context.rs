@@ -81,7 +81,9 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
         ]}),
     );
     assert!(
-        step.effects.iter().any(|e| matches!(e, Effect::RunTool { name, .. } if name == "read_file")),
+        step.effects
+            .iter()
+            .any(|e| matches!(e, Effect::RunTool { name, .. } if name == "read_file")),
         "the workspace tool runs; engine tools ran inline"
     );
     let next = h.handle(Input::ToolResult {
@@ -92,17 +94,35 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
         data: None,
     });
     let results = tool_results(&h);
-    assert_eq!(results[0].2, true, "update_plan without a plan fails: {results:?}");
+    assert_eq!(
+        results[0].2, true,
+        "update_plan without a plan fails: {results:?}"
+    );
     assert!(results[0].1.contains("no plan exists"));
     assert!(!results[1].2 && !results[2].2);
-    assert!(results[3].2 && results[3].1.contains("a plan already exists; use update_plan"));
+    assert!(
+        results[3].2
+            && results[3]
+                .1
+                .contains("a plan already exists; use update_plan")
+    );
     let roles: Vec<String> = messages(&h)
         .iter()
         .map(|m| m["role"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "tool", "tool", "tool", "tool", "tool", "plan", "event"],
+        [
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "tool",
+            "tool",
+            "tool",
+            "plan",
+            "event"
+        ],
         "the plan and its delta come after all of the step's results"
     );
     let all = messages(&h);
@@ -112,12 +132,20 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
     // The next request carries them as text after the results, never as roles `plan`/`event`.
     let body = request_body(&next);
     let sent: Vec<Value> = body["messages"].as_array().cloned().unwrap_or_default();
-    assert!(sent.iter().all(|m| m["role"] != "plan" && m["role"] != "event"));
+    assert!(sent
+        .iter()
+        .all(|m| m["role"] != "plan" && m["role"] != "event"));
     let last = sent.last().cloned().unwrap_or(Value::Null);
     assert_eq!(last["role"], "user");
     let text = last["content"].as_str().unwrap_or("");
-    assert!(text.starts_with("<plan mode=\"agent\" version=\"1\">\n1. read\n2. write\n</plan>"), "{text}");
-    assert!(text.contains("<plan-update seq=\"1\">read done</plan-update>"), "{text}");
+    assert!(
+        text.starts_with("<plan mode=\"agent\" version=\"1\">\n1. read\n2. write\n</plan>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("<plan-update seq=\"1\">read done</plan-update>"),
+        "{text}"
+    );
 
     // get_plan returns the base and its updates; a second update gets seq 2.
     reply(
@@ -129,7 +157,12 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
     );
     let results = tool_results(&h);
     let got = &results[6].1;
-    assert!(got.contains("1. read") && got.contains("seq=\"1\">read done") && got.contains("seq=\"2\"><![CDATA[write <b>done</b>]]>"), "{got}");
+    assert!(
+        got.contains("1. read")
+            && got.contains("seq=\"1\">read done")
+            && got.contains("seq=\"2\"><![CDATA[write <b>done</b>]]>"),
+        "{got}"
+    );
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -147,17 +180,29 @@ fn plan_caps_cut_and_mark() {
         ]}),
     );
     let all = messages(&h);
-    let plan = all.iter().find(|m| m["role"] == "plan").cloned().unwrap_or(Value::Null);
+    let plan = all
+        .iter()
+        .find(|m| m["role"] == "plan")
+        .cloned()
+        .unwrap_or(Value::Null);
     let body = plan["content"].as_str().unwrap_or("");
     assert_eq!(body.chars().count(), PLAN_BODY_CAP);
     assert!(body.ends_with("of 200000 chars]") && body.contains("[truncated: kept "));
     assert_eq!(plan["plan"]["truncated"], true);
     assert_eq!(plan["plan"]["original_chars"], 200_000);
-    let delta = all.iter().find(|m| m["role"] == "event").cloned().unwrap_or(Value::Null);
+    let delta = all
+        .iter()
+        .find(|m| m["role"] == "event")
+        .cloned()
+        .unwrap_or(Value::Null);
     let note = delta["content"].as_str().unwrap_or("");
     assert_eq!(note.chars().count(), PLAN_DELTA_CAP);
     assert_eq!(PLAN_DELTA_CAP, 16_384);
-    assert!(note.ends_with("of 20000 chars]"), "{}", &note[note.len() - 60..]);
+    assert!(
+        note.ends_with("of 20000 chars]"),
+        "{}",
+        &note[note.len() - 60..]
+    );
 }
 
 fn history(value: Value) -> Vec<ChatMessage> {
@@ -193,7 +238,10 @@ fn ids(messages: &[ChatMessage]) -> Vec<&str> {
 }
 
 fn total(messages: &[ChatMessage]) -> u64 {
-    messages.iter().map(palaver::history_limit::estimate_tokens).sum()
+    messages
+        .iter()
+        .map(palaver::history_limit::estimate_tokens)
+        .sum()
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -208,24 +256,35 @@ fn nothing_changes_under_budget() {
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn stage_one_deduplicates_context_files_keeping_the_largest_copy() {
-    let file = |id: &str, l1: u64, l2: u64, body: &str| {
-        json!({"message_id": id, "role": "context_file", "content": json!([{"file_name": "src/a.rs", "file_content": body, "line1": l1, "line2": l2}]).to_string()})
-    };
+    let file = |id: &str, l1: u64, l2: u64, body: &str| json!({"message_id": id, "role": "context_file", "content": json!([{"file_name": "src/a.rs", "file_content": body, "line1": l1, "line2": l2}]).to_string()});
     let big = "x".repeat(4000);
     let small = "y".repeat(400);
     let h = history(json!([
-        user("u1", "look"), file("f1", 1, 100, &big), assistant("a1", "ok"),
-        user("u2", "again"), file("f2", 10, 20, &small), assistant("a2", "ok"),
+        user("u1", "look"),
+        file("f1", 1, 100, &big),
+        assistant("a1", "ok"),
+        user("u2", "again"),
+        file("f2", 10, 20, &small),
+        assistant("a2", "ok"),
         user("u3", "now"),
     ]));
     let budget = total(&h) - 50;
     let limited = limit_history(&h, Some(budget)).expect("fits after dedup");
     assert_eq!(limited.strength, CompressionStrength::Low);
     let text = |id: &str| {
-        limited.messages.iter().find(|m| m.message_id == id).map(|m| m.content.text()).unwrap_or_default()
+        limited
+            .messages
+            .iter()
+            .find(|m| m.message_id == id)
+            .map(|m| m.content.text())
+            .unwrap_or_default()
     };
     assert!(text("f1").contains(&big), "the largest copy stays");
-    assert!(text("f2").contains("src/a.rs is shown again later"), "{}", text("f2"));
+    assert!(
+        text("f2").contains("src/a.rs is shown again later"),
+        "{}",
+        text("f2")
+    );
     assert_eq!(ids(&limited.messages).len(), 7, "no message dropped");
 }
 
@@ -234,16 +293,36 @@ fn stage_one_deduplicates_context_files_keeping_the_largest_copy() {
 fn stage_two_compresses_old_tool_results_outside_the_tail() {
     let long = "r".repeat(3000);
     let h = history(json!([
-        user("u1", "read"), calls("a1", &[("k1", "{\"path\":\"a\"}")]), result("t1", "k1", &long),
+        user("u1", "read"),
+        calls("a1", &[("k1", "{\"path\":\"a\"}")]),
+        result("t1", "k1", &long),
         assistant("a2", "done"),
-        user("u2", "again"), calls("a3", &[("k2", "{\"path\":\"b\"}")]), result("t2", "k2", &long),
+        user("u2", "again"),
+        calls("a3", &[("k2", "{\"path\":\"b\"}")]),
+        result("t2", "k2", &long),
     ]));
     let limited = limit_history(&h, Some(total(&h) - 200)).expect("fits");
     assert_eq!(limited.strength, CompressionStrength::Low);
-    let t1 = limited.messages.iter().find(|m| m.message_id == "t1").map(|m| m.content.text()).unwrap_or_default();
-    let t2 = limited.messages.iter().find(|m| m.message_id == "t2").map(|m| m.content.text()).unwrap_or_default();
-    assert!(t1.starts_with(&"r".repeat(200)) && t1.contains("[compressed: kept 200 of 3000 characters"), "{t1}");
-    assert_eq!(t2, long, "the protected tail is not compressed at this stage");
+    let t1 = limited
+        .messages
+        .iter()
+        .find(|m| m.message_id == "t1")
+        .map(|m| m.content.text())
+        .unwrap_or_default();
+    let t2 = limited
+        .messages
+        .iter()
+        .find(|m| m.message_id == "t2")
+        .map(|m| m.content.text())
+        .unwrap_or_default();
+    assert!(
+        t1.starts_with(&"r".repeat(200)) && t1.contains("[compressed: kept 200 of 3000 characters"),
+        "{t1}"
+    );
+    assert_eq!(
+        t2, long,
+        "the protected tail is not compressed at this stage"
+    );
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -251,7 +330,14 @@ fn stage_two_compresses_old_tool_results_outside_the_tail() {
 fn stage_three_repairs_calls_and_results_always() {
     let h = history(json!([
         user("u1", "go"),
-        calls("a1", &[("k1", "{\"path\":\"a\"}"), ("k2", "{\"path\":\"b\"}"), ("k3", "{\"path\": \"c")]),
+        calls(
+            "a1",
+            &[
+                ("k1", "{\"path\":\"a\"}"),
+                ("k2", "{\"path\":\"b\"}"),
+                ("k3", "{\"path\": \"c")
+            ]
+        ),
         result("t-orphan", "nobody", "orphan"),
         result("t2", "k2", "second"),
         user("u-mid", "hm"),
@@ -260,16 +346,35 @@ fn stage_three_repairs_calls_and_results_always() {
         assistant("a2", "done"),
     ]));
     let limited = limit_history(&h, None).expect("no budget");
-    assert_eq!(limited.strength, CompressionStrength::Absent, "repairs are not compression");
+    assert_eq!(
+        limited.strength,
+        CompressionStrength::Absent,
+        "repairs are not compression"
+    );
     assert!(limited.repairs >= 3);
     let got = ids(&limited.messages);
-    assert_eq!(got, ["u1", "a1", "t1", "t2", "a1-bad-args", "u-mid", "a2"], "{got:?}");
+    assert_eq!(
+        got,
+        ["u1", "a1", "t1", "t2", "a1-bad-args", "u-mid", "a2"],
+        "{got:?}"
+    );
     let a1 = &limited.messages[1];
     let call_ids: Vec<&str> = a1.tool_calls().iter().map(|c| c.id.as_str()).collect();
-    assert_eq!(call_ids, ["k1", "k2"], "the call with cut arguments is taken out");
-    assert!(limited.messages[4].content.text().contains("not a JSON object"));
+    assert_eq!(
+        call_ids,
+        ["k1", "k2"],
+        "the call with cut arguments is taken out"
+    );
+    assert!(limited.messages[4]
+        .content
+        .text()
+        .contains("not a JSON object"));
     // An unanswered call disappears with nothing left of its message.
-    let h = history(json!([user("u1", "go"), calls("a1", &[("k9", "{}")]), user("u2", "still there?")]));
+    let h = history(json!([
+        user("u1", "go"),
+        calls("a1", &[("k9", "{}")]),
+        user("u2", "still there?")
+    ]));
     let limited = limit_history(&h, None).expect("no budget");
     assert_eq!(ids(&limited.messages), ["u1", "u2"]);
 }
@@ -299,7 +404,10 @@ fn stage_four_drops_old_turns_but_never_plans_and_applies_exemptions() {
     }
     let pcs = got.iter().filter(|id| id.starts_with("pc")).count();
     assert!(pcs <= 3, "KeepRecentN keeps 3 process_completed: {got:?}");
-    assert!(!got.contains(&"mode1"), "DropOnAge: older than the last 2 user turns: {got:?}");
+    assert!(
+        !got.contains(&"mode1"),
+        "DropOnAge: older than the last 2 user turns: {got:?}"
+    );
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -307,14 +415,20 @@ fn stage_four_drops_old_turns_but_never_plans_and_applies_exemptions() {
 fn the_protected_tail_is_cut_last_and_an_impossible_history_is_an_error() {
     let long = "r".repeat(3000);
     let h = history(json!([
-        user("u1", "old"), assistant("a1", "old answer"),
+        user("u1", "old"),
+        assistant("a1", "old answer"),
         user("u2", "read both"),
-        calls("a2", &[("k1", "{}")]), result("t1", "k1", &long),
-        calls("a3", &[("k2", "{}")]), result("t2", "k2", &long),
+        calls("a2", &[("k1", "{}")]),
+        result("t1", "k1", &long),
+        calls("a3", &[("k2", "{}")]),
+        result("t2", "k2", &long),
     ]));
     let limited = limit_history(&h, Some(300)).expect("fits once the tail is cut");
     assert_eq!(limited.strength, CompressionStrength::High);
-    assert!(ids(&limited.messages).contains(&"u2"), "the last user message stays");
+    assert!(
+        ids(&limited.messages).contains(&"u2"),
+        "the last user message stays"
+    );
     let huge = "q".repeat(40_000);
     let h = history(json!([user("u1", &huge)]));
     match limit_history(&h, Some(1000)) {
@@ -331,12 +445,19 @@ fn a_history_too_large_ends_the_turn_with_a_typed_error_and_no_request() {
     let mut h = Harness::with_config_patch(&json!({"default_n_ctx": 2000}));
     h.open("c1", None);
     let step = send(&mut h, "u1", &"z".repeat(40_000));
-    assert!(!step.effects.iter().any(|e| matches!(e, Effect::StartRequest { .. })));
+    assert!(!step
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::StartRequest { .. })));
     let snapshot = serde_json::to_value(h.engine.snapshot("c1")).unwrap_or(Value::Null);
     let error = &snapshot["runtime"]["error"];
     assert_eq!(error["code"], "history_too_large", "{error}");
     assert_eq!(error["class"], "request_too_large");
-    assert_eq!(messages(&h).len(), 2, "the user message is kept, with an error notice");
+    assert_eq!(
+        messages(&h).len(),
+        2,
+        "the user message is kept, with an error notice"
+    );
 }
 
 /// Round N's request is a byte prefix of round N+1's: the body is assembled in a fixed order
@@ -348,7 +469,10 @@ fn three_rounds_of_a_tool_chat_keep_a_byte_stable_prefix() {
     let mut bodies = vec![request_body(&send(&mut h, "u1", "read a, then b"))];
     for (i, path) in ["a.txt", "b.txt"].iter().enumerate() {
         let id = format!("k{i}");
-        reply(&mut h, json!({"text": format!("reading {path}"), "tool_calls": [call(&id, "read_file", json!({"path": path}))]}));
+        reply(
+            &mut h,
+            json!({"text": format!("reading {path}"), "tool_calls": [call(&id, "read_file", json!({"path": path}))]}),
+        );
         let next = h.handle(Input::ToolResult {
             chat_id: "c1".into(),
             tool_call_id: id,
@@ -363,7 +487,10 @@ fn three_rounds_of_a_tool_chat_keep_a_byte_stable_prefix() {
         let a_text = serde_json::to_string(a).unwrap_or_default();
         let b_text = serde_json::to_string(b).unwrap_or_default();
         let prefix = &a_text[..a_text.len() - 1]; // without the closing `]`
-        assert!(b_text.starts_with(prefix), "round prefix changed:\n{a_text}\n{b_text}");
+        assert!(
+            b_text.starts_with(prefix),
+            "round prefix changed:\n{a_text}\n{b_text}"
+        );
         assert_eq!(pair[0]["tools"], pair[1]["tools"], "tools are stable");
     }
 }
@@ -388,7 +515,12 @@ fn breakpoints(body: &Value) -> Vec<String> {
             found.push(format!("tool {i}"));
         }
     }
-    for (i, message) in body["messages"].as_array().into_iter().flatten().enumerate() {
+    for (i, message) in body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         for block in message["content"].as_array().into_iter().flatten() {
             if block.get("cache_control").is_some() {
                 found.push(format!("message {i}"));
@@ -408,7 +540,10 @@ fn anthropic_cache_breakpoints_follow_the_tiers() {
         &json!({"providers": [{"kind": "anthropic", "base_url": "http://127.0.0.1:9/v1", "model": "claude-test"}]}),
     );
     h.open("c1", None);
-    h.command("c1", json!({"type": "set_params", "client_request_id": "p", "patch": {"provider": "anthropic"}}));
+    h.command(
+        "c1",
+        json!({"type": "set_params", "client_request_id": "p", "patch": {"provider": "anthropic"}}),
+    );
     let anthropic_reply = |text: &str, call: Option<(&str, &str)>| {
         let mut sse = String::from("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n");
         sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n"));
@@ -439,9 +574,15 @@ fn anthropic_cache_breakpoints_follow_the_tiers() {
     for (round, body) in bodies.iter().enumerate() {
         let marks = breakpoints(body);
         assert!(marks.len() <= 4, "round {round}: {marks:?}");
-        assert!(marks.iter().any(|m| m.starts_with("tool")), "round {round}: the tools carry one: {marks:?}");
+        assert!(
+            marks.iter().any(|m| m.starts_with("tool")),
+            "round {round}: the tools carry one: {marks:?}"
+        );
         let last = body["messages"].as_array().map_or(0, Vec::len) - 1;
-        assert!(marks.contains(&format!("message {last}")), "round {round}: the last turn carries one");
+        assert!(
+            marks.contains(&format!("message {last}")),
+            "round {round}: the last turn carries one"
+        );
     }
     // Tier breakpoints sit at the end of the last whole block of 8 (and of 32) turns: they move
     // only when a tier graduates, so a round's tier prefix is the next seven rounds' too.
@@ -466,8 +607,151 @@ fn anthropic_cache_breakpoints_follow_the_tiers() {
     }
     assert!(saw_tier, "the chat grew past a tier");
     for pair in bodies.windows(2) {
-        let a = serde_json::to_string(&without_cache_control(&pair[0]["messages"])).unwrap_or_default();
-        let b = serde_json::to_string(&without_cache_control(&pair[1]["messages"])).unwrap_or_default();
-        assert!(b.starts_with(&a[..a.len() - 1]), "the prefix changed:\n{a}\n{b}");
+        let a =
+            serde_json::to_string(&without_cache_control(&pair[0]["messages"])).unwrap_or_default();
+        let b =
+            serde_json::to_string(&without_cache_control(&pair[1]["messages"])).unwrap_or_default();
+        assert!(
+            b.starts_with(&a[..a.len() - 1]),
+            "the prefix changed:\n{a}\n{b}"
+        );
     }
+}
+
+fn purpose_of(step: &Step) -> Vec<String> {
+    step.effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::StartRequest { purpose, .. } => {
+                Some(serde_json::to_value(purpose).ok()?.as_str()?.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn runtime(h: &Harness) -> Value {
+    serde_json::to_value(h.engine.snapshot("c1")).unwrap_or(Value::Null)["runtime"].clone()
+}
+
+/// A chat of six old turns (about 3 000 tokens) with a plan, in an engine whose n_ctx is 5 000
+/// and which compacts at 50%.
+fn long_chat() -> Harness {
+    let mut h = Harness::with_config_patch(&json!({"default_n_ctx": 5000, "compact_at": 0.5}));
+    let mut messages = vec![
+        json!({"message_id": "plan", "role": "plan", "content": "keep going", "plan": {"mode": "agent", "version": 1}}),
+    ];
+    for turn in 0..6 {
+        messages.push(json!({"message_id": format!("old-u{turn}"), "role": "user", "content": format!("question {turn} {}", "q".repeat(1000))}));
+        messages.push(json!({"message_id": format!("old-a{turn}"), "role": "assistant", "content": format!("answer {turn} {}", "a".repeat(1000))}));
+    }
+    h.open(
+        "c1",
+        Some(json!({"id": "c1", "title": "long", "messages": messages})),
+    );
+    h
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn compaction_by_the_model_summarizes_old_turns_and_keeps_them_stored() {
+    let mut h = long_chat();
+    let step = send(&mut h, "u-new", "and now?");
+    assert_eq!(purpose_of(&step), ["compaction"], "compaction first");
+    assert_eq!(runtime(&h)["is_compressing"], true);
+    assert_eq!(runtime(&h)["compression_phase"], "running");
+    let summarizer = request_body(&step).to_string();
+    assert!(
+        summarizer.contains("question 0") && !summarizer.contains("keep going"),
+        "sources but not the plan"
+    );
+    let step = reply(
+        &mut h,
+        json!({"text": "The user asked six questions; all answered."}),
+    );
+    assert_eq!(purpose_of(&step), ["chat"], "then the round itself");
+    let rt = runtime(&h);
+    assert_eq!(rt["compression_phase"], "applied");
+    assert_eq!(rt["is_compressing"], false);
+    let all = messages(&h);
+    let summary = all
+        .iter()
+        .find(|m| m["compression"]["kind"] == "summary")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let sources = summary["compression"]["summarized_source_message_ids"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(sources.len(), 12, "{summary}");
+    assert!(!sources.contains(&json!("plan")) && !sources.contains(&json!("u-new")));
+    assert!(all.iter().any(|m| m["role"] == "compression_report"));
+    assert!(
+        all.iter().any(|m| m["message_id"] == "old-u0"),
+        "the sources stay stored"
+    );
+    let body = request_body(&step).to_string();
+    assert!(!body.contains("question 0"), "sources are not sent again");
+    assert!(
+        body.contains("The user asked six questions")
+            && body.contains("keep going")
+            && body.contains("and now?")
+    );
+    let estimate = rt["context_usage"]["estimated_tokens"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    assert!(
+        estimate < 2500,
+        "the estimate follows the summary: {estimate}"
+    );
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_failed_compaction_falls_back_to_the_four_stages() {
+    let mut h = long_chat();
+    send(&mut h, "u-new", "and now?");
+    let request_id = h.request_id();
+    let step = h.handle(Input::RequestFailed {
+        request_id,
+        status: Some(500),
+        error_type: None,
+        message: "boom".into(),
+        retry_after_ms: None,
+        headers: Default::default(),
+    });
+    assert_eq!(purpose_of(&step), ["chat"]);
+    assert_eq!(runtime(&h)["compression_phase"], "failed");
+    assert!(!messages(&h)
+        .iter()
+        .any(|m| m["role"] == "compression_report"));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn context_too_long_from_the_provider_compacts_then_resends() {
+    let mut h = Harness::with_config_patch(&json!({"compact_at": 0.7}));
+    let mut messages = Vec::new();
+    for turn in 0..4 {
+        messages.push(json!({"message_id": format!("u{turn}"), "role": "user", "content": format!("q{turn}")}));
+        messages.push(json!({"message_id": format!("a{turn}"), "role": "assistant", "content": format!("a{turn}")}));
+    }
+    h.open("c1", Some(json!({"id": "c1", "messages": messages})));
+    send(&mut h, "u-new", "next");
+    let request_id = h.request_id();
+    let step = h.handle(Input::RequestFailed {
+        request_id,
+        status: Some(400),
+        error_type: Some("context_length_exceeded".into()),
+        message: "This model's maximum context length is 8192 tokens".into(),
+        retry_after_ms: None,
+        headers: Default::default(),
+    });
+    assert_eq!(purpose_of(&step), ["compaction"]);
+    let step = reply(&mut h, json!({"text": "summary"}));
+    assert_eq!(
+        purpose_of(&step),
+        ["chat"],
+        "the round is sent again after the summary"
+    );
 }
