@@ -8,7 +8,8 @@
 use crate::message::{ChatMessage, Content, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::{Borrow, Cow};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use thiserror::Error;
 
 /// How far the limit had to go (SPEC §5).
@@ -51,10 +52,22 @@ pub enum HistoryLimitError {
     TooLarge { estimated: u64, budget: u64 },
 }
 
-/// The copy a request is built from, and what it took.
+/// Output tokens kept free when the thread sets no `max_tokens` (at most an eighth of n_ctx).
+pub const DEFAULT_OUTPUT_TOKENS: u64 = 4096;
+
+/// Tokens the history may take (SPEC §5): `n_ctx − max_tokens − reserve` (reserve: 2% of
+/// n_ctx), less what the system prompt and tool schemas take (`fixed_chars` / 4).
+pub fn history_budget(n_ctx: u64, max_tokens: Option<u64>, fixed_chars: usize) -> u64 {
+    let output = max_tokens.unwrap_or_else(|| DEFAULT_OUTPUT_TOKENS.min(n_ctx / 8));
+    let reserve = n_ctx / 50;
+    n_ctx.saturating_sub(output + reserve + fixed_chars as u64 / 4)
+}
+
+/// The copy a request is built from, and what it took. Messages no stage touched are borrowed
+/// from the stored history, so limiting a long chat copies only what it changes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Limited {
-    pub messages: Vec<ChatMessage>,
+pub struct Limited<'a> {
+    pub messages: Vec<Cow<'a, ChatMessage>>,
     pub strength: CompressionStrength,
     pub estimated_tokens: u64,
     /// Repairs made by stage 3 (calls and results removed, moved or described).
@@ -106,8 +119,8 @@ fn is_sent(message: &ChatMessage, suppressed: &BTreeSet<String>) -> bool {
 }
 
 /// The running estimate of a copy being limited.
-struct Work {
-    messages: Vec<ChatMessage>,
+struct Work<'a> {
+    messages: Vec<Cow<'a, ChatMessage>>,
     tokens: Vec<u64>,
     total: u64,
     budget: u64,
@@ -123,11 +136,12 @@ pub fn estimate_history(history: &[ChatMessage]) -> u64 {
     (tokens.iter().sum::<u64>() as f64 * calibration).ceil() as u64
 }
 
-fn token_table(messages: &[ChatMessage]) -> (Vec<u64>, f64, BTreeSet<String>) {
+fn token_table<M: Borrow<ChatMessage>>(messages: &[M]) -> (Vec<u64>, f64, BTreeSet<String>) {
     let suppressed = crate::linearize::summarized_sources(messages);
     let tokens: Vec<u64> = messages
         .iter()
         .map(|m| {
+            let m = m.borrow();
             if is_sent(m, &suppressed) {
                 estimate_tokens(m)
             } else {
@@ -139,8 +153,8 @@ fn token_table(messages: &[ChatMessage]) -> (Vec<u64>, f64, BTreeSet<String>) {
     (tokens, calibration, suppressed)
 }
 
-impl Work {
-    fn new(messages: Vec<ChatMessage>, budget: u64) -> Self {
+impl<'a> Work<'a> {
+    fn new(messages: Vec<Cow<'a, ChatMessage>>, budget: u64) -> Self {
         let (tokens, calibration, suppressed) = token_table(&messages);
         let total = tokens.iter().sum();
         Work {
@@ -203,20 +217,24 @@ impl Work {
 /// The ratio of the provider's last reported `prompt_tokens` to our estimate of the messages it
 /// covered, kept within [0.5, 4] so one odd report cannot swing the limit wildly. A report from
 /// before the last summary counted messages no longer sent, so it does not count.
-fn calibration(messages: &[ChatMessage], tokens: &[u64]) -> f64 {
-    let Some(anchor) = messages
-        .iter()
-        .rposition(|m| m.usage.as_ref().and_then(|u| u.prompt_tokens).is_some())
-    else {
+fn calibration<M: Borrow<ChatMessage>>(messages: &[M], tokens: &[u64]) -> f64 {
+    let Some(anchor) = messages.iter().rposition(|m| {
+        m.borrow()
+            .usage
+            .as_ref()
+            .and_then(|u| u.prompt_tokens)
+            .is_some()
+    }) else {
         return 1.0;
     };
     let last_summary = messages
         .iter()
-        .rposition(|m| m.extra.contains_key("compression"));
+        .rposition(|m| m.borrow().extra.contains_key("compression"));
     if last_summary.is_some_and(|s| s > anchor) {
         return 1.0;
     }
     let reported = messages[anchor]
+        .borrow()
         .usage
         .as_ref()
         .and_then(|u| u.prompt_tokens)
@@ -233,8 +251,20 @@ fn calibration(messages: &[ChatMessage], tokens: &[u64]) -> f64 {
 pub fn limit_history(
     history: &[ChatMessage],
     budget: Option<u64>,
-) -> Result<Limited, HistoryLimitError> {
-    let mut work = Work::new(history.to_vec(), budget.unwrap_or(u64::MAX));
+) -> Result<Limited<'_>, HistoryLimitError> {
+    let copy = history
+        .iter()
+        .map(|message| {
+            if message.role == Role::Diff {
+                let mut result = message.clone();
+                result.role = Role::Tool;
+                Cow::Owned(result)
+            } else {
+                Cow::Borrowed(message)
+            }
+        })
+        .collect();
+    let mut work = Work::new(copy, budget.unwrap_or(u64::MAX));
     let mut strength = CompressionStrength::Absent;
     if work.over() && deduplicate_context_files(&mut work) {
         strength = CompressionStrength::Low;
@@ -242,7 +272,7 @@ pub fn limit_history(
     if work.over() && compress_tool_results(&mut work, false) {
         strength = CompressionStrength::Low;
     }
-    let (fixed, repairs) = fix_tool_calls(std::mem::take(&mut work.messages));
+    let (fixed, repairs) = fix_tool_call_list(std::mem::take(&mut work.messages));
     work = Work::new(fixed, work.budget);
     if work.over() && limit_turns(&mut work) {
         strength = CompressionStrength::Medium;
@@ -282,7 +312,7 @@ fn context_entries(content: &Content) -> Option<Vec<Value>> {
     }
 }
 
-fn file_copies(messages: &[ChatMessage]) -> Vec<FileCopy> {
+fn file_copies(messages: &[Cow<'_, ChatMessage>]) -> Vec<FileCopy> {
     let mut copies = Vec::new();
     for (m, message) in messages.iter().enumerate() {
         if message.role != Role::ContextFile {
@@ -341,7 +371,7 @@ fn deduplicate_context_files(work: &mut Work) -> bool {
 }
 
 fn replace_with_note(work: &mut Work, copy: &FileCopy) -> bool {
-    let Some(message) = work.messages.get_mut(copy.message) else {
+    let Some(message) = work.messages.get(copy.message) else {
         return false;
     };
     let Some(mut entries) = context_entries(&message.content) else {
@@ -358,6 +388,7 @@ fn replace_with_note(work: &mut Work, copy: &FileCopy) -> bool {
         return false;
     }
     entry["file_content"] = Value::String(note);
+    let message = work.messages[copy.message].to_mut();
     message.content = match &message.content {
         Content::Text(_) => Content::Text(Value::Array(entries).to_string()),
         Content::Parts(_) => Content::Parts(entries),
@@ -382,7 +413,7 @@ fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
         if !work.over() {
             break;
         }
-        let message = &mut work.messages[index];
+        let message = &work.messages[index];
         if message.role != Role::Tool {
             continue;
         }
@@ -392,7 +423,7 @@ fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
             continue;
         }
         let preview: String = text.chars().take(PREVIEW_CHARS).collect();
-        message.content = Content::Text(format!(
+        work.messages[index].to_mut().content = Content::Text(format!(
             "{preview}\n[compressed: kept {PREVIEW_CHARS} of {chars} characters of this tool result]"
         ));
         work.refresh(index);
@@ -408,57 +439,73 @@ fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
 /// rejects them); a call keeps its place only if it has a result; each result goes right after
 /// its call; one result per call; results without a call are dropped.
 pub fn fix_tool_calls(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usize) {
+    let (fixed, changes) = fix_tool_call_list(messages.into_iter().map(Cow::Owned).collect());
+    (fixed.into_iter().map(Cow::into_owned).collect(), changes)
+}
+
+fn fix_tool_call_list(messages: Vec<Cow<'_, ChatMessage>>) -> (Vec<Cow<'_, ChatMessage>>, usize) {
     let (messages, mut changes) = describe_bad_arguments(messages);
-    let mut results: BTreeMap<String, ChatMessage> = BTreeMap::new();
-    for message in messages.iter().filter(|m| m.role == Role::Tool) {
-        let Some(id) = &message.tool_call_id else {
+    // Results move out of the list (the first per call wins); everything else keeps its order.
+    // They wait in a slab indexed by call id: moving large messages around a tree costs.
+    let mut slab: Vec<Option<Cow<'_, ChatMessage>>> = Vec::new();
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    let mut rest = Vec::with_capacity(messages.len());
+    for message in messages {
+        if message.role != Role::Tool {
+            rest.push(message);
             continue;
-        };
-        if results.contains_key(id) {
-            changes += 1; // a duplicated result: the first one is kept
-        } else {
-            results.insert(id.clone(), message.clone());
+        }
+        match &message.tool_call_id {
+            Some(id) if !by_id.contains_key(id) => {
+                by_id.insert(id.clone(), slab.len());
+                slab.push(Some(message));
+            }
+            // A duplicated result (the first is kept), or one naming no call at all.
+            _ => changes += 1,
         }
     }
-    let called: BTreeSet<String> = messages
+    let called: HashSet<&str> = rest
         .iter()
-        .flat_map(|m| m.tool_calls().iter().map(|c| c.id.clone()))
+        .flat_map(|m| m.tool_calls().iter().map(|c| c.id.as_str()))
         .collect();
-    changes += results.keys().filter(|id| !called.contains(*id)).count();
-    changes += messages
-        .iter()
-        .filter(|m| m.role == Role::Tool && m.tool_call_id.is_none())
+    changes += by_id
+        .keys()
+        .filter(|id| !called.contains(id.as_str()))
         .count();
-    let mut out = Vec::with_capacity(messages.len());
-    let mut placed = BTreeSet::new();
-    for message in messages {
-        match message.role {
-            Role::Tool => {}
-            Role::Assistant if !message.tool_calls().is_empty() => {
-                let (kept, dropped) = keep_answered_calls(message, &results, &placed);
-                changes += dropped;
-                let Some(message) = kept else { continue };
-                let ids: Vec<String> = message.tool_calls().iter().map(|c| c.id.clone()).collect();
-                out.push(message);
-                for id in ids {
-                    if let Some(result) = results.get(&id) {
-                        out.push(result.clone());
-                        placed.insert(id);
-                    }
-                }
-            }
-            _ => out.push(message),
+    let mut out = Vec::with_capacity(rest.len() + slab.len());
+    for message in rest {
+        if message.role != Role::Assistant || message.tool_calls().is_empty() {
+            out.push(message);
+            continue;
         }
+        let (kept, dropped) = keep_answered_calls(message, &by_id, &slab);
+        changes += dropped;
+        let Some(message) = kept else { continue };
+        for call in message.tool_calls() {
+            if let Some(result) = by_id.get(&call.id).and_then(|&i| slab[i].take()) {
+                out.push(result);
+            }
+        }
+        let at = out.len() - message.tool_calls().len();
+        out.insert(at, message);
     }
     (out, changes)
 }
 
+/// Whether a call's arguments are a JSON object (validated without building a value).
+fn is_json_object(arguments: &str) -> bool {
+    arguments.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok()
+}
+
 /// Takes calls with non-object arguments out of their message; a `cd_instruction` after it says
 /// what the model tried, so it can call again properly. Their results go with them.
-fn describe_bad_arguments(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usize) {
+fn describe_bad_arguments(
+    messages: Vec<Cow<'_, ChatMessage>>,
+) -> (Vec<Cow<'_, ChatMessage>>, usize) {
     let mut bad_ids = BTreeSet::new();
     let mut out = Vec::with_capacity(messages.len());
-    for mut message in messages {
+    for message in messages {
         if message.role == Role::Tool
             && message
                 .tool_call_id
@@ -467,17 +514,23 @@ fn describe_bad_arguments(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usiz
         {
             continue;
         }
-        let Some(calls) = message.tool_calls.take() else {
+        if message
+            .tool_calls()
+            .iter()
+            .all(|c| is_json_object(&c.function.arguments))
+        {
             out.push(message);
             continue;
-        };
-        let (good, bad): (Vec<_>, Vec<_>) = calls.into_iter().partition(|c| {
-            serde_json::from_str::<Value>(&c.function.arguments).is_ok_and(|v| v.is_object())
-        });
+        }
+        let mut message = message.into_owned();
+        let calls = message.tool_calls.take().unwrap_or_default();
+        let (good, bad): (Vec<_>, Vec<_>) = calls
+            .into_iter()
+            .partition(|c| is_json_object(&c.function.arguments));
         message.tool_calls = (!good.is_empty()).then_some(good);
         let id = message.message_id.clone();
         if message.tool_calls.is_some() || !message.content.is_empty() {
-            out.push(message);
+            out.push(Cow::Owned(message));
         }
         if bad.is_empty() {
             continue;
@@ -493,40 +546,52 @@ fn describe_bad_arguments(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usiz
                 )
             })
             .collect();
-        out.push(ChatMessage::text(
+        out.push(Cow::Owned(ChatMessage::text(
             format!("{id}-bad-args"),
             Role::CdInstruction,
             format!(
                 "These tool calls were not run because their arguments are not a JSON object; call the tool again with a JSON object if it is still needed:\n{}",
                 described.join("\n")
             ),
-        ));
+        )));
     }
     let changes = bad_ids.len();
     (out, changes)
 }
 
 /// The message with only its answered, not yet placed calls; `None` when nothing is left of it.
-fn keep_answered_calls(
-    mut message: ChatMessage,
-    results: &BTreeMap<String, ChatMessage>,
-    placed: &BTreeSet<String>,
-) -> (Option<ChatMessage>, usize) {
+fn keep_answered_calls<'a>(
+    message: Cow<'a, ChatMessage>,
+    by_id: &HashMap<String, usize>,
+    slab: &[Option<Cow<'a, ChatMessage>>],
+) -> (Option<Cow<'a, ChatMessage>>, usize) {
+    let answered = |id: &String| by_id.get(id).is_some_and(|&i| slab[i].is_some());
+    let calls = message.tool_calls();
+    let distinct: HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+    if distinct.len() == calls.len() && calls.iter().all(|c| answered(&c.id)) {
+        return (Some(message), 0);
+    }
+    let mut message = message.into_owned();
     let calls = message.tool_calls.take().unwrap_or_default();
     let before = calls.len();
-    let mut seen = BTreeSet::new();
+    let mut seen = HashSet::new();
     let kept: Vec<_> = calls
         .into_iter()
-        .filter(|c| {
-            results.contains_key(&c.id) && !placed.contains(&c.id) && seen.insert(c.id.clone())
-        })
+        .filter(|c| answered(&c.id) && seen.insert(c.id.clone()))
         .collect();
     let dropped = before - kept.len();
     message.tool_calls = (!kept.is_empty()).then_some(kept);
     let empty = message.tool_calls.is_none()
         && message.content.is_empty()
         && message.thinking_blocks.is_none();
-    (if empty { None } else { Some(message) }, dropped)
+    (
+        if empty {
+            None
+        } else {
+            Some(Cow::Owned(message))
+        },
+        dropped,
+    )
 }
 
 // ---- stage 4: limit history ----

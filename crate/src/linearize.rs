@@ -7,6 +7,7 @@
 
 use crate::message::{ChatMessage, Content, Role};
 use serde_json::Value;
+use std::borrow::Borrow;
 use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,13 +18,14 @@ pub enum Thinking {
     Off,
 }
 
-pub fn linearize(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
+pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> Vec<ChatMessage> {
     let suppressed = summarized_sources(history);
     let summary_at = summary_positions(history);
-    let last_user = history.iter().rposition(|m| m.role == Role::User);
+    let last_user = history.iter().rposition(|m| m.borrow().role == Role::User);
     let mut out: Vec<ChatMessage> = Vec::with_capacity(history.len());
     let mut pending_context: Vec<String> = Vec::new();
     for (index, message) in history.iter().enumerate() {
+        let message: &ChatMessage = message.borrow();
         // A summary speaks where its sources were, as context the user gives.
         if let Some(summary) = summary_at.get(&index) {
             let text = format!(
@@ -56,6 +58,12 @@ pub fn linearize(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage
                 flush_context(&mut out, &mut pending_context);
                 out.push(plain(message));
             }
+            Role::Diff => {
+                flush_context(&mut out, &mut pending_context);
+                let mut result = plain(message);
+                result.role = Role::Tool;
+                out.push(result);
+            }
             Role::CompressionReport | Role::Error => {}
         }
     }
@@ -80,9 +88,11 @@ pub fn is_summary(message: &ChatMessage) -> bool {
 }
 
 /// For each summary, the history index of its earliest source: where it is rendered.
-fn summary_positions(history: &[ChatMessage]) -> std::collections::BTreeMap<usize, &ChatMessage> {
+fn summary_positions<M: Borrow<ChatMessage>>(
+    history: &[M],
+) -> std::collections::BTreeMap<usize, &ChatMessage> {
     let mut at = std::collections::BTreeMap::new();
-    for summary in history.iter().filter(|m| is_summary(m)) {
+    for summary in history.iter().map(Borrow::borrow).filter(|m| is_summary(m)) {
         let sources: BTreeSet<&str> = summary
             .extra
             .get("compression")
@@ -94,7 +104,7 @@ fn summary_positions(history: &[ChatMessage]) -> std::collections::BTreeMap<usiz
             .collect();
         if let Some(first) = history
             .iter()
-            .position(|m| sources.contains(m.message_id.as_str()))
+            .position(|m| sources.contains(m.borrow().message_id.as_str()))
         {
             at.insert(first, summary);
         }
@@ -107,10 +117,11 @@ fn is_stopped(message: &ChatMessage) -> bool {
 }
 
 /// Ids named by summaries as their sources (`extra.compression.summarized_source_message_ids`).
-pub(crate) fn summarized_sources(history: &[ChatMessage]) -> BTreeSet<String> {
+pub(crate) fn summarized_sources<M: Borrow<ChatMessage>>(history: &[M]) -> BTreeSet<String> {
     history
         .iter()
-        .filter_map(|m| {
+        .map(Borrow::borrow)
+        .filter_map(|m: &ChatMessage| {
             m.extra
                 .get("compression")?
                 .get("summarized_source_message_ids")?

@@ -16,6 +16,9 @@ pub enum Role {
     User,
     Assistant,
     Tool,
+    /// Refact's result of a patch tool: a tool result whose content lists file edits. Stored as
+    /// `diff` (a trajectory round-trips unchanged) and sent as a tool result.
+    Diff,
     ContextFile,
     CdInstruction,
     Event,

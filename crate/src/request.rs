@@ -9,6 +9,7 @@ use crate::thread::ThreadParams;
 use crate::tools::ToolSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 
 /// Where a provider lives, without its key (SPEC §6.1).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -47,15 +48,12 @@ pub struct RequestInput<'a> {
 /// The request for the history after the history limit (SPEC §5), which works on a copy.
 pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, HistoryLimitError> {
     let limited = limit_history(input.history, input.budget)?;
-    let input = RequestInput {
-        history: &limited.messages,
-        ..*input
-    };
+    let history = &limited.messages;
     let mut request = match input.provider.kind {
-        ProviderKind::OpenaiChat => openai_chat(&input),
-        ProviderKind::Anthropic => crate::request_anthropic::anthropic(&input),
-        ProviderKind::Gemini => crate::request_gemini::gemini(&input),
-        ProviderKind::OpenaiResponses => crate::request_responses::responses(&input),
+        ProviderKind::OpenaiChat => openai_chat(input, history),
+        ProviderKind::Anthropic => crate::request_anthropic::anthropic(input, history),
+        ProviderKind::Gemini => crate::request_gemini::gemini(input, history),
+        ProviderKind::OpenaiResponses => crate::request_responses::responses(input, history),
     };
     request.compression_strength = limited.strength;
     Ok(request)
@@ -69,13 +67,13 @@ pub(crate) fn model_of<'a>(input: &'a RequestInput) -> &'a str {
     }
 }
 
-fn openai_chat(input: &RequestInput) -> ProviderRequest {
+fn openai_chat(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
     let mut messages = Vec::new();
     if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
         messages.push(json!({"role": "system", "content": system}));
     }
     messages.extend(
-        prepared_history(input.history, Thinking::Off)
+        prepared_history(history, Thinking::Off)
             .iter()
             .map(openai_message),
     );
@@ -112,7 +110,10 @@ fn openai_chat(input: &RequestInput) -> ProviderRequest {
 }
 
 /// The limited copy (see `build_request`), linearized (SPEC §7).
-pub(crate) fn prepared_history(history: &[ChatMessage], thinking: Thinking) -> Vec<ChatMessage> {
+pub(crate) fn prepared_history<M: std::borrow::Borrow<ChatMessage>>(
+    history: &[M],
+    thinking: Thinking,
+) -> Vec<ChatMessage> {
     linearize(history, thinking)
 }
 
@@ -153,4 +154,13 @@ fn content_json(content: &Content) -> Value {
         Content::Text(text) => Value::String(text.clone()),
         Content::Parts(parts) => Value::Array(parts.clone()),
     }
+}
+
+/// The characters of the parts of a request that are not history: system prompt and tools.
+pub fn fixed_chars(system_prompt: Option<&str>, tools: &[ToolSpec]) -> usize {
+    system_prompt.map_or(0, str::len)
+        + tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .sum::<usize>()
 }

@@ -12,17 +12,18 @@ use crate::provider::ProviderKind;
 use crate::request::{data_url, model_of, prepared_history, ProviderRequest, RequestInput};
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 
 /// Anthropic requires `max_tokens`; this is used when the thread sets none.
 pub const DEFAULT_MAX_TOKENS: u64 = 8192;
 
-pub fn anthropic(input: &RequestInput) -> ProviderRequest {
+pub fn anthropic(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
     let thinking = if input.thread.thinking_budget.is_some() {
         Thinking::KeepCurrentTurn
     } else {
         Thinking::Off
     };
-    let history = prepared_history(input.history, thinking);
+    let history = prepared_history(history, thinking);
     let mut body = Map::new();
     body.insert("model".into(), model_of(input).into());
     body.insert(

@@ -15,15 +15,16 @@ use crate::provider::ProviderKind;
 use crate::request::{data_url, model_of, prepared_history, ProviderRequest, RequestInput};
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-pub fn gemini(input: &RequestInput) -> ProviderRequest {
+pub fn gemini(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
     let thinking = if input.thread.thinking_budget.is_some() {
         Thinking::KeepCurrentTurn
     } else {
         Thinking::Off
     };
-    let history = prepared_history(input.history, thinking);
+    let history = prepared_history(history, thinking);
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(contents(&history)));
     if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {

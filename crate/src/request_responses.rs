@@ -15,15 +15,16 @@ use crate::provider::ProviderKind;
 use crate::request::{model_of, prepared_history, ProviderRequest, RequestInput};
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 
-pub fn responses(input: &RequestInput) -> ProviderRequest {
+pub fn responses(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
     let reasoning = input.thread.reasoning_effort.is_some();
     let thinking = if reasoning {
         Thinking::KeepCurrentTurn
     } else {
         Thinking::Off
     };
-    let history = prepared_history(input.history, thinking);
+    let history = prepared_history(history, thinking);
     let mut body = Map::new();
     body.insert("model".into(), model_of(input).into());
     if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {

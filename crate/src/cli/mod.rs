@@ -1,7 +1,9 @@
 //! Command-line entry of the native `palaver` binary. Parses arguments and hands each subcommand
-//! to its host: `serve` to the proxy, `decode` to the provider decoders.
+//! to its host: `serve` to the proxy, `decode` to the provider decoders, `linearize` to the
+//! context pipeline.
 
 mod decode;
+mod linearize;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,6 +25,8 @@ enum Command {
     Serve(crate::proxy::ServeArgs),
     /// Decode a provider SSE stream from stdin and print the assembled message as JSON.
     Decode(decode::DecodeArgs),
+    /// Print the request body the engine would send for a trajectory read from stdin.
+    Linearize(linearize::LinearizeArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -30,5 +34,6 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => crate::proxy::run_serve(args),
         Command::Decode(args) => decode::run(args),
+        Command::Linearize(args) => linearize::run(args),
     }
 }

@@ -15,9 +15,6 @@ use crate::retry::{self, ErrorClass, Verdict};
 use crate::tools::engine_tool_specs;
 use serde_json::{json, Value};
 
-/// Output tokens kept free when the thread sets no `max_tokens` (at most an eighth of n_ctx).
-const DEFAULT_OUTPUT_TOKENS: u64 = 4096;
-
 impl ChatSession {
     pub(super) fn start_turn(&mut self, ctx: &mut Ctx) -> SessionState {
         self.start_round(ctx, 1, 1, None)
@@ -139,26 +136,18 @@ impl ChatSession {
         })
     }
 
-    /// Tokens the history may take (SPEC §5): `n_ctx − max_tokens − reserve`, less what the
-    /// system prompt and the tool schemas take.
+    /// Tokens the history may take (SPEC §5), for this thread and these fixed parts.
     pub(super) fn history_budget(
         &self,
         ctx: &Ctx,
         system_prompt: Option<&str>,
         tools: &[crate::tools::ToolSpec],
     ) -> u64 {
-        let n_ctx = self.n_ctx(ctx.config);
-        let output = self
-            .thread
-            .max_tokens
-            .unwrap_or_else(|| DEFAULT_OUTPUT_TOKENS.min(n_ctx / 8));
-        let reserve = n_ctx / 50;
-        let fixed_chars = system_prompt.map_or(0, str::len)
-            + tools
-                .iter()
-                .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
-                .sum::<usize>();
-        n_ctx.saturating_sub(output + reserve + fixed_chars as u64 / 4)
+        crate::history_limit::history_budget(
+            self.n_ctx(ctx.config),
+            self.thread.max_tokens,
+            crate::request::fixed_chars(system_prompt, tools),
+        )
     }
 
     pub(super) fn on_stream_bytes(
