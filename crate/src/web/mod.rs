@@ -4,6 +4,7 @@
 //! Domain errors travel inside events as data; only a malformed JS value throws, as a JS `Error`
 //! whose `name` says the kind (`BadConfig`, `BadInput`).
 
+mod bench;
 mod decoder;
 
 use crate::engine::{Bytes, Engine, EngineConfig, Input, Step};

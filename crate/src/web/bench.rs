@@ -1,0 +1,74 @@
+//! `ContextBench` for JS: the context pipeline's steps on one loaded trajectory, so the bench
+//! page and `scripts/bench-context.sh` can time each in wasm (SPEC §5, issue 4's benchmark).
+
+use super::js_error;
+use crate::history_limit::{history_budget, limit_history};
+use crate::message::ChatMessage;
+use crate::provider::ProviderKind;
+use crate::request::{build_request, ProviderConfig, RequestInput};
+use crate::thread::ThreadParams;
+use crate::tools::engine_tool_specs;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(js_name = ContextBench)]
+pub struct WasmContextBench {
+    messages: Vec<ChatMessage>,
+}
+
+#[wasm_bindgen(js_class = ContextBench)]
+impl WasmContextBench {
+    /// Loads a trajectory (JSON text) tolerantly; throws `BadInput` when it cannot be read.
+    #[wasm_bindgen(constructor)]
+    pub fn new(trajectory_json: &str) -> Result<WasmContextBench, JsValue> {
+        let value: serde_json::Value = serde_json::from_str(trajectory_json)
+            .map_err(|e| js_error("BadInput", &e.to_string()))?;
+        let loaded = crate::trajectory::load("bench", &value)
+            .map_err(|e| js_error("BadInput", &e.to_string()))?;
+        Ok(WasmContextBench {
+            messages: loaded.messages,
+        })
+    }
+
+    #[wasm_bindgen(js_name = messageCount)]
+    pub fn message_count(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// The always-on fix stage alone; returns the repairs made.
+    pub fn repair(&self) -> usize {
+        limit_history(&self.messages, None).map_or(0, |l| l.repairs)
+    }
+
+    /// The four stages for a context of `n_ctx` tokens; returns the messages left (0: too large).
+    pub fn compress(&self, n_ctx: f64) -> usize {
+        let budget = history_budget(n_ctx as u64, None, 2000);
+        limit_history(&self.messages, Some(budget)).map_or(0, |l| l.messages.len())
+    }
+
+    /// History limit + linearize + body for `kind`; returns the body's length in bytes.
+    pub fn request(&self, kind: &str, n_ctx: f64) -> Result<usize, JsValue> {
+        let kind = ProviderKind::parse(kind)
+            .ok_or_else(|| js_error("BadConfig", &format!("unknown provider kind {kind}")))?;
+        let provider = ProviderConfig {
+            kind,
+            base_url: "https://provider.invalid/v1".into(),
+            model: "m".into(),
+            headers: Default::default(),
+        };
+        let thread = ThreadParams {
+            provider: kind,
+            ..ThreadParams::default()
+        };
+        let tools = engine_tool_specs();
+        build_request(&RequestInput {
+            provider: &provider,
+            thread: &thread,
+            system_prompt: Some("You are Palaver."),
+            tools: &tools,
+            history: &self.messages,
+            budget: Some(history_budget(n_ctx as u64, None, 2000)),
+        })
+        .map(|r| r.body.to_string().len())
+        .map_err(|e| js_error("TooLarge", &e.to_string()))
+    }
+}

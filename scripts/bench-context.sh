@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The context pipeline benchmark of issue 4 on ../shared/bench/history-5k.json.gz: natively
+# (criterion) and as wasm under Node. Prints ms per step.
+# Usage: bash scripts/bench-context.sh [rounds]
+source "$(dirname "$0")/lib.sh"
+ensure_wasm_target
+ensure_wasm_bindgen
+cd "$ROOT"
+say "native (cargo bench --bench context)"
+cargo bench --bench context -- --quick 2>&1 | grep -E '^history-5k'
+say "wasm under Node"
+cargo build --release --target wasm32-unknown-unknown --lib
+wasm-bindgen --target nodejs --out-dir "$ROOT/target/bench-node-pkg" \
+  "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
+node tests/bench/bench-context.mjs --pkg "$ROOT/target/bench-node-pkg" \
+  --history "$ROOT/../shared/bench/history-5k.json.gz" --rounds "${1:-10}"
