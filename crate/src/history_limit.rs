@@ -681,7 +681,11 @@ fn cut_protected_tail(work: &mut Work) -> bool {
     let tail = work.tail_start();
     let mut drop = BTreeSet::new();
     let mut dropped_tokens = 0u64;
-    let mut i = tail + 1;
+    // After the last user message, which stays; from the start when there is none.
+    let mut i = match work.messages.get(tail) {
+        Some(m) if m.role == Role::User => tail + 1,
+        _ => tail,
+    };
     while i < work.messages.len() {
         if (work.total - dropped_tokens) as f64 * work.calibration <= work.budget as f64 {
             break;

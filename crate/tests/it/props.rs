@@ -351,3 +351,122 @@ fn d09_every_truncation_is_complete_or_a_typed_prefix() {
         );
     }
 }
+
+/// One random history element for the history-limit properties.
+#[derive(Debug, Clone)]
+enum Piece {
+    User(usize),
+    Assistant(usize),
+    /// A round of calls; each `true` gets a result, `false` stays unanswered.
+    Calls(Vec<bool>, usize),
+    OrphanResult,
+    DuplicateLastResult,
+    BadArguments,
+    Plan,
+    PlanDelta,
+    Event(&'static str),
+    ContextFile(u8, usize),
+}
+
+fn piece() -> impl Strategy<Value = Piece> {
+    prop_oneof![
+        4 => (1usize..3000).prop_map(Piece::User),
+        4 => (1usize..3000).prop_map(Piece::Assistant),
+        4 => (proptest::collection::vec(any::<bool>(), 1..4), 1usize..4000).prop_map(|(a, n)| Piece::Calls(a, n)),
+        1 => Just(Piece::OrphanResult),
+        1 => Just(Piece::DuplicateLastResult),
+        1 => Just(Piece::BadArguments),
+        1 => Just(Piece::Plan),
+        1 => Just(Piece::PlanDelta),
+        1 => prop_oneof![Just("tick"), Just("mode_switch"), Just("process_completed"), Just("cron_fire"), Just("system_notice")].prop_map(Piece::Event),
+        1 => (0u8..3, 1usize..3000).prop_map(|(f, n)| Piece::ContextFile(f, n)),
+    ]
+}
+
+fn build_history(pieces: &[Piece]) -> Vec<palaver::message::ChatMessage> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut last_result: Option<Value> = None;
+    for (i, piece) in pieces.iter().enumerate() {
+        let id = format!("m{i}");
+        match piece {
+            Piece::User(n) => out.push(json!({"message_id": id, "role": "user", "content": "u".repeat(*n)})),
+            Piece::Assistant(n) => out.push(json!({"message_id": id, "role": "assistant", "content": "a".repeat(*n)})),
+            Piece::Calls(answered, n) => {
+                let calls: Vec<Value> = answered.iter().enumerate().map(|(k, _)| json!({"id": format!("{id}-c{k}"), "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"x\"}"}})).collect();
+                out.push(json!({"message_id": id, "role": "assistant", "content": "", "tool_calls": calls}));
+                for (k, yes) in answered.iter().enumerate() {
+                    if *yes {
+                        let result = json!({"message_id": format!("{id}-r{k}"), "role": "tool", "tool_call_id": format!("{id}-c{k}"), "content": "r".repeat(*n)});
+                        last_result = Some(result.clone());
+                        out.push(result);
+                    }
+                }
+            }
+            Piece::OrphanResult => out.push(json!({"message_id": id, "role": "tool", "tool_call_id": "nobody", "content": "orphan"})),
+            Piece::DuplicateLastResult => {
+                if let Some(mut dup) = last_result.clone() {
+                    dup["message_id"] = json!(id);
+                    out.push(dup);
+                }
+            }
+            Piece::BadArguments => out.push(json!({"message_id": id, "role": "assistant", "content": "", "tool_calls": [{"id": format!("{id}-bad"), "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"cut"}}]})),
+            Piece::Plan => out.push(json!({"message_id": id, "role": "plan", "content": "plan body", "plan": {"mode": "agent", "version": 1}})),
+            Piece::PlanDelta => out.push(json!({"message_id": id, "role": "event", "content": "note", "event": {"subkind": "plan_delta", "source": "update_plan", "payload": {"seq": 1}}})),
+            Piece::Event(kind) => out.push(json!({"message_id": id, "role": "event", "content": "e", "event": {"subkind": kind, "source": "test"}})),
+            Piece::ContextFile(f, n) => out.push(json!({"message_id": id, "role": "context_file", "content": json!([{"file_name": format!("f{f}.rs"), "file_content": "c".repeat(*n), "line1": 1, "line2": 50}]).to_string()})),
+        }
+    }
+    serde_json::from_value(Value::Array(out)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// SPEC §5 on random histories: every call has exactly one result right after it, no plan
+    /// or plan delta is ever lost, user messages keep their order, and the output fits the
+    /// budget or the error says why.
+    #[test]
+    fn the_history_limit_keeps_its_promises(pieces in proptest::collection::vec(piece(), 0..60), budget in 50u64..20_000) {
+        use palaver::history_limit::{estimate_tokens, limit_history, HistoryLimitError};
+        use palaver::message::Role;
+        let history = build_history(&pieces);
+        match limit_history(&history, Some(budget)) {
+            Ok(limited) => {
+                let out: Vec<&palaver::message::ChatMessage> = limited.messages.iter().map(|m| m.as_ref()).collect();
+                let total: u64 = out.iter().map(|m| estimate_tokens(m)).sum();
+                prop_assert!(total <= budget, "{total} > {budget}");
+                for (i, m) in out.iter().enumerate() {
+                    for (k, call) in m.tool_calls().iter().enumerate() {
+                        let next = out.get(i + 1 + k);
+                        prop_assert_eq!(next.and_then(|n| n.tool_call_id.as_deref()), Some(call.id.as_str()));
+                        prop_assert!(serde_json::from_str::<Value>(&call.function.arguments).is_ok_and(|v| v.is_object()));
+                    }
+                    if m.role == Role::Tool {
+                        let owner = out[..i].iter().rev().find(|p| p.role != Role::Tool);
+                        let answered = owner.is_some_and(|p| p.tool_calls().iter().any(|c| Some(c.id.as_str()) == m.tool_call_id.as_deref()));
+                        prop_assert!(answered, "result {:?} without its call right before", m.tool_call_id);
+                    }
+                }
+                let results: Vec<&str> = out.iter().filter_map(|m| m.tool_call_id.as_deref()).collect();
+                let mut unique = results.clone();
+                unique.sort_unstable();
+                unique.dedup();
+                prop_assert_eq!(results.len(), unique.len(), "one result per call");
+                let never = |m: &palaver::message::ChatMessage| m.role == Role::Plan || m.extra.get("event").and_then(|e| e.get("subkind")).and_then(Value::as_str) == Some("plan_delta");
+                let kept: Vec<&str> = out.iter().filter(|m| never(m)).map(|m| m.message_id.as_str()).collect();
+                let all: Vec<&str> = history.iter().filter(|m| never(m)).map(|m| m.message_id.as_str()).collect();
+                prop_assert_eq!(kept, all, "plans are never lost");
+                let users_out: Vec<&str> = out.iter().filter(|m| m.role == Role::User).map(|m| m.message_id.as_str()).collect();
+                let users_in: Vec<&str> = history.iter().filter(|m| m.role == Role::User).map(|m| m.message_id.as_str()).collect();
+                let mut rest = users_in.iter();
+                for id in &users_out {
+                    prop_assert!(rest.any(|u| u == id), "user messages keep their order");
+                }
+            }
+            Err(HistoryLimitError::TooLarge { estimated, budget: b }) => {
+                prop_assert_eq!(b, budget);
+                prop_assert!(estimated > budget, "the error says why: {estimated} vs {budget}");
+            }
+        }
+    }
+}
