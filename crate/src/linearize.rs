@@ -5,6 +5,7 @@
 //! `<plan>`, `<plan-update>` and `<event>` text, context roles are folded into a neighbour, and
 //! UI-only, report and summary-suppressed messages are left out.
 
+use crate::history_limit::{exemption, Exemption};
 use crate::message::{ChatMessage, Content, Role};
 use serde_json::Value;
 use std::borrow::Borrow;
@@ -117,8 +118,9 @@ fn is_stopped(message: &ChatMessage) -> bool {
 }
 
 /// Ids named by summaries as their sources (`extra.compression.summarized_source_message_ids`).
+/// A `Never` message (a plan, a plan delta) is not suppressed even when a summary names it.
 pub(crate) fn summarized_sources<M: Borrow<ChatMessage>>(history: &[M]) -> BTreeSet<String> {
-    history
+    let mut ids: BTreeSet<String> = history
         .iter()
         .map(Borrow::borrow)
         .filter_map(|m: &ChatMessage| {
@@ -129,7 +131,15 @@ pub(crate) fn summarized_sources<M: Borrow<ChatMessage>>(history: &[M]) -> BTree
         })
         .flatten()
         .filter_map(|id| id.as_str().map(str::to_string))
-        .collect()
+        .collect();
+    if !ids.is_empty() {
+        for message in history.iter().map(Borrow::borrow) {
+            if exemption(message) == Exemption::Never {
+                ids.remove(&message.message_id);
+            }
+        }
+    }
+    ids
 }
 
 fn plain(message: &ChatMessage) -> ChatMessage {

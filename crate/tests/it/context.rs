@@ -250,7 +250,11 @@ fn nothing_changes_under_budget() {
     let h = history(json!([user("u1", "hi"), assistant("a1", "hello")]));
     let limited = limit_history(&h, Some(10_000)).expect("fits");
     assert_eq!(limited.strength, CompressionStrength::Absent);
-    let same: Vec<ChatMessage> = limited.messages.into_iter().map(|m| m.into_owned()).collect();
+    let same: Vec<ChatMessage> = limited
+        .messages
+        .into_iter()
+        .map(|m| m.into_owned())
+        .collect();
     assert_eq!(same, h);
 }
 
@@ -401,7 +405,10 @@ fn stage_four_drops_old_turns_but_never_plans_and_applies_exemptions() {
         assert!(got.iter().any(|g| g == kept), "{kept} kept: {got:?}");
     }
     for dropped in ["u1", "a1", "tick1", "pc1"] {
-        assert!(!got.iter().any(|g| g == dropped), "{dropped} dropped: {got:?}");
+        assert!(
+            !got.iter().any(|g| g == dropped),
+            "{dropped} dropped: {got:?}"
+        );
     }
     let pcs = got.iter().filter(|id| id.starts_with("pc")).count();
     assert!(pcs <= 3, "KeepRecentN keeps 3 process_completed: {got:?}");

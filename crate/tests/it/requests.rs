@@ -34,6 +34,14 @@ fn request_bodies_match_their_golden_files() {
             history: &history,
             budget: fixture["budget"].as_u64(),
         });
+        if fixture.get("expected").is_none() {
+            bless(
+                name,
+                &fixture,
+                built.as_ref().map(|r| r.clone()).map_err(|e| e.to_string()),
+            );
+            continue;
+        }
         let expected = &fixture["expected"];
         if let Some(error) = expected["error"].as_str() {
             let got = built.map(|r| r.body).err().map(|e| e.to_string());
@@ -69,6 +77,30 @@ fn request_bodies_match_their_golden_files() {
             );
         }
     }
+}
+
+/// A fixture without `expected` fails, unless `PALAVER_BLESS=1` (native only): then the current
+/// output is written into it, to be reviewed before committing.
+fn bless(name: &str, fixture: &Value, built: Result<palaver::request::ProviderRequest, String>) {
+    let blessing =
+        cfg!(not(target_arch = "wasm32")) && std::env::var("PALAVER_BLESS").is_ok_and(|v| v == "1");
+    assert!(
+        blessing,
+        "{name} has no `expected`; run with PALAVER_BLESS=1 to write it"
+    );
+    let expected = match built {
+        Ok(request) => serde_json::json!({
+            "url": request.url,
+            "compression_strength": request.compression_strength,
+            "body": request.body,
+        }),
+        Err(error) => serde_json::json!({"error": error}),
+    };
+    let mut fixture = fixture.clone();
+    fixture["expected"] = expected;
+    let path = format!("{}/../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = serde_json::to_string_pretty(&fixture).unwrap_or_default() + "\n";
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{path}: {e}"));
 }
 
 /// Through the engine: an Anthropic round with thinking, a signature and a tool call; the next
