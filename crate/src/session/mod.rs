@@ -82,6 +82,8 @@ pub struct ChatSession {
     compression_phase: Option<String>,
     /// After a skipped or failed compaction, none is tried before the history reaches this length.
     compaction_blocked_until: Option<usize>,
+    /// The history limit's strength for the last chat request sent.
+    last_strength: Option<crate::history_limit::CompressionStrength>,
     events: Vec<EventEnvelope>,
     effects: Vec<Effect>,
 }
@@ -103,6 +105,7 @@ impl ChatSession {
             last_queue: Vec::new(),
             compression_phase: None,
             compaction_blocked_until: None,
+            last_strength: None,
             events: Vec::new(),
             effects: Vec::new(),
         }
@@ -210,6 +213,7 @@ impl ChatSession {
             compression_phase: self.compression_phase.clone(),
             storage_error: self.book.storage_error().map(str::to_string),
             retry: self.retry_status(config),
+            compression_strength: self.last_strength,
         }
     }
 

@@ -31,6 +31,9 @@ pub struct Runtime {
     pub compression_phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_error: Option<String>,
+    /// How far the history limit went for the last request sent (SPEC §5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression_strength: Option<crate::history_limit::CompressionStrength>,
     /// A provider request being retried: the countdown and its cause (SPEC §6.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryStatus>,

@@ -79,6 +79,7 @@ impl ChatSession {
             self.emit(Event::StreamStarted { message_id });
         }
         let request_id = ctx.ids.next("r");
+        self.last_strength = Some(request.compression_strength);
         self.effect(Effect::StartRequest {
             chat_id: self.chat_id.clone(),
             request_id: request_id.clone(),

@@ -1,12 +1,17 @@
 //! The `palaver` binary's engine tools, run as a user would: `decode` on real transcripts and on
-//! hostile input (a clear error on stderr, exit code 1, never a panic).
+//! hostile input, `linearize` on a trajectory (a clear error on stderr, exit code 1, never a
+//! panic).
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 
 fn decode(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    run("decode", args, stdin)
+}
+
+fn run(command: &str, args: &[&str], stdin: &[u8]) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_palaver"))
-        .arg("decode")
+        .arg(command)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -86,4 +91,43 @@ fn decode_refuses_an_unknown_provider() {
     let (code, _, err) = decode(&["--provider", "nope"], b"");
     assert_eq!(code, 1);
     assert!(err.contains("unknown provider"), "stderr: {err}");
+}
+
+#[test]
+fn linearize_prints_the_request_body_and_the_strength() {
+    let trajectory = serde_json::json!({"id": "t", "title": "t", "model": "gpt-test", "messages": [
+        {"role": "user", "content": "read a"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]},
+        {"role": "diff", "tool_call_id": "c1", "content": "[]"},
+        {"role": "plan", "content": "the plan", "plan": {"mode": "agent", "version": 1}},
+        {"role": "user", "content": "x".repeat(40_000)},
+    ]});
+    let text = trajectory.to_string();
+    let (code, out, err) = run("linearize", &["--provider", "anthropic"], text.as_bytes());
+    assert_eq!(code, 0, "stderr: {err}");
+    assert!(err.contains("compression strength: absent"), "{err}");
+    let body: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(body["model"], "gpt-test");
+    assert_eq!(
+        body["messages"][2]["content"][0]["type"], "tool_result",
+        "a Refact diff is a tool result"
+    );
+    assert!(body["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["name"] == "set_plan")));
+    let (code, _, err) = run(
+        "linearize",
+        &["--provider", "openai-chat", "--n-ctx", "4000"],
+        text.as_bytes(),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("the history needs about"), "{err}");
+    let (code, _, err) = run(
+        "linearize",
+        &["--provider", "openai-chat"],
+        b"{\"messages\": 7}",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("messages"), "{err}");
 }
