@@ -10,7 +10,13 @@ cd "$ROOT"
 build_pkg
 say "native tests"
 cargo test --workspace
-say "wasm tests in headless Chromium"
-CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=300 \
+say "wasm tests in headless Chromium (with the provider double on 127.0.0.1)"
+DOUBLE_PORT="${PALAVER_DOUBLE_PORT:-18787}"
+node "$ROOT/tests/double/server.mjs" --port "$DOUBLE_PORT" > "$ROOT/target/double.log" 2>&1 &
+DOUBLE_PID=$!
+trap 'kill "$DOUBLE_PID" 2>/dev/null || true' EXIT
+for _ in $(seq 1 50); do grep -q '"url"' "$ROOT/target/double.log" && break; sleep 0.1; done
+grep -q '"url"' "$ROOT/target/double.log" || { cat "$ROOT/target/double.log"; echo "the provider double did not start" >&2; exit 1; }
+PALAVER_DOUBLE_URL="http://127.0.0.1:$DOUBLE_PORT" CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=300 \
   cargo test --target wasm32-unknown-unknown --test it
 say "all tests passed"

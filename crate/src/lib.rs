@@ -8,6 +8,7 @@ pub mod delta;
 pub mod engine;
 pub mod error;
 pub mod event;
+pub mod export;
 pub mod history_limit;
 pub mod linearize;
 pub mod message;

@@ -6,6 +6,8 @@
 
 mod bench;
 mod decoder;
+pub mod host;
+mod idb;
 
 use crate::engine::{Bytes, Engine, EngineConfig, Input, Step};
 use serde::Serialize;

@@ -15,6 +15,8 @@ mod streams;
 mod thinking;
 
 #[cfg(target_arch = "wasm32")]
+mod browser_host;
+#[cfg(target_arch = "wasm32")]
 mod facade;
 mod wire;
 

@@ -1,0 +1,82 @@
+//! Exporting a chat (SPEC §4): the trajectory as Refact JSON, as OpenAI chat messages, or as
+//! Markdown. Exports carry what is stored — never an API key, which the engine never holds.
+
+use crate::linearize::{linearize, Thinking};
+use crate::message::{ChatMessage, Role};
+use serde_json::{json, Value};
+
+/// `trajectory` (as stored) rendered as `refact`, `openai` or `markdown`.
+pub fn render(trajectory: &Value, format: &str) -> Result<String, String> {
+    match format {
+        "refact" | "json" => serde_json::to_string_pretty(trajectory).map_err(|e| e.to_string()),
+        "openai" => {
+            let messages = messages_of(trajectory)?;
+            let (fixed, _) = crate::history_limit::fix_tool_calls(messages);
+            let out: Vec<Value> = linearize(&fixed, Thinking::Off)
+                .iter()
+                .map(openai)
+                .collect();
+            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())
+        }
+        "markdown" | "md" => Ok(markdown(trajectory)),
+        other => Err(format!(
+            "unknown export format {other} (refact, openai, markdown)"
+        )),
+    }
+}
+
+fn messages_of(trajectory: &Value) -> Result<Vec<ChatMessage>, String> {
+    crate::trajectory::load("export", trajectory)
+        .map(|loaded| loaded.messages)
+        .map_err(|e| e.to_string())
+}
+
+fn openai(message: &ChatMessage) -> Value {
+    let role = match message.role {
+        Role::System => "system",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        _ => "user",
+    };
+    let mut out = json!({"role": role, "content": message.content});
+    if let Some(calls) = &message.tool_calls {
+        out["tool_calls"] = json!(calls);
+    }
+    if let Some(id) = &message.tool_call_id {
+        out["tool_call_id"] = json!(id);
+    }
+    out
+}
+
+fn markdown(trajectory: &Value) -> String {
+    let title = trajectory["title"].as_str().unwrap_or("Chat");
+    let mut out = format!("# {}\n", if title.is_empty() { "Chat" } else { title });
+    let messages = messages_of(trajectory).unwrap_or_default();
+    for message in messages.iter().filter(|m| !m.is_ui_only()) {
+        let heading = match message.role {
+            Role::User => "User",
+            Role::Assistant => "Assistant",
+            Role::Tool | Role::Diff => "Tool result",
+            Role::System => "System",
+            Role::Plan => "Plan",
+            Role::Event => "Event",
+            Role::ContextFile => "Context",
+            Role::CdInstruction => "Instruction",
+            Role::CompressionReport => "Compression",
+            Role::Error => "Error",
+        };
+        out.push_str(&format!("\n## {heading}\n\n"));
+        let text = message.content.text();
+        if !text.is_empty() {
+            out.push_str(&text);
+            out.push('\n');
+        }
+        for call in message.tool_calls() {
+            out.push_str(&format!(
+                "\n`{}` ```{}```\n",
+                call.function.name, call.function.arguments
+            ));
+        }
+    }
+    out
+}

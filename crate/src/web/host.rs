@@ -1,0 +1,858 @@
+//! The browser host (SPEC §0, §2.5, §4, §6.1): `Palaver`, the JS API of the engine in a page.
+//! It performs the engine's effects — provider requests with `fetch` and a streamed body
+//! (cancelled with `AbortController`), timers, workspace tools through the proxy, host tools
+//! registered from JS, saves to IndexedDB acknowledged back — and hands events to subscribers.
+//! API keys live only in this object's memory: never in IndexedDB, never in an export.
+
+use super::idb;
+use crate::engine::{Bytes, Effect, Engine, EngineConfig, Input, Step};
+use crate::event::Event;
+use crate::request::ProviderRequest;
+use crate::trajectory::TrajectorySave;
+use js_sys::{Function, Promise, Reflect, Uint8Array};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
+use web_sys::{AbortController, Headers, RequestInit, Response};
+
+struct Shared {
+    engine: Engine,
+    db: web_sys::IdbDatabase,
+    subscribers: BTreeMap<String, Vec<(u32, Function)>>,
+    next_subscriber: u32,
+    requests: HashMap<String, AbortController>,
+    tools: HashMap<String, AbortController>,
+    keys: HashMap<String, String>,
+    proxy: Option<(String, String)>,
+    host_tools: HashMap<String, Function>,
+    /// Chat records as stored (title, thread), updated by each save.
+    chats: BTreeMap<String, Value>,
+    next_command: u64,
+    /// IndexedDB records written so far (for tests and the bench page).
+    records_written: u64,
+    /// When set, saves fail with this reason (tests simulate a quota error).
+    fail_saves: Option<String>,
+}
+
+type Handle = Rc<RefCell<Shared>>;
+
+#[wasm_bindgen(js_name = Palaver)]
+pub struct Host {
+    shared: Handle,
+}
+
+fn now() -> u64 {
+    js_sys::Date::now() as u64
+}
+
+fn to_js<T: Serialize>(value: &T) -> JsValue {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .unwrap_or(JsValue::UNDEFINED)
+}
+
+fn error(name: &str, message: &str) -> JsValue {
+    super::js_error(name, message)
+}
+
+#[wasm_bindgen(js_class = Palaver)]
+impl Host {
+    /// `await Palaver.open(config, dbName?)`: the engine with its IndexedDB (default `palaver`).
+    /// Asks the browser to keep the storage (`navigator.storage.persist()`).
+    pub async fn open(config: JsValue, db_name: Option<String>) -> Result<Host, JsValue> {
+        let config: EngineConfig = if config.is_undefined() || config.is_null() {
+            EngineConfig::default()
+        } else {
+            serde_wasm_bindgen::from_value(config)
+                .map_err(|e| error("BadConfig", &e.to_string()))?
+        };
+        let db = idb::open(db_name.as_deref().unwrap_or("palaver"))
+            .await
+            .map_err(|e| error("StorageError", &format!("cannot open IndexedDB: {e:?}")))?;
+        request_persistence();
+        let shared = Rc::new(RefCell::new(Shared {
+            engine: Engine::new(config),
+            db,
+            subscribers: BTreeMap::new(),
+            next_subscriber: 1,
+            requests: HashMap::new(),
+            tools: HashMap::new(),
+            keys: HashMap::new(),
+            proxy: None,
+            host_tools: HashMap::new(),
+            chats: BTreeMap::new(),
+            next_command: 1,
+            records_written: 0,
+            fail_saves: None,
+        }));
+        Ok(Host { shared })
+    }
+
+    /// The API key for a provider kind, kept in memory only.
+    #[wasm_bindgen(js_name = setProviderKey)]
+    pub fn set_provider_key(&self, kind: String, key: String) {
+        self.shared.borrow_mut().keys.insert(kind, key);
+    }
+
+    /// The proxy printed by `palaver serve` (`http://127.0.0.1:N`) and its token.
+    #[wasm_bindgen(js_name = setProxy)]
+    pub fn set_proxy(&self, url: String, token: String) {
+        self.shared.borrow_mut().proxy = Some((url.trim_end_matches('/').to_string(), token));
+    }
+
+    /// A tool the page runs: `fn(args) → string | Promise<string>`; a throw is a failed result.
+    #[wasm_bindgen(js_name = registerHostTool)]
+    pub fn register_host_tool(&self, name: String, run: Function) {
+        self.shared.borrow_mut().host_tools.insert(name, run);
+    }
+
+    /// Stored chats: `[{id, title, message_count, updated_at}]`, newest first.
+    #[wasm_bindgen(js_name = listChats)]
+    pub fn list_chats(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let db = shared.borrow().db.clone();
+            let tx = idb::read_transaction(&db)?;
+            let all = idb::request_done(&idb::store(&tx, idb::CHATS)?.get_all()?).await?;
+            let mut chats: Vec<Value> = js_sys::Array::from(&all)
+                .iter()
+                .filter_map(|c| idb::from_js(&c))
+                .map(|c| json!({"id": c["id"], "title": c["title"], "message_count": c["message_count"], "updated_at": c["updated_at"]}))
+                .collect();
+            chats.sort_by(|a, b| {
+                b["updated_at"]
+                    .as_f64()
+                    .partial_cmp(&a["updated_at"].as_f64())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            Ok(to_js(&chats))
+        })
+    }
+
+    /// A new empty chat; resolves to its id once stored.
+    #[wasm_bindgen(js_name = createChat)]
+    pub fn create_chat(&self, title: Option<String>) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
+            let title = title.unwrap_or_default();
+            let record = json!({"id": id, "title": title, "thread": {"title": title}, "message_count": 0, "version": 0, "updated_at": now()});
+            let db = shared.borrow().db.clone();
+            let tx = idb::write_transaction(&db)?;
+            idb::store(&tx, idb::CHATS)?.put(&idb::to_js(&record)?)?;
+            idb::transaction_done(&tx).await?;
+            shared.borrow_mut().chats.insert(id.clone(), record);
+            Ok(JsValue::from_str(&id))
+        })
+    }
+
+    /// Removes a chat and its messages from the engine and IndexedDB.
+    #[wasm_bindgen(js_name = deleteChat)]
+    pub fn delete_chat(&self, chat_id: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            handle(
+                &shared,
+                Input::CloseChat {
+                    chat_id: chat_id.clone(),
+                },
+            );
+            let db = shared.borrow().db.clone();
+            let tx = idb::write_transaction(&db)?;
+            idb::store(&tx, idb::MESSAGES)?.delete(&idb::messages_of(&chat_id, 0)?)?;
+            idb::store(&tx, idb::CHATS)?.delete(&JsValue::from_str(&chat_id))?;
+            idb::transaction_done(&tx).await?;
+            shared.borrow_mut().chats.remove(&chat_id);
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Loads a chat from IndexedDB into the engine (tolerantly: what cannot be read is kept as a
+    /// notice, never dropped). Resolves to the snapshot.
+    #[wasm_bindgen(js_name = openChat)]
+    pub fn open_chat(&self, chat_id: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            if let Some(snapshot) = shared.borrow().engine.snapshot(&chat_id) {
+                return Ok(to_js(&snapshot));
+            }
+            let trajectory = load_trajectory(&shared, &chat_id).await?;
+            handle(
+                &shared,
+                Input::OpenChat {
+                    chat_id: chat_id.clone(),
+                    trajectory: Some(trajectory),
+                },
+            );
+            let snapshot = shared.borrow().engine.snapshot(&chat_id);
+            snapshot
+                .map(|s| to_js(&s))
+                .ok_or_else(|| error("UnknownChat", &chat_id))
+        })
+    }
+
+    /// Calls `callback(event)` with the chat's snapshot, then every event; returns an id for
+    /// `unsubscribe`. A subscriber that sees a gap in `seq` asks again.
+    pub fn subscribe(&self, chat_id: String, callback: Function) -> u32 {
+        let snapshot = self.shared.borrow().engine.snapshot(&chat_id);
+        if let Some(snapshot) = snapshot {
+            let _ = callback.call1(&JsValue::NULL, &to_js(&snapshot));
+        }
+        let mut shared = self.shared.borrow_mut();
+        let id = shared.next_subscriber;
+        shared.next_subscriber += 1;
+        shared
+            .subscribers
+            .entry(chat_id)
+            .or_default()
+            .push((id, callback));
+        id
+    }
+
+    pub fn unsubscribe(&self, id: u32) {
+        for subs in self.shared.borrow_mut().subscribers.values_mut() {
+            subs.retain(|(sub, _)| *sub != id);
+        }
+    }
+
+    /// Sends a command (`{type, …}`; a `client_request_id` is added when missing); returns the
+    /// events of this step (the `ack` among them).
+    pub fn send(&self, chat_id: String, command: JsValue) -> Result<JsValue, JsValue> {
+        let mut command: Value = serde_wasm_bindgen::from_value(command)
+            .map_err(|e| error("BadInput", &e.to_string()))?;
+        if command.get("client_request_id").is_none() {
+            let n = {
+                let mut s = self.shared.borrow_mut();
+                s.next_command += 1;
+                s.next_command
+            };
+            command["client_request_id"] = json!(format!("js-{}-{n}", now()));
+        }
+        let step = handle(&self.shared, Input::Command { chat_id, command });
+        Ok(to_js(&step.events))
+    }
+
+    /// The engine's snapshot of an open chat.
+    pub fn snapshot(&self, chat_id: &str) -> JsValue {
+        self.shared
+            .borrow()
+            .engine
+            .snapshot(chat_id)
+            .map_or(JsValue::UNDEFINED, |s| to_js(&s))
+    }
+
+    /// A chat as `refact` (trajectory JSON), `openai` (messages JSON) or `markdown`; keys are
+    /// never part of it.
+    #[wasm_bindgen(js_name = exportChat)]
+    pub fn export_chat(&self, chat_id: String, format: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let trajectory = match shared.borrow().engine.snapshot(&chat_id) {
+                Some(snapshot) => trajectory_of(&chat_id, &snapshot),
+                None => None,
+            };
+            let trajectory = match trajectory {
+                Some(t) => t,
+                None => idb::from_js(
+                    &load_trajectory(&shared, &chat_id)
+                        .await
+                        .map(|t| idb::to_js(&t))
+                        .and_then(|r| r)?,
+                )
+                .unwrap_or(Value::Null),
+            };
+            let text =
+                crate::export::render(&trajectory, &format).map_err(|e| error("BadInput", &e))?;
+            Ok(JsValue::from_str(&text))
+        })
+    }
+
+    /// Imports a trajectory (JSON text, Refact format or a bare message array) as a new chat:
+    /// loaded tolerantly (repairs are reported as events) and saved whole.
+    #[wasm_bindgen(js_name = importChat)]
+    pub fn import_chat(&self, text: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let trajectory: Value =
+                serde_json::from_str(&text).map_err(|e| error("BadInput", &e.to_string()))?;
+            let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
+            handle(
+                &shared,
+                Input::OpenChat {
+                    chat_id: id.clone(),
+                    trajectory: None,
+                },
+            );
+            let command = json!({"type": "restore_from_trajectory", "client_request_id": "import", "trajectory": trajectory});
+            let step = handle(
+                &shared,
+                Input::Command {
+                    chat_id: id.clone(),
+                    command,
+                },
+            );
+            let refused = step.events.iter().find_map(|e| match &e.event {
+                Event::Ack {
+                    accepted: false,
+                    reason,
+                    ..
+                } => Some(format!("{reason:?}")),
+                _ => None,
+            });
+            if let Some(reason) = refused {
+                handle(&shared, Input::CloseChat { chat_id: id });
+                return Err(error("BadTrajectory", &reason));
+            }
+            Ok(JsValue::from_str(&id))
+        })
+    }
+
+    /// IndexedDB records written so far (each save writes its chat record and changed messages).
+    #[wasm_bindgen(js_name = recordsWritten)]
+    pub fn records_written(&self) -> f64 {
+        self.shared.borrow().records_written as f64
+    }
+
+    /// Tests: make the next saves fail with `reason` (e.g. a quota error); `undefined` heals.
+    #[wasm_bindgen(js_name = simulateSaveFailure)]
+    pub fn simulate_save_failure(&self, reason: Option<String>) {
+        self.shared.borrow_mut().fail_saves = reason;
+    }
+
+    /// Closes the database (tests reopen to check what was stored).
+    pub fn close(&self) {
+        let mut shared = self.shared.borrow_mut();
+        for (_, controller) in shared.requests.drain() {
+            controller.abort();
+        }
+        shared.db.close();
+    }
+}
+
+/// Asks the browser not to evict our storage; the answer is informational.
+fn request_persistence() {
+    let navigator = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .ok()
+        .map(|w| w.navigator());
+    if let Some(storage) = navigator.map(|n| n.storage()) {
+        let _ = storage.persist();
+    }
+}
+
+/// The trajectory JSON of a snapshot: the thread's keys, the id and the messages.
+fn trajectory_of(chat_id: &str, snapshot: &crate::event::EventEnvelope) -> Option<Value> {
+    let Event::Snapshot {
+        thread, messages, ..
+    } = &snapshot.event
+    else {
+        return None;
+    };
+    let mut out = match thread {
+        Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    out.insert("id".into(), json!(chat_id));
+    out.insert("messages".into(), json!(messages));
+    Some(Value::Object(out))
+}
+
+/// Reads a chat's record and messages back into trajectory JSON.
+async fn load_trajectory(shared: &Handle, chat_id: &str) -> Result<Value, JsValue> {
+    let db = shared.borrow().db.clone();
+    let tx = idb::read_transaction(&db)?;
+    let record =
+        idb::request_done(&idb::store(&tx, idb::CHATS)?.get(&JsValue::from_str(chat_id))?).await?;
+    let record = idb::from_js(&record).ok_or_else(|| error("UnknownChat", chat_id))?;
+    let rows = idb::request_done(
+        &idb::store(&tx, idb::MESSAGES)?.get_all_with_key(&idb::messages_of(chat_id, 0)?)?,
+    )
+    .await?;
+    let count = record["message_count"].as_u64().unwrap_or(0) as usize;
+    let messages: Vec<Value> = js_sys::Array::from(&rows)
+        .iter()
+        .filter_map(|row| idb::from_js(&row))
+        .filter(|row| row["index"].as_u64().is_some_and(|i| (i as usize) < count))
+        .map(|row| row["message"].clone())
+        .collect();
+    let mut trajectory = match &record["thread"] {
+        Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    trajectory.insert("id".into(), json!(chat_id));
+    trajectory.insert("messages".into(), Value::Array(messages));
+    shared
+        .borrow_mut()
+        .chats
+        .insert(chat_id.to_string(), record);
+    Ok(Value::Object(trajectory))
+}
+
+/// Feeds one input to the engine, then delivers its events and performs its effects.
+fn handle(shared: &Handle, input: Input) -> Step {
+    let step = shared.borrow_mut().engine.handle(now(), input);
+    deliver(shared, &step);
+    for effect in step.effects.clone() {
+        perform(shared, effect);
+    }
+    step
+}
+
+fn deliver(shared: &Handle, step: &Step) {
+    for envelope in &step.events {
+        let callbacks: Vec<Function> = shared
+            .borrow()
+            .subscribers
+            .get(&envelope.chat_id)
+            .map(|subs| subs.iter().map(|(_, f)| f.clone()).collect())
+            .unwrap_or_default();
+        let value = to_js(envelope);
+        for callback in callbacks {
+            let _ = callback.call1(&JsValue::NULL, &value);
+        }
+        if let Event::IdeToolRequired {
+            tool_call_id,
+            tool_name,
+            args,
+        } = &envelope.event
+        {
+            run_host_tool(shared, &envelope.chat_id, tool_call_id, tool_name, args);
+        }
+    }
+}
+
+fn perform(shared: &Handle, effect: Effect) {
+    match effect {
+        Effect::StartRequest {
+            request_id,
+            request,
+            ..
+        } => start_request(shared, request_id, request),
+        Effect::CancelRequest { request_id } => {
+            if let Some(controller) = shared.borrow_mut().requests.remove(&request_id) {
+                controller.abort();
+            }
+        }
+        Effect::RunTool {
+            chat_id,
+            tool_call_id,
+            name,
+            args,
+        } => run_tool(shared, chat_id, tool_call_id, name, args),
+        Effect::CancelTool { tool_call_id, .. } => {
+            if let Some(controller) = shared.borrow_mut().tools.remove(&tool_call_id) {
+                controller.abort();
+            }
+        }
+        Effect::SaveTrajectory { save } => save_trajectory(shared, save),
+        Effect::WakeAt { at_ms } => wake_at(shared, at_ms),
+    }
+}
+
+fn wake_at(shared: &Handle, at_ms: u64) {
+    let shared = shared.clone();
+    let delay = at_ms.saturating_sub(now()).min(i32::MAX as u64) as i32;
+    let tick = Closure::once_into_js(move || {
+        handle(&shared, Input::Tick {});
+    });
+    let _ = js_sys::global().dyn_into::<web_sys::Window>().map(|w| {
+        w.set_timeout_with_callback_and_timeout_and_arguments_0(tick.unchecked_ref(), delay)
+    });
+}
+
+/// The provider's auth header for a key: never in the URL (SECURITY C13, C15).
+fn auth_header(provider: &str, key: &str) -> Option<(&'static str, String)> {
+    if key.is_empty() {
+        return None;
+    }
+    Some(match provider {
+        "anthropic" => ("x-api-key", key.to_string()),
+        "gemini" => ("x-goog-api-key", key.to_string()),
+        _ => ("authorization", format!("Bearer {key}")),
+    })
+}
+
+fn start_request(shared: &Handle, request_id: String, request: ProviderRequest) {
+    let controller = match AbortController::new() {
+        Ok(c) => c,
+        Err(_) => {
+            return fail_request(
+                shared,
+                &request_id,
+                None,
+                "cannot create an AbortController".into(),
+                Default::default(),
+                None,
+            )
+        }
+    };
+    let kind = request.provider.name().to_string();
+    let key = shared.borrow().keys.get(&kind).cloned().unwrap_or_default();
+    shared
+        .borrow_mut()
+        .requests
+        .insert(request_id.clone(), controller.clone());
+    let shared = shared.clone();
+    spawn_local(async move {
+        let result = fetch_stream(&shared, &request_id, &request, &key, &controller).await;
+        shared.borrow_mut().requests.remove(&request_id);
+        if let Err(message) = result {
+            if !controller.signal().aborted() {
+                fail_request(
+                    &shared,
+                    &request_id,
+                    None,
+                    message,
+                    Default::default(),
+                    None,
+                );
+            }
+        }
+    });
+}
+
+/// One provider request: headers (with the key), the JSON body, then the streamed response fed
+/// to the engine chunk by chunk. `Err` is a network failure.
+async fn fetch_stream(
+    shared: &Handle,
+    request_id: &str,
+    request: &ProviderRequest,
+    key: &str,
+    controller: &AbortController,
+) -> Result<(), String> {
+    let headers = Headers::new().map_err(|e| format!("{e:?}"))?;
+    let _ = headers.set("content-type", "application/json");
+    for (name, value) in &request.headers {
+        if let Some(value) = value.as_str() {
+            let _ = headers.set(name, value);
+        }
+    }
+    if let Some((name, value)) = auth_header(request.provider.name(), key) {
+        let _ = headers.set(name, &value);
+    }
+    let init = RequestInit::new();
+    init.set_method("POST");
+    init.set_headers(&headers);
+    init.set_body(&JsValue::from_str(&request.body.to_string()));
+    init.set_signal(Some(&controller.signal()));
+    let window = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .map_err(|_| "no window".to_string())?;
+    let response: Response = JsFuture::from(window.fetch_with_str_and_init(&request.url, &init))
+        .await
+        .map_err(describe)?
+        .dyn_into()
+        .map_err(describe)?;
+    if !response.ok() {
+        let status = response.status();
+        let response_headers = headers_of(&response);
+        let text = match response.text() {
+            Ok(p) => JsFuture::from(p)
+                .await
+                .ok()
+                .and_then(|t| t.as_string())
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let (error_type, message) = provider_error(&text);
+        fail_request(
+            shared,
+            request_id,
+            Some(status),
+            message.unwrap_or_else(|| format!("HTTP {status}")),
+            response_headers,
+            error_type,
+        );
+        return Ok(());
+    }
+    let Some(body) = response.body() else {
+        handle(
+            shared,
+            Input::StreamEnd {
+                request_id: request_id.into(),
+            },
+        );
+        return Ok(());
+    };
+    let reader: web_sys::ReadableStreamDefaultReader = body
+        .get_reader()
+        .dyn_into()
+        .map_err(|e| describe(e.into()))?;
+    loop {
+        let chunk = JsFuture::from(reader.read()).await.map_err(describe)?;
+        let done = Reflect::get(&chunk, &"done".into())
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true);
+        if done {
+            break;
+        }
+        let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
+        let bytes = Uint8Array::new(&value).to_vec();
+        handle(
+            shared,
+            Input::StreamBytes {
+                request_id: request_id.into(),
+                bytes: Bytes(bytes),
+            },
+        );
+    }
+    handle(
+        shared,
+        Input::StreamEnd {
+            request_id: request_id.into(),
+        },
+    );
+    Ok(())
+}
+
+fn describe(error: JsValue) -> String {
+    error
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| error.as_string())
+        .unwrap_or_else(|| "network error".into())
+}
+
+fn headers_of(response: &Response) -> BTreeMap<String, String> {
+    ["retry-after", "retry-after-ms", "x-should-retry"]
+        .iter()
+        .filter_map(|name| {
+            let value = response.headers().get(name).ok().flatten()?;
+            Some((name.to_string(), value))
+        })
+        .collect()
+}
+
+/// `(error type, message)` from a provider's error body: `{error: {type|code|status, message}}`.
+fn provider_error(text: &str) -> (Option<String>, Option<String>) {
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return (
+            None,
+            (!text.is_empty()).then(|| text.chars().take(500).collect()),
+        );
+    };
+    let error = value.get("error").unwrap_or(&value);
+    let kind = ["type", "code", "status"]
+        .iter()
+        .find_map(|k| error.get(*k).and_then(Value::as_str))
+        .map(str::to_string);
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    (kind, message)
+}
+
+fn fail_request(
+    shared: &Handle,
+    request_id: &str,
+    status: Option<u16>,
+    message: String,
+    headers: BTreeMap<String, String>,
+    error_type: Option<String>,
+) {
+    handle(
+        shared,
+        Input::RequestFailed {
+            request_id: request_id.into(),
+            status,
+            error_type,
+            message,
+            retry_after_ms: None,
+            headers,
+        },
+    );
+}
+
+/// A workspace tool through the proxy: `POST {proxy}/api/tools/{name}` with the bearer token.
+fn run_tool(shared: &Handle, chat_id: String, tool_call_id: String, name: String, args: Value) {
+    let proxy = shared.borrow().proxy.clone();
+    let Some((url, token)) = proxy else {
+        tool_result(shared, chat_id, tool_call_id, "No workspace proxy is connected: run `palaver serve` and paste its URL in the settings.".into(), true);
+        return;
+    };
+    let Ok(controller) = AbortController::new() else {
+        return;
+    };
+    shared
+        .borrow_mut()
+        .tools
+        .insert(tool_call_id.clone(), controller.clone());
+    let shared = shared.clone();
+    spawn_local(async move {
+        let outcome = call_proxy(&url, &token, &name, &args, &controller).await;
+        shared.borrow_mut().tools.remove(&tool_call_id);
+        if controller.signal().aborted() {
+            return;
+        }
+        let (content, failed) =
+            outcome.unwrap_or_else(|e| (format!("The proxy could not be reached: {e}"), true));
+        tool_result(&shared, chat_id, tool_call_id, content, failed);
+    });
+}
+
+async fn call_proxy(
+    url: &str,
+    token: &str,
+    name: &str,
+    args: &Value,
+    controller: &AbortController,
+) -> Result<(String, bool), String> {
+    let headers = Headers::new().map_err(describe)?;
+    let _ = headers.set("content-type", "application/json");
+    let _ = headers.set("authorization", &format!("Bearer {token}"));
+    let init = RequestInit::new();
+    init.set_method("POST");
+    init.set_headers(&headers);
+    init.set_body(&JsValue::from_str(&args.to_string()));
+    init.set_signal(Some(&controller.signal()));
+    let window = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .map_err(|_| "no window".to_string())?;
+    let response: Response =
+        JsFuture::from(window.fetch_with_str_and_init(&format!("{url}/api/tools/{name}"), &init))
+            .await
+            .map_err(describe)?
+            .dyn_into()
+            .map_err(describe)?;
+    let text = JsFuture::from(response.text().map_err(describe)?)
+        .await
+        .map_err(describe)?
+        .as_string()
+        .unwrap_or_default();
+    let reply: Value =
+        serde_json::from_str(&text).unwrap_or_else(|_| json!({"content": text, "is_error": true}));
+    let content = reply
+        .get("content")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| reply.get("error").map(|e| e.to_string()))
+        .unwrap_or_default();
+    let failed = !response.ok()
+        || reply
+            .get("is_error")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    Ok((content, failed))
+}
+
+fn tool_result(
+    shared: &Handle,
+    chat_id: String,
+    tool_call_id: String,
+    content: String,
+    failed: bool,
+) {
+    handle(
+        shared,
+        Input::ToolResult {
+            chat_id,
+            tool_call_id,
+            content,
+            tool_failed: failed,
+            data: None,
+        },
+    );
+}
+
+/// A host tool registered from JS answers with `ide_tool_result`.
+fn run_host_tool(shared: &Handle, chat_id: &str, tool_call_id: &str, name: &str, args: &Value) {
+    let run = shared.borrow().host_tools.get(name).cloned();
+    let shared = shared.clone();
+    let chat_id = chat_id.to_string();
+    let tool_call_id = tool_call_id.to_string();
+    let name = name.to_string();
+    let args = to_js(args);
+    spawn_local(async move {
+        let (content, failed) = match run {
+            None => (format!("The page has no tool named {name}."), true),
+            Some(run) => match run.call1(&JsValue::NULL, &args) {
+                Err(e) => (describe(e), true),
+                Ok(value) => match JsFuture::from(Promise::resolve(&value)).await {
+                    Ok(v) => (
+                        v.as_string().unwrap_or_else(|| {
+                            js_sys::JSON::stringify(&v)
+                                .ok()
+                                .and_then(|s| s.as_string())
+                                .unwrap_or_default()
+                        }),
+                        false,
+                    ),
+                    Err(e) => (describe(e), true),
+                },
+            },
+        };
+        let command = json!({"type": "ide_tool_result", "client_request_id": format!("host-{tool_call_id}"), "tool_call_id": tool_call_id, "content": content, "tool_failed": failed});
+        handle(&shared, Input::Command { chat_id, command });
+    });
+}
+
+/// One save, one transaction: the chat record and each changed message; messages past the new
+/// count are deleted. The engine hears back with `save_acked` or `save_failed` (kept dirty and
+/// retried by the engine, shown as `runtime.storage_error`).
+fn save_trajectory(shared: &Handle, save: TrajectorySave) {
+    let shared = shared.clone();
+    spawn_local(async move {
+        let result = write_save(&shared, &save).await;
+        let input = match result {
+            Ok(records) => {
+                shared.borrow_mut().records_written += records;
+                Input::SaveAcked {
+                    chat_id: save.chat_id.clone(),
+                    version: save.version,
+                }
+            }
+            Err(e) => Input::SaveFailed {
+                chat_id: save.chat_id.clone(),
+                version: save.version,
+                reason: describe(e),
+            },
+        };
+        handle(&shared, input);
+    });
+}
+
+async fn write_save(shared: &Handle, save: &TrajectorySave) -> Result<u64, JsValue> {
+    if let Some(reason) = shared.borrow().fail_saves.clone() {
+        return Err(js_sys::Error::new(&reason).into());
+    }
+    let (db, mut record) = {
+        let s = shared.borrow();
+        let record = s
+            .chats
+            .get(&save.chat_id)
+            .cloned()
+            .unwrap_or_else(|| json!({"id": save.chat_id, "thread": {}}));
+        (s.db.clone(), record)
+    };
+    if let Some(thread) = &save.thread {
+        record["thread"] = thread.clone();
+        record["title"] = thread.get("title").cloned().unwrap_or(json!(""));
+    }
+    record["id"] = json!(save.chat_id);
+    record["message_count"] = json!(save.message_count);
+    record["version"] = json!(save.version);
+    record["updated_at"] = json!(now());
+    let tx = idb::write_transaction(&db)?;
+    let chats = idb::store(&tx, idb::CHATS)?;
+    let messages = idb::store(&tx, idb::MESSAGES)?;
+    chats.put(&idb::to_js(&record)?)?;
+    for upsert in &save.upserts {
+        let row =
+            json!({"chat_id": save.chat_id, "index": upsert.index, "message": upsert.message});
+        messages.put(&idb::to_js(&row)?)?;
+    }
+    messages.delete(&idb::messages_of(&save.chat_id, save.message_count)?)?;
+    idb::transaction_done(&tx).await?;
+    shared
+        .borrow_mut()
+        .chats
+        .insert(save.chat_id.clone(), record);
+    Ok(1 + save.upserts.len() as u64)
+}

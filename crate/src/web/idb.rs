@@ -1,0 +1,187 @@
+//! IndexedDB for the browser host (SPEC §4): the schema and its versioned migrations, requests
+//! and transactions as futures, and the trajectory records. Stores: `chats` (one record per chat:
+//! id, title, thread, message count, saved version) and `messages` (key `[chat_id, index]`), so a
+//! save writes one small record per changed message in one transaction.
+
+use js_sys::{Array, Function, Promise, Reflect};
+use serde_json::Value;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    IdbDatabase, IdbKeyRange, IdbObjectStore, IdbObjectStoreParameters, IdbOpenDbRequest,
+    IdbRequest, IdbTransaction, IdbTransactionMode,
+};
+
+pub const CHATS: &str = "chats";
+pub const MESSAGES: &str = "messages";
+
+/// Each entry upgrades the database from version `i` to `i + 1`; a new schema appends one.
+/// IndexedDB runs them inside the `versionchange` transaction, so one that throws rolls back the
+/// whole upgrade and the old version stays readable.
+const MIGRATIONS: [fn(&IdbDatabase) -> Result<(), JsValue>; 1] = [create_v1];
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+fn create_v1(db: &IdbDatabase) -> Result<(), JsValue> {
+    let chats = IdbObjectStoreParameters::new();
+    chats.set_key_path(&JsValue::from_str("id"));
+    db.create_object_store_with_optional_parameters(CHATS, &chats)?;
+    let messages = IdbObjectStoreParameters::new();
+    let key: Array = ["chat_id", "index"]
+        .iter()
+        .map(|s| JsValue::from_str(s))
+        .collect();
+    messages.set_key_path(&key);
+    db.create_object_store_with_optional_parameters(MESSAGES, &messages)?;
+    Ok(())
+}
+
+/// Opens (and migrates) the database `name`. A tab holding an older version is asked to close
+/// by `versionchange`; until it does, the open waits (`blocked`) and then proceeds.
+pub async fn open(name: &str) -> Result<IdbDatabase, JsValue> {
+    let factory = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .ok()
+        .and_then(|w| w.indexed_db().ok().flatten())
+        .ok_or_else(|| JsValue::from_str("IndexedDB is not available here"))?;
+    let request: IdbOpenDbRequest = factory.open_with_u32(name, SCHEMA_VERSION)?;
+    let upgrade_request = request.clone();
+    let on_upgrade = Closure::<dyn FnMut(web_sys::IdbVersionChangeEvent)>::new(
+        move |event: web_sys::IdbVersionChangeEvent| {
+            let Ok(db) = upgrade_request
+                .result()
+                .and_then(|r| r.dyn_into::<IdbDatabase>().map_err(JsValue::from))
+            else {
+                return;
+            };
+            let from = event.old_version() as usize;
+            for migration in MIGRATIONS.iter().skip(from) {
+                if let Err(e) = migration(&db) {
+                    // Aborting the versionchange transaction keeps the old schema intact.
+                    if let Some(tx) = upgrade_request.transaction() {
+                        let _ = tx.abort();
+                    }
+                    web_sys::console::error_2(&"palaver: migration failed".into(), &e);
+                    return;
+                }
+            }
+        },
+    );
+    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+    let result = request_done(&request).await;
+    drop(on_upgrade);
+    let db: IdbDatabase = result?.dyn_into()?;
+    // Another tab upgrading the schema asks us to step aside: close, it reloads us later.
+    let closing = db.clone();
+    let on_versionchange = Closure::<dyn FnMut()>::new(move || closing.close());
+    db.set_onversionchange(Some(on_versionchange.as_ref().unchecked_ref()));
+    on_versionchange.forget();
+    Ok(db)
+}
+
+/// An `IDBRequest` as a future: its result, or its error.
+pub async fn request_done(request: &IdbRequest) -> Result<JsValue, JsValue> {
+    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
+        let done = request.clone();
+        let on_success = Closure::once_into_js(move || {
+            let _ = resolve.call1(&JsValue::NULL, &done.result().unwrap_or(JsValue::UNDEFINED));
+        });
+        let failed = request.clone();
+        let on_error = Closure::once_into_js(move || {
+            let error = failed
+                .error()
+                .ok()
+                .flatten()
+                .map(JsValue::from)
+                .unwrap_or_else(|| JsValue::from_str("IndexedDB request failed"));
+            let _ = reject.call1(&JsValue::NULL, &error);
+        });
+        request.set_onsuccess(Some(on_success.unchecked_ref()));
+        request.set_onerror(Some(on_error.unchecked_ref()));
+    });
+    JsFuture::from(promise).await
+}
+
+/// A transaction as a future: `Ok` once committed, `Err` when it errors or aborts (a quota
+/// error shows up here).
+pub async fn transaction_done(tx: &IdbTransaction) -> Result<(), JsValue> {
+    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
+        let on_complete = Closure::once_into_js(move || {
+            let _ = resolve.call0(&JsValue::NULL);
+        });
+        let failed = tx.clone();
+        let reject_abort = reject.clone();
+        let failed_abort = tx.clone();
+        let on_error = Closure::once_into_js(move || {
+            let error = failed
+                .error()
+                .map(JsValue::from)
+                .unwrap_or_else(|| "transaction failed".into());
+            let _ = reject.call1(&JsValue::NULL, &error);
+        });
+        let on_abort = Closure::once_into_js(move || {
+            let error = failed_abort
+                .error()
+                .map(JsValue::from)
+                .unwrap_or_else(|| "transaction aborted".into());
+            let _ = reject_abort.call1(&JsValue::NULL, &error);
+        });
+        tx.set_oncomplete(Some(on_complete.unchecked_ref()));
+        tx.set_onerror(Some(on_error.unchecked_ref()));
+        tx.set_onabort(Some(on_abort.unchecked_ref()));
+    });
+    JsFuture::from(promise).await.map(|_| ())
+}
+
+/// A read-write transaction over both stores, committed durably (SECURITY decision 5).
+pub fn write_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
+    let stores: Array = [CHATS, MESSAGES]
+        .iter()
+        .map(|s| JsValue::from_str(s))
+        .collect();
+    // `{durability: "strict"}` is not in web-sys's stable API: call `transaction` directly.
+    let options = js_sys::Object::new();
+    Reflect::set(&options, &"durability".into(), &"strict".into())?;
+    let transaction: Function = Reflect::get(db, &"transaction".into())?.dyn_into()?;
+    transaction
+        .call3(db, &stores, &"readwrite".into(), &options)?
+        .dyn_into::<IdbTransaction>()
+        .map_err(JsValue::from)
+}
+
+pub fn read_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
+    let stores: Array = [CHATS, MESSAGES]
+        .iter()
+        .map(|s| JsValue::from_str(s))
+        .collect();
+    db.transaction_with_str_sequence_and_mode(&stores, IdbTransactionMode::Readonly)
+}
+
+pub fn store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, JsValue> {
+    tx.object_store(name)
+}
+
+/// The key range of a chat's messages from `from` on.
+pub fn messages_of(chat_id: &str, from: usize) -> Result<JsValue, JsValue> {
+    let lower: Array = [JsValue::from_str(chat_id), JsValue::from_f64(from as f64)]
+        .into_iter()
+        .collect();
+    let upper: Array = [JsValue::from_str(chat_id), JsValue::from_f64(f64::INFINITY)]
+        .into_iter()
+        .collect();
+    IdbKeyRange::bound(&lower, &upper).map(JsValue::from)
+}
+
+/// A JSON value as a structured-cloneable JS object.
+pub fn to_js(value: &Value) -> Result<JsValue, JsValue> {
+    use serde::Serialize;
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| JsValue::from_str(&format!("cannot store value: {e}")))
+}
+
+/// A stored JS object back to JSON (via `JSON.stringify`, which keeps key order).
+pub fn from_js(value: &JsValue) -> Option<Value> {
+    let text = js_sys::JSON::stringify(value).ok()?.as_string()?;
+    serde_json::from_str(&text).ok()
+}

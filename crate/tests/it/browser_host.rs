@@ -1,0 +1,326 @@
+//! The browser host in headless Chromium (wasm only): real `fetch` streams against the provider
+//! double (`tests/double/server.mjs`, replaying `../shared/wire` over HTTP on 127.0.0.1; its URL
+//! comes from `PALAVER_DOUBLE_URL` at build time, set by `scripts/test.sh`), real IndexedDB.
+
+use crate::support::wire;
+use palaver::decode::decode_stream;
+use palaver::provider::ProviderKind;
+use palaver::web::host::Host;
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+fn double() -> &'static str {
+    match option_env!("PALAVER_DOUBLE_URL") {
+        Some(url) => url,
+        None => panic!("PALAVER_DOUBLE_URL is not set: run the wasm tests through scripts/test.sh, which starts the provider double"),
+    }
+}
+
+async fn sleep(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(window) = web_sys::window() {
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        }
+    });
+    let _ = JsFuture::from(promise).await;
+}
+
+async fn fetch_json(url: &str, method: &str, body: Option<Value>) -> Value {
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    if let Some(body) = body {
+        init.set_body(&JsValue::from_str(&body.to_string()));
+    }
+    let window = web_sys::window().expect("a window");
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(url, &init))
+        .await
+        .unwrap_or_else(|e| panic!("fetch {url}: {e:?}"))
+        .dyn_into()
+        .expect("a Response");
+    let text = JsFuture::from(response.text().expect("text"))
+        .await
+        .ok()
+        .and_then(|t| t.as_string())
+        .unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+async fn promised(promise: js_sys::Promise) -> JsValue {
+    JsFuture::from(promise)
+        .await
+        .unwrap_or_else(|e| panic!("rejected: {e:?}"))
+}
+
+fn value(js: &JsValue) -> Value {
+    js_sys::JSON::stringify(js)
+        .ok()
+        .and_then(|s| s.as_string())
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn unique(name: &str) -> String {
+    format!("{name}-{}", (js_sys::Math::random() * 1e12) as u64)
+}
+
+async fn open(db: &str, config: Value) -> Host {
+    let config = config
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .expect("config");
+    Host::open(config, Some(db.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("open: {e:?}"))
+}
+
+use serde::Serialize;
+
+fn snapshot(host: &Host, chat: &str) -> Value {
+    value(&host.snapshot(chat))
+}
+
+/// Waits (up to `ms`) until `done(snapshot)`; panics with the last snapshot otherwise.
+async fn wait_for(host: &Host, chat: &str, ms: i32, done: impl Fn(&Value) -> bool) -> Value {
+    let mut waited = 0;
+    loop {
+        let snap = snapshot(host, chat);
+        if done(&snap) {
+            return snap;
+        }
+        if waited >= ms {
+            panic!("timed out; last snapshot: {snap}");
+        }
+        sleep(20).await;
+        waited += 20;
+    }
+}
+
+fn send(host: &Host, chat: &str, command: Value) -> Value {
+    let js = command
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .expect("command");
+    value(
+        &host
+            .send(chat.into(), js)
+            .unwrap_or_else(|e| panic!("send: {e:?}")),
+    )
+}
+
+fn state(snap: &Value) -> &str {
+    snap["runtime"]["state"].as_str().unwrap_or("")
+}
+
+fn saved(snap: &Value) -> bool {
+    snap["runtime"].get("storage_error").is_none()
+}
+
+const CASES: [(&str, &str); 4] = [
+    ("openai-chat", "text_include_usage_gpt41"),
+    ("anthropic", "cache_read_usage"),
+    ("gemini", "text"),
+    ("openai-responses", "text"),
+];
+
+#[wasm_bindgen_test]
+async fn a_whole_turn_through_fetch_for_each_provider_survives_a_reload() {
+    for (kind, case) in CASES {
+        let db = unique("turn");
+        let base = format!("{}/wire/{kind}/{case}", double());
+        let config =
+            json!({"providers": [{"kind": kind, "base_url": base, "model": "test-model"}]});
+        let host = open(&db, config.clone()).await;
+        host.set_provider_key(kind.into(), "sk-test-CANARY".into());
+        let chat = promised(host.create_chat(Some("hello".into())))
+            .await
+            .as_string()
+            .expect("an id");
+        promised(host.open_chat(chat.clone())).await;
+        send(
+            &host,
+            &chat,
+            json!({"type": "set_params", "patch": {"provider": kind}}),
+        );
+        let ack = send(
+            &host,
+            &chat,
+            json!({"type": "user_message", "content": "hi"}),
+        );
+        assert!(ack.to_string().contains("\"accepted\":true"), "{ack}");
+        let snap = wait_for(&host, &chat, 10_000, |s| {
+            state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 2)
+        })
+        .await;
+        let sse = wire(&format!("{kind}/{case}.sse")).expect("transcript");
+        let provider = ProviderKind::parse(kind).expect("kind");
+        let expected = decode_stream(provider, &[sse.as_bytes()])
+            .expect("decodes")
+            .assembled;
+        let reply = &snap["messages"][1];
+        assert_eq!(reply["content"], expected["content"], "{kind}: {reply}");
+        assert!(
+            reply["usage"]["prompt_tokens"]
+                .as_u64()
+                .is_some_and(|t| t > 0),
+            "{kind}: usage {reply}"
+        );
+        wait_for(&host, &chat, 5_000, |s| {
+            saved(s) && s["runtime"]["state"] == "idle"
+        })
+        .await;
+        sleep(100).await;
+        let before = snap["messages"].clone();
+        host.close();
+        let again = open(&db, config).await;
+        let reopened = value(&promised(again.open_chat(chat.clone())).await);
+        assert_eq!(
+            reopened["messages"], before,
+            "{kind}: every message back, byte for byte"
+        );
+        let chats = value(&promised(again.list_chats()).await);
+        assert_eq!(chats[0]["id"], json!(chat));
+        let export = promised(again.export_chat(chat.clone(), "refact".into()))
+            .await
+            .as_string()
+            .unwrap_or_default();
+        assert!(
+            export.contains("\"hi\"") && !export.contains("CANARY"),
+            "exports carry no key"
+        );
+        again.close();
+    }
+}
+
+#[wasm_bindgen_test]
+async fn abort_mid_stream_cancels_the_fetch_and_keeps_the_partial() {
+    let id = unique("abort");
+    fetch_json(&format!("{}/__script/{id}", double()), "POST", Some(json!({"responses": [{"wire": "openai-chat/text_include_usage_gpt41", "chunk_bytes": 400, "delay_ms": 150}]}))).await;
+    let db = unique("abort-db");
+    let host = open(&db, json!({"providers": [{"kind": "openai-chat", "base_url": format!("{}/s/{id}", double()), "model": "m"}]})).await;
+    let chat = promised(host.create_chat(None))
+        .await
+        .as_string()
+        .expect("id");
+    promised(host.open_chat(chat.clone())).await;
+    send(
+        &host,
+        &chat,
+        json!({"type": "user_message", "content": "tell me"}),
+    );
+    wait_for(&host, &chat, 5_000, |s| {
+        s["draft"]["content"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty())
+    })
+    .await;
+    send(&host, &chat, json!({"type": "abort"}));
+    let snap = wait_for(&host, &chat, 2_000, |s| state(s) == "idle").await;
+    let partial = &snap["messages"][1];
+    assert_eq!(partial["stopped"], true, "{partial}");
+    assert_eq!(partial["finish_reason"], "abort");
+    let mut closed = false;
+    for _ in 0..50 {
+        let log = fetch_json(&format!("{}/__log/{id}", double()), "GET", None).await;
+        if log[0]["closed_by_client"] == true {
+            closed = true;
+            break;
+        }
+        sleep(50).await;
+    }
+    assert!(closed, "the double saw the connection close");
+    host.close();
+}
+
+#[wasm_bindgen_test]
+async fn a_stalled_stream_ends_as_stalled_after_the_timeout() {
+    let id = unique("stall");
+    fetch_json(&format!("{}/__script/{id}", double()), "POST", Some(json!({"responses": [{"wire": "openai-chat/text_include_usage_gpt41", "stall_after_bytes": 600}]}))).await;
+    let host = open(&unique("stall-db"), json!({"stall_timeout_ms": 800, "retry": {"max_attempts": 1}, "providers": [{"kind": "openai-chat", "base_url": format!("{}/s/{id}", double()), "model": "m"}]})).await;
+    let chat = promised(host.create_chat(None))
+        .await
+        .as_string()
+        .expect("id");
+    promised(host.open_chat(chat.clone())).await;
+    send(
+        &host,
+        &chat,
+        json!({"type": "user_message", "content": "hi"}),
+    );
+    let snap = wait_for(&host, &chat, 5_000, |s| state(s) == "error").await;
+    assert_eq!(
+        snap["runtime"]["error"]["code"], "stalled",
+        "{}",
+        snap["runtime"]
+    );
+    host.close();
+}
+
+#[wasm_bindgen_test]
+async fn a_long_chat_saves_incrementally_and_a_failed_save_is_kept_and_retried() {
+    let db = unique("long");
+    let config = json!({"providers": [{"kind": "openai-chat", "base_url": format!("{}/wire/openai-chat/text_gpt4o", double()), "model": "m"}]});
+    let host = open(&db, config.clone()).await;
+    let messages: Vec<Value> = (0..2000)
+        .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("message {i} ünïcødé")}))
+        .collect();
+    let chat = promised(host.import_chat(Value::Array(messages).to_string()))
+        .await
+        .as_string()
+        .expect("id");
+    wait_for(&host, &chat, 10_000, |s| saved(s)).await;
+    sleep(300).await;
+    let after_import = host.records_written();
+    assert!(
+        after_import >= 2000.0,
+        "the import wrote every message: {after_import}"
+    );
+    send(
+        &host,
+        &chat,
+        json!({"type": "user_message", "content": "one more"}),
+    );
+    wait_for(&host, &chat, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 2002)
+    })
+    .await;
+    sleep(300).await;
+    let per_turn = host.records_written() - after_import;
+    assert!(
+        per_turn <= 8.0,
+        "one turn writes a few small records, not the chat: {per_turn}"
+    );
+    // A save that fails (a quota error) is reported, kept dirty, and succeeds later.
+    host.simulate_save_failure(Some(
+        "QuotaExceededError: the quota has been exceeded".into(),
+    ));
+    send(
+        &host,
+        &chat,
+        json!({"type": "set_params", "patch": {"title": "renamed"}}),
+    );
+    let failing = wait_for(&host, &chat, 5_000, |s| !saved(s)).await;
+    assert!(
+        failing["runtime"]["storage_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Quota")),
+        "{}",
+        failing["runtime"]
+    );
+    host.simulate_save_failure(None);
+    wait_for(&host, &chat, 20_000, |s| saved(s)).await;
+    sleep(200).await;
+    let before = snapshot(&host, &chat)["messages"].clone();
+    host.close();
+    let again = open(&db, config).await;
+    let reopened = value(&promised(again.open_chat(chat.clone())).await);
+    assert_eq!(
+        reopened["messages"], before,
+        "2 002 messages back, byte for byte"
+    );
+    assert_eq!(
+        reopened["thread"]["title"], "renamed",
+        "the retried save landed"
+    );
+    again.close();
+}
