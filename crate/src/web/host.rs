@@ -35,6 +35,8 @@ struct Shared {
     next_command: u64,
     /// IndexedDB records written so far (for tests and the bench page).
     records_written: u64,
+    /// Bytes of JSON those records held.
+    bytes_written: u64,
     /// When set, saves fail with this reason (tests simulate a quota error).
     fail_saves: Option<String>,
 }
@@ -88,6 +90,7 @@ impl Host {
             chats: BTreeMap::new(),
             next_command: 1,
             records_written: 0,
+            bytes_written: 0,
             fail_saves: None,
         }));
         Ok(Host { shared })
@@ -316,6 +319,12 @@ impl Host {
     #[wasm_bindgen(js_name = recordsWritten)]
     pub fn records_written(&self) -> f64 {
         self.shared.borrow().records_written as f64
+    }
+
+    /// Bytes of JSON written to IndexedDB so far (the bench page's bytes per turn).
+    #[wasm_bindgen(js_name = bytesWritten)]
+    pub fn bytes_written(&self) -> f64 {
+        self.shared.borrow().bytes_written as f64
     }
 
     /// Tests: make the next saves fail with `reason` (e.g. a quota error); `undefined` heals.
@@ -801,8 +810,11 @@ fn save_trajectory(shared: &Handle, save: TrajectorySave) {
     spawn_local(async move {
         let result = write_save(&shared, &save).await;
         let input = match result {
-            Ok(records) => {
-                shared.borrow_mut().records_written += records;
+            Ok((records, bytes)) => {
+                let mut s = shared.borrow_mut();
+                s.records_written += records;
+                s.bytes_written += bytes;
+                drop(s);
                 Input::SaveAcked {
                     chat_id: save.chat_id.clone(),
                     version: save.version,
@@ -818,7 +830,7 @@ fn save_trajectory(shared: &Handle, save: TrajectorySave) {
     });
 }
 
-async fn write_save(shared: &Handle, save: &TrajectorySave) -> Result<u64, JsValue> {
+async fn write_save(shared: &Handle, save: &TrajectorySave) -> Result<(u64, u64), JsValue> {
     if let Some(reason) = shared.borrow().fail_saves.clone() {
         return Err(js_sys::Error::new(&reason).into());
     }
@@ -843,9 +855,11 @@ async fn write_save(shared: &Handle, save: &TrajectorySave) -> Result<u64, JsVal
     let chats = idb::store(&tx, idb::CHATS)?;
     let messages = idb::store(&tx, idb::MESSAGES)?;
     chats.put(&idb::to_js(&record)?)?;
+    let mut bytes = record.to_string().len() as u64;
     for upsert in &save.upserts {
         let row =
             json!({"chat_id": save.chat_id, "index": upsert.index, "message": upsert.message});
+        bytes += row.to_string().len() as u64;
         messages.put(&idb::to_js(&row)?)?;
     }
     messages.delete(&idb::messages_of(&save.chat_id, save.message_count)?)?;
@@ -854,5 +868,5 @@ async fn write_save(shared: &Handle, save: &TrajectorySave) -> Result<u64, JsVal
         .borrow_mut()
         .chats
         .insert(save.chat_id.clone(), record);
-    Ok(1 + save.upserts.len() as u64)
+    Ok((1 + save.upserts.len() as u64, bytes))
 }

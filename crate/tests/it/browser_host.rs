@@ -324,3 +324,61 @@ async fn a_long_chat_saves_incrementally_and_a_failed_save_is_kept_and_retried()
     );
     again.close();
 }
+
+/// Issue 5's numbers, printed (not asserted on time): opening a 5 000-message chat from
+/// IndexedDB, and the bytes one turn writes for a 10- and a 5 000-message chat.
+#[wasm_bindgen_test]
+async fn bench_open_and_bytes_per_turn() {
+    // Compaction off: this measures saves (a 5 000-message chat is far over compact_at).
+    let config = json!({"compact_at": null, "default_n_ctx": 10000000, "providers": [{"kind": "openai-chat", "base_url": format!("{}/wire/openai-chat/text_gpt4o", double()), "model": "m"}]});
+    let mut per_turn = Vec::new();
+    for size in [10usize, 5000] {
+        let db = unique("bench");
+        let host = open(&db, config.clone()).await;
+        let messages: Vec<Value> = (0..size)
+            .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(30))}))
+            .collect();
+        let chat = promised(host.import_chat(Value::Array(messages).to_string()))
+            .await
+            .as_string()
+            .expect("id");
+        wait_for(&host, &chat, 30_000, |s| {
+            saved(s) && s["runtime"]["state"] == "idle"
+        })
+        .await;
+        sleep(500).await;
+        let before = host.bytes_written();
+        send(
+            &host,
+            &chat,
+            json!({"type": "user_message", "content": "one more"}),
+        );
+        wait_for(&host, &chat, 10_000, |s| {
+            state(s) == "idle"
+                && s["messages"]
+                    .as_array()
+                    .is_some_and(|m| m.len() == size + 2)
+        })
+        .await;
+        sleep(300).await;
+        let bytes = host.bytes_written() - before;
+        per_turn.push(bytes);
+        host.close();
+        if size == 5000 {
+            let again = open(&db, config.clone()).await;
+            let started = js_sys::Date::now();
+            let snap = value(&promised(again.open_chat(chat.clone())).await);
+            let ms = js_sys::Date::now() - started;
+            assert_eq!(snap["messages"].as_array().map(Vec::len), Some(5002));
+            web_sys::console::log_1(
+                &format!("BENCH open a 5000-message chat from IndexedDB: {ms:.0} ms").into(),
+            );
+            again.close();
+        }
+    }
+    web_sys::console::log_1(&format!("BENCH bytes written per turn: 10-message chat {} B, 5000-message chat {} B, ratio {:.2}", per_turn[0], per_turn[1], per_turn[1] / per_turn[0]).into());
+    assert!(
+        per_turn[1] < per_turn[0] * 2.0,
+        "a turn's save does not grow with the chat: {per_turn:?}"
+    );
+}
