@@ -5,6 +5,7 @@
 //! API keys live only in this object's memory: never in IndexedDB, never in an export.
 
 use super::idb;
+use super::tabs::{self, ChatRole};
 use crate::engine::{Bytes, Effect, Engine, EngineConfig, Input, Step};
 use crate::event::Event;
 use crate::request::ProviderRequest;
@@ -37,6 +38,12 @@ struct Shared {
     records_written: u64,
     /// Bytes of JSON those records held.
     bytes_written: u64,
+    /// This tab's role in each chat it opened (owner or follower, SPEC §4).
+    roles: HashMap<String, ChatRole>,
+    /// Follower `openChat` calls waiting for the owner's snapshot.
+    snapshot_waiters: HashMap<String, Vec<Function>>,
+    /// Why several tabs cannot coordinate here, when they cannot.
+    tabs_note: Option<String>,
     /// When set, saves fail with this reason (tests simulate a quota error).
     fail_saves: Option<String>,
 }
@@ -91,6 +98,11 @@ impl Host {
             next_command: 1,
             records_written: 0,
             bytes_written: 0,
+            roles: HashMap::new(),
+            snapshot_waiters: HashMap::new(),
+            tabs_note: tabs::lock_manager()
+                .is_none()
+                .then(|| "Web Locks are missing in this browser: this tab assumes it is the only one with these chats open".to_string()),
             fail_saves: None,
         }));
         Ok(Host { shared })
@@ -175,34 +187,56 @@ impl Host {
         })
     }
 
-    /// Loads a chat from IndexedDB into the engine (tolerantly: what cannot be read is kept as a
-    /// notice, never dropped). Resolves to the snapshot.
+    /// Opens a chat: as its owner (loaded from IndexedDB into this engine, tolerantly: what
+    /// cannot be read is kept as a notice, never dropped), or — when another tab owns it — as a
+    /// follower mirroring the owner. Resolves to the snapshot.
     #[wasm_bindgen(js_name = openChat)]
     pub fn open_chat(&self, chat_id: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
-            if let Some(snapshot) = shared.borrow().engine.snapshot(&chat_id) {
+            if let Some(snapshot) = current_snapshot(&shared, &chat_id) {
                 return Ok(to_js(&snapshot));
             }
-            let trajectory = load_trajectory(&shared, &chat_id).await?;
-            handle(
-                &shared,
-                Input::OpenChat {
-                    chat_id: chat_id.clone(),
-                    trajectory: Some(trajectory),
-                },
-            );
-            let snapshot = shared.borrow().engine.snapshot(&chat_id);
-            snapshot
+            let locks = tabs::lock_manager();
+            let mut release = None;
+            if let Some(locks) = &locks {
+                // A lock released a moment ago (this page closed its engine) frees within a
+                // task or two: ask a few times before deciding another tab owns the chat.
+                for attempt in 0..4 {
+                    release = tabs::request_lock(locks, &tabs::lock_name(&chat_id), false).await?;
+                    if release.is_some() {
+                        break;
+                    }
+                    sleep_ms(25 * (attempt + 1)).await;
+                }
+            }
+            if locks.is_some() && release.is_none() {
+                return follow(&shared, &chat_id).await;
+            }
+            become_owner(&shared, &chat_id, release).await?;
+            current_snapshot(&shared, &chat_id)
                 .map(|s| to_js(&s))
                 .ok_or_else(|| error("UnknownChat", &chat_id))
         })
     }
 
+    /// `owner`, `follower` or `closed` for a chat, and why tabs cannot coordinate if they cannot.
+    #[wasm_bindgen(js_name = tabRole)]
+    pub fn tab_role(&self, chat_id: &str) -> JsValue {
+        let shared = self.shared.borrow();
+        let role = match shared.roles.get(chat_id) {
+            Some(ChatRole::Owner { .. }) => "owner",
+            Some(ChatRole::Follower { .. }) => "follower",
+            None if shared.engine.snapshot(chat_id).is_some() => "owner",
+            None => "closed",
+        };
+        to_js(&json!({"role": role, "note": shared.tabs_note}))
+    }
+
     /// Calls `callback(event)` with the chat's snapshot, then every event; returns an id for
     /// `unsubscribe`. A subscriber that sees a gap in `seq` asks again.
     pub fn subscribe(&self, chat_id: String, callback: Function) -> u32 {
-        let snapshot = self.shared.borrow().engine.snapshot(&chat_id);
+        let snapshot = current_snapshot(&self.shared, &chat_id);
         if let Some(snapshot) = snapshot {
             let _ = callback.call1(&JsValue::NULL, &to_js(&snapshot));
         }
@@ -236,17 +270,22 @@ impl Host {
             };
             command["client_request_id"] = json!(format!("js-{}-{n}", now()));
         }
+        // A follower's commands go to the owning tab, which applies them in arrival order.
+        let relay = match self.shared.borrow().roles.get(&chat_id) {
+            Some(ChatRole::Follower { channel, .. }) => Some(channel.clone()),
+            _ => None,
+        };
+        if let Some(channel) = relay {
+            tabs::post(&channel, &json!({"kind": "command", "command": command}));
+            return Ok(to_js(&Vec::<Value>::new()));
+        }
         let step = handle(&self.shared, Input::Command { chat_id, command });
         Ok(to_js(&step.events))
     }
 
     /// The engine's snapshot of an open chat.
     pub fn snapshot(&self, chat_id: &str) -> JsValue {
-        self.shared
-            .borrow()
-            .engine
-            .snapshot(chat_id)
-            .map_or(JsValue::UNDEFINED, |s| to_js(&s))
+        current_snapshot(&self.shared, chat_id).map_or(JsValue::UNDEFINED, |s| to_js(&s))
     }
 
     /// A chat as `refact` (trajectory JSON), `openai` (messages JSON) or `markdown`; keys are
@@ -339,6 +378,17 @@ impl Host {
         for (_, controller) in shared.requests.drain() {
             controller.abort();
         }
+        for (_, role) in shared.roles.drain() {
+            role.channel().set_onmessage(None);
+            role.channel().close();
+            if let ChatRole::Owner {
+                release: Some(release),
+                ..
+            } = role
+            {
+                let _ = release.call0(&JsValue::NULL);
+            }
+        }
         shared.db.close();
     }
 }
@@ -413,6 +463,18 @@ fn handle(shared: &Handle, input: Input) -> Step {
 }
 
 fn deliver(shared: &Handle, step: &Step) {
+    let mut by_chat: BTreeMap<&str, Vec<crate::event::EventEnvelope>> = BTreeMap::new();
+    for envelope in &step.events {
+        by_chat
+            .entry(&envelope.chat_id)
+            .or_default()
+            .push(envelope.clone());
+    }
+    for (chat_id, events) in by_chat {
+        if let Some(ChatRole::Owner { channel, .. }) = shared.borrow().roles.get(chat_id) {
+            tabs::post(channel, &tabs::events_message(&events));
+        }
+    }
     for envelope in &step.events {
         let callbacks: Vec<Function> = shared
             .borrow()
@@ -869,4 +931,214 @@ async fn write_save(shared: &Handle, save: &TrajectorySave) -> Result<(u64, u64)
         .chats
         .insert(save.chat_id.clone(), record);
     Ok((1 + save.upserts.len() as u64, bytes))
+}
+
+/// The chat as this tab sees it: the engine's snapshot when it owns the chat, the mirrored
+/// view when it follows.
+fn current_snapshot(shared: &Handle, chat_id: &str) -> Option<crate::event::EventEnvelope> {
+    let s = shared.borrow();
+    if let Some(ChatRole::Follower { view, .. }) = s.roles.get(chat_id) {
+        return view.as_ref().map(|v| v.to_snapshot(chat_id));
+    }
+    s.engine.snapshot(chat_id)
+}
+
+/// Runs the chat here: load it, serve the other tabs over the channel, hold the lock.
+async fn become_owner(
+    shared: &Handle,
+    chat_id: &str,
+    release: Option<Function>,
+) -> Result<(), JsValue> {
+    let trajectory = load_trajectory(shared, chat_id).await?;
+    handle(
+        shared,
+        Input::OpenChat {
+            chat_id: chat_id.to_string(),
+            trajectory: Some(trajectory),
+        },
+    );
+    let served = shared.clone();
+    let chat = chat_id.to_string();
+    let channel = tabs::open_channel(chat_id, move |message| match message["kind"].as_str() {
+        Some("command") => {
+            let command = message["command"].clone();
+            handle(
+                &served,
+                Input::Command {
+                    chat_id: chat.clone(),
+                    command,
+                },
+            );
+        }
+        Some("snapshot_request") => {
+            let snapshot = served.borrow().engine.snapshot(&chat);
+            let channel = match served.borrow().roles.get(&chat) {
+                Some(role) => role.channel().clone(),
+                None => return,
+            };
+            if let Some(snapshot) = snapshot {
+                tabs::post(&channel, &tabs::snapshot_message(&snapshot));
+            }
+        }
+        _ => {}
+    })?;
+    let old = shared.borrow_mut().roles.insert(
+        chat_id.to_string(),
+        ChatRole::Owner {
+            channel: channel.clone(),
+            release,
+        },
+    );
+    // A tab that was following drops its old channel for the owner's.
+    if let Some(old) = old {
+        old.channel().set_onmessage(None);
+        old.channel().close();
+    }
+    // Followers that asked before this tab answered get the snapshot now.
+    let snapshot = shared.borrow().engine.snapshot(chat_id);
+    if let Some(snapshot) = snapshot {
+        tabs::post(&channel, &tabs::snapshot_message(&snapshot));
+    }
+    Ok(())
+}
+
+/// Mirrors a chat another tab owns; resolves to the owner's snapshot. Meanwhile waits for the
+/// lock, to take over when the owner goes away.
+async fn follow(shared: &Handle, chat_id: &str) -> Result<JsValue, JsValue> {
+    let mirror = shared.clone();
+    let chat = chat_id.to_string();
+    let channel = tabs::open_channel(chat_id, move |message| {
+        on_owner_message(&mirror, &chat, message)
+    })?;
+    shared.borrow_mut().roles.insert(
+        chat_id.to_string(),
+        ChatRole::Follower {
+            channel: channel.clone(),
+            view: None,
+        },
+    );
+    let waiting = Promise::new(&mut |resolve: Function, _| {
+        shared
+            .borrow_mut()
+            .snapshot_waiters
+            .entry(chat_id.to_string())
+            .or_default()
+            .push(resolve);
+    });
+    tabs::post(&channel, &json!({"kind": "snapshot_request"}));
+    let timeout = Promise::new(&mut |_, reject: Function| {
+        if let Ok(window) = js_sys::global().dyn_into::<web_sys::Window>() {
+            let silent = error("OwnerSilent", "the tab that owns this chat does not answer");
+            let _ = window
+                .set_timeout_with_callback_and_timeout_and_arguments_1(&reject, 5000, &silent);
+        }
+    });
+    let race = Promise::race(&js_sys::Array::of2(&waiting, &timeout));
+    let snapshot = JsFuture::from(race).await?;
+    wait_for_takeover(shared, chat_id);
+    Ok(snapshot)
+}
+
+fn on_owner_message(shared: &Handle, chat_id: &str, message: Value) {
+    match message["kind"].as_str() {
+        Some("snapshot") => {
+            let Ok(snapshot) =
+                serde_json::from_value::<crate::event::EventEnvelope>(message["snapshot"].clone())
+            else {
+                return;
+            };
+            if let Some(ChatRole::Follower { view, .. }) =
+                shared.borrow_mut().roles.get_mut(chat_id)
+            {
+                *view = crate::view::ChatView::from_snapshot(&snapshot).ok();
+            }
+            let value = to_js(&snapshot);
+            let waiters = shared
+                .borrow_mut()
+                .snapshot_waiters
+                .remove(chat_id)
+                .unwrap_or_default();
+            for waiter in waiters {
+                let _ = waiter.call1(&JsValue::NULL, &value);
+            }
+            notify(shared, chat_id, &value);
+        }
+        Some("events") => {
+            let events: Vec<crate::event::EventEnvelope> =
+                serde_json::from_value(message["events"].clone()).unwrap_or_default();
+            for event in events {
+                let applied = match shared.borrow_mut().roles.get_mut(chat_id) {
+                    Some(ChatRole::Follower {
+                        view: Some(view),
+                        channel,
+                    }) => {
+                        let ok = view.apply(&event).is_ok();
+                        if !ok {
+                            // A gap: ask for a new snapshot, as any subscriber would.
+                            tabs::post(channel, &json!({"kind": "snapshot_request"}));
+                        }
+                        ok
+                    }
+                    _ => false,
+                };
+                if !applied {
+                    return;
+                }
+                notify(shared, chat_id, &to_js(&event));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn notify(shared: &Handle, chat_id: &str, value: &JsValue) {
+    let callbacks: Vec<Function> = shared
+        .borrow()
+        .subscribers
+        .get(chat_id)
+        .map(|subs| subs.iter().map(|(_, f)| f.clone()).collect())
+        .unwrap_or_default();
+    for callback in callbacks {
+        let _ = callback.call1(&JsValue::NULL, value);
+    }
+}
+
+/// When the owner's lock frees, this tab loads the chat from IndexedDB and owns it; its
+/// subscribers get the new snapshot.
+fn wait_for_takeover(shared: &Handle, chat_id: &str) {
+    let Some(locks) = tabs::lock_manager() else {
+        return;
+    };
+    let shared = shared.clone();
+    let chat_id = chat_id.to_string();
+    spawn_local(async move {
+        let Ok(Some(release)) = tabs::request_lock(&locks, &tabs::lock_name(&chat_id), true).await
+        else {
+            return;
+        };
+        // This tab may have closed meanwhile: then it lets go at once.
+        let following = matches!(
+            shared.borrow().roles.get(&chat_id),
+            Some(ChatRole::Follower { .. })
+        );
+        if !following {
+            let _ = release.call0(&JsValue::NULL);
+            return;
+        }
+        if become_owner(&shared, &chat_id, Some(release)).await.is_ok() {
+            let snapshot = shared.borrow().engine.snapshot(&chat_id);
+            if let Some(snapshot) = snapshot {
+                notify(&shared, &chat_id, &to_js(&snapshot));
+            }
+        }
+    });
+}
+
+async fn sleep_ms(ms: i32) {
+    let promise = Promise::new(&mut |resolve: Function, _| {
+        if let Ok(window) = js_sys::global().dyn_into::<web_sys::Window>() {
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        }
+    });
+    let _ = JsFuture::from(promise).await;
 }

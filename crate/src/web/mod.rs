@@ -8,6 +8,7 @@ mod bench;
 mod decoder;
 pub mod host;
 mod idb;
+mod tabs;
 
 use crate::engine::{Bytes, Engine, EngineConfig, Input, Step};
 use serde::Serialize;

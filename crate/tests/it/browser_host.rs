@@ -382,3 +382,84 @@ async fn bench_open_and_bytes_per_turn() {
         "a turn's save does not grow with the chat: {per_turn:?}"
     );
 }
+
+/// Two engines in one origin on one chat (two `Palaver` objects in this page stand for two
+/// tabs: Web Locks and BroadcastChannel work across both alike). One owns, one follows;
+/// commands from both are applied once, in order; both see the same events; when the owner
+/// closes, the follower takes over from IndexedDB.
+#[wasm_bindgen_test]
+async fn two_engines_share_one_chat_and_the_follower_takes_over() {
+    let db = unique("tabs");
+    let config = json!({"providers": [{"kind": "openai-chat", "base_url": format!("{}/wire/openai-chat/text_gpt4o", double()), "model": "m"}]});
+    let first = open(&db, config.clone()).await;
+    let chat = promised(first.create_chat(Some("shared".into())))
+        .await
+        .as_string()
+        .expect("id");
+    promised(first.open_chat(chat.clone())).await;
+    let second = open(&db, config.clone()).await;
+    let mirrored = value(&promised(second.open_chat(chat.clone())).await);
+    assert_eq!(value(&first.tab_role(&chat))["role"], "owner");
+    assert_eq!(value(&second.tab_role(&chat))["role"], "follower");
+    assert_eq!(
+        mirrored["seq"],
+        snapshot(&first, &chat)["seq"],
+        "the follower starts from the owner's snapshot"
+    );
+    send(
+        &second,
+        &chat,
+        json!({"type": "user_message", "content": "from the second tab"}),
+    );
+    wait_for(&first, &chat, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    send(
+        &first,
+        &chat,
+        json!({"type": "user_message", "content": "from the first tab"}),
+    );
+    let owner = wait_for(&first, &chat, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 4)
+    })
+    .await;
+    let follower = wait_for(&second, &chat, 5_000, |s| s["seq"] == owner["seq"]).await;
+    assert_eq!(
+        follower["messages"], owner["messages"],
+        "both see the same chat"
+    );
+    let users: Vec<&str> = owner["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(
+        users,
+        ["from the second tab", "from the first tab"],
+        "each command once, in order"
+    );
+    wait_for(&first, &chat, 5_000, |s| saved(s)).await;
+    sleep(300).await;
+    first.close();
+    let taken = wait_for(&second, &chat, 5_000, |_| {
+        value(&second.tab_role(&chat))["role"] == "owner"
+    })
+    .await;
+    assert_eq!(
+        taken["messages"], owner["messages"],
+        "the new owner loaded every message"
+    );
+    send(
+        &second,
+        &chat,
+        json!({"type": "user_message", "content": "after the takeover"}),
+    );
+    wait_for(&second, &chat, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 6)
+    })
+    .await;
+    second.close();
+}
