@@ -7,7 +7,7 @@
 mod bench;
 mod decoder;
 pub mod host;
-mod idb;
+pub mod idb;
 mod tabs;
 
 use crate::engine::{Bytes, Engine, EngineConfig, Input, Step};

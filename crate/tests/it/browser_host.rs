@@ -463,3 +463,158 @@ async fn two_engines_share_one_chat_and_the_follower_takes_over() {
     .await;
     second.close();
 }
+
+/// SECURITY B4: corrupt records in the middle of a stored chat are reported, the rest shown,
+/// nothing deleted.
+#[wasm_bindgen_test]
+async fn b4_a_corrupt_stored_record_is_reported_not_dropped() {
+    use palaver::web::idb;
+    let db = unique("b4");
+    let config = json!({});
+    let host = open(&db, config.clone()).await;
+    let messages: Vec<Value> = (0..5).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("m{i}")})).collect();
+    let chat = promised(host.import_chat(Value::Array(messages).to_string()))
+        .await
+        .as_string()
+        .expect("id");
+    wait_for(&host, &chat, 5_000, |s| saved(s)).await;
+    sleep(300).await;
+    host.close();
+    // Damage two records behind the engine's back.
+    let raw = idb::open(&db).await.expect("raw open");
+    let tx = idb::write_transaction(&raw).expect("tx");
+    let store = idb::store(&tx, idb::MESSAGES).expect("store");
+    store
+        .put(
+            &idb::to_js(&json!({"chat_id": chat, "index": 1, "message": "not a message"}))
+                .expect("js"),
+        )
+        .expect("put");
+    store
+        .put(
+            &idb::to_js(
+                &json!({"chat_id": chat, "index": 3, "message": {"role": "martian", "content": 7}}),
+            )
+            .expect("js"),
+        )
+        .expect("put");
+    idb::transaction_done(&tx).await.expect("committed");
+    raw.close();
+    let again = open(&db, config).await;
+    let snap = value(&promised(again.open_chat(chat.clone())).await);
+    let all = snap["messages"].as_array().cloned().unwrap_or_default();
+    assert_eq!(all.len(), 5, "nothing dropped: {all:?}");
+    assert_eq!(all[0]["content"], "m0");
+    assert_eq!(all[4]["content"], "m4");
+    let notices = all
+        .iter()
+        .filter(|m| m["role"] == "event" && m["event"]["subkind"] == "system_notice")
+        .count();
+    assert_eq!(
+        notices, 2,
+        "each unreadable record kept as a notice: {all:?}"
+    );
+    again.close();
+}
+
+/// SECURITY B19/B20: export then import gives the same messages; a malformed import is a typed
+/// error and touches nothing.
+#[wasm_bindgen_test]
+async fn b19_b20_export_import_round_trip_and_malformed_import() {
+    let db = unique("b19");
+    let host = open(&db, json!({})).await;
+    let messages: Vec<Value> = (0..6).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("m{i} ✓"), "custom": {"kept": i}})).collect();
+    let chat = promised(host.import_chat(Value::Array(messages).to_string()))
+        .await
+        .as_string()
+        .expect("id");
+    wait_for(&host, &chat, 5_000, |s| saved(s)).await;
+    let exported = promised(host.export_chat(chat.clone(), "refact".into()))
+        .await
+        .as_string()
+        .expect("text");
+    let copy = promised(host.import_chat(exported))
+        .await
+        .as_string()
+        .expect("id");
+    let strip = |s: &Value| -> Vec<Value> {
+        s["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mut m| {
+                if let Some(o) = m.as_object_mut() {
+                    o.remove("message_id");
+                }
+                m
+            })
+            .collect()
+    };
+    assert_eq!(
+        strip(&snapshot(&host, &copy)),
+        strip(&snapshot(&host, &chat)),
+        "the import equals the original"
+    );
+    let markdown = promised(host.export_chat(chat.clone(), "markdown".into()))
+        .await
+        .as_string()
+        .unwrap_or_default();
+    assert!(markdown.contains("## User") && markdown.contains("m0 ✓"));
+    let openai = promised(host.export_chat(chat.clone(), "openai".into()))
+        .await
+        .as_string()
+        .unwrap_or_default();
+    assert!(serde_json::from_str::<Value>(&openai)
+        .is_ok_and(|v| v.as_array().is_some_and(|a| a.len() == 6)));
+    let before = value(&promised(host.list_chats()).await);
+    let bad = JsFuture::from(host.import_chat("{\"messages\": 7}".into())).await;
+    let err = bad.expect_err("a malformed import is refused");
+    let name = js_sys::Reflect::get(&err, &"name".into())
+        .ok()
+        .and_then(|n| n.as_string());
+    assert!(
+        name.as_deref() == Some("BadTrajectory") || name.as_deref() == Some("BadInput"),
+        "{err:?}"
+    );
+    let after = value(&promised(host.list_chats()).await);
+    assert_eq!(before, after, "existing data untouched");
+    host.close();
+}
+
+/// SECURITY B21: without Web Locks a single tab still works and says why.
+#[wasm_bindgen_test]
+async fn b21_without_web_locks_one_tab_works_and_says_why() {
+    let navigator =
+        js_sys::Reflect::get(&js_sys::global(), &"navigator".into()).expect("navigator");
+    let descriptor = js_sys::Object::new();
+    js_sys::Reflect::set(&descriptor, &"value".into(), &JsValue::UNDEFINED).expect("set");
+    js_sys::Reflect::set(&descriptor, &"configurable".into(), &JsValue::TRUE).expect("set");
+    js_sys::Object::define_property(&navigator.clone().into(), &"locks".into(), &descriptor);
+    let host = open(&unique("b21"), json!({"providers": [{"kind": "openai-chat", "base_url": format!("{}/wire/openai-chat/text_gpt4o", double()), "model": "m"}]})).await;
+    let chat = promised(host.create_chat(None))
+        .await
+        .as_string()
+        .expect("id");
+    promised(host.open_chat(chat.clone())).await;
+    let role = value(&host.tab_role(&chat));
+    // Put Web Locks back for the other tests before asserting.
+    js_sys::Reflect::delete_property(&navigator.into(), &"locks".into()).expect("restore");
+    assert_eq!(role["role"], "owner");
+    assert!(
+        role["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("Web Locks")),
+        "{role}"
+    );
+    send(
+        &host,
+        &chat,
+        json!({"type": "user_message", "content": "hi"}),
+    );
+    wait_for(&host, &chat, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    host.close();
+}
