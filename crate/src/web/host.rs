@@ -166,6 +166,13 @@ impl Host {
         })
     }
 
+    /// Renames a chat (a `set_params` of its title, saved like any change).
+    #[wasm_bindgen(js_name = renameChat)]
+    pub fn rename_chat(&self, chat_id: String, title: String) -> Result<JsValue, JsValue> {
+        let command = json!({"type": "set_params", "patch": {"title": title}});
+        self.send(chat_id, to_js(&command))
+    }
+
     /// Removes a chat and its messages from the engine and IndexedDB.
     #[wasm_bindgen(js_name = deleteChat)]
     pub fn delete_chat(&self, chat_id: String) -> Promise {
@@ -235,10 +242,13 @@ impl Host {
 
     /// Calls `callback(event)` with the chat's snapshot, then every event; returns an id for
     /// `unsubscribe`. A subscriber that sees a gap in `seq` asks again.
-    pub fn subscribe(&self, chat_id: String, callback: Function) -> u32 {
+    /// `from_seq`: the last `seq` the caller has; when it is current no snapshot is sent.
+    pub fn subscribe(&self, chat_id: String, callback: Function, from_seq: Option<f64>) -> u32 {
         let snapshot = current_snapshot(&self.shared, &chat_id);
         if let Some(snapshot) = snapshot {
-            let _ = callback.call1(&JsValue::NULL, &to_js(&snapshot));
+            if from_seq.map(|s| s as u64) != Some(snapshot.seq) {
+                let _ = callback.call1(&JsValue::NULL, &to_js(&snapshot));
+            }
         }
         let mut shared = self.shared.borrow_mut();
         let id = shared.next_subscriber;

@@ -180,6 +180,7 @@ async fn a_whole_turn_through_fetch_for_each_provider_survives_a_reload() {
         );
         let chats = value(&promised(again.list_chats()).await);
         assert_eq!(chats[0]["id"], json!(chat));
+        assert_eq!(chats[0]["title"], "hello");
         let export = promised(again.export_chat(chat.clone(), "refact".into()))
             .await
             .as_string()
@@ -294,11 +295,8 @@ async fn a_long_chat_saves_incrementally_and_a_failed_save_is_kept_and_retried()
     host.simulate_save_failure(Some(
         "QuotaExceededError: the quota has been exceeded".into(),
     ));
-    send(
-        &host,
-        &chat,
-        json!({"type": "set_params", "patch": {"title": "renamed"}}),
-    );
+    host.rename_chat(chat.clone(), "renamed".into())
+        .expect("rename");
     let failing = wait_for(&host, &chat, 5_000, |s| !saved(s)).await;
     assert!(
         failing["runtime"]["storage_error"]
