@@ -11,12 +11,13 @@ build_pkg
 say "native tests"
 cargo test --workspace
 say "wasm tests in headless Chromium (with the provider double on 127.0.0.1)"
-DOUBLE_PORT="${PALAVER_DOUBLE_PORT:-18787}"
-node "$ROOT/tests/double/server.mjs" --port "$DOUBLE_PORT" > "$ROOT/target/double.log" 2>&1 &
+# The double takes a free port and prints its URL; the tests are built with it.
+node "$ROOT/tests/double/server.mjs" --port "${PALAVER_DOUBLE_PORT:-0}" > "$ROOT/target/double.log" 2>&1 &
 DOUBLE_PID=$!
 trap 'kill "$DOUBLE_PID" 2>/dev/null || true' EXIT
 for _ in $(seq 1 50); do grep -q '"url"' "$ROOT/target/double.log" && break; sleep 0.1; done
-grep -q '"url"' "$ROOT/target/double.log" || { cat "$ROOT/target/double.log"; echo "the provider double did not start" >&2; exit 1; }
-PALAVER_DOUBLE_URL="http://127.0.0.1:$DOUBLE_PORT" CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=300 \
+DOUBLE_URL="$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$ROOT/target/double.log" | head -n 1)"
+[ -n "$DOUBLE_URL" ] || { cat "$ROOT/target/double.log"; echo "the provider double did not start" >&2; exit 1; }
+PALAVER_DOUBLE_URL="$DOUBLE_URL" CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=300 \
   cargo test --target wasm32-unknown-unknown --test it
 say "all tests passed"
