@@ -16,13 +16,16 @@ use web_sys::{
 pub const CHATS: &str = "chats";
 pub const MESSAGES: &str = "messages";
 
+/// One schema step, run inside the `versionchange` transaction.
+pub type Migration = fn(&IdbDatabase, &IdbTransaction) -> Result<(), JsValue>;
+
 /// Each entry upgrades the database from version `i` to `i + 1`; a new schema appends one.
 /// IndexedDB runs them inside the `versionchange` transaction, so one that throws rolls back the
-/// whole upgrade and the old version stays readable.
-const MIGRATIONS: [fn(&IdbDatabase) -> Result<(), JsValue>; 1] = [create_v1];
+/// whole upgrade and the old version stays readable; a rerun starts again from the old version.
+pub const MIGRATIONS: [Migration; 2] = [create_v1, index_chats_by_update];
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
-fn create_v1(db: &IdbDatabase) -> Result<(), JsValue> {
+pub fn create_v1(db: &IdbDatabase, _tx: &IdbTransaction) -> Result<(), JsValue> {
     let chats = IdbObjectStoreParameters::new();
     chats.set_key_path(&JsValue::from_str("id"));
     db.create_object_store_with_optional_parameters(CHATS, &chats)?;
@@ -36,15 +39,31 @@ fn create_v1(db: &IdbDatabase) -> Result<(), JsValue> {
     Ok(())
 }
 
+/// v2: chats listed newest first without reading them all.
+pub fn index_chats_by_update(_db: &IdbDatabase, tx: &IdbTransaction) -> Result<(), JsValue> {
+    tx.object_store(CHATS)?
+        .create_index_with_str("updated_at", "updated_at")?;
+    Ok(())
+}
+
 /// Opens (and migrates) the database `name`. A tab holding an older version is asked to close
 /// by `versionchange`; until it does, the open waits (`blocked`) and then proceeds.
 pub async fn open(name: &str) -> Result<IdbDatabase, JsValue> {
+    open_with(name, &MIGRATIONS).await
+}
+
+/// Opens `name` at version `migrations.len()`, running the steps it lacks (tests pass their own
+/// lists to build old shapes or inject a failing step).
+pub async fn open_with(
+    name: &str,
+    migrations: &'static [Migration],
+) -> Result<IdbDatabase, JsValue> {
     let factory = js_sys::global()
         .dyn_into::<web_sys::Window>()
         .ok()
         .and_then(|w| w.indexed_db().ok().flatten())
         .ok_or_else(|| JsValue::from_str("IndexedDB is not available here"))?;
-    let request: IdbOpenDbRequest = factory.open_with_u32(name, SCHEMA_VERSION)?;
+    let request: IdbOpenDbRequest = factory.open_with_u32(name, migrations.len() as u32)?;
     let upgrade_request = request.clone();
     let on_upgrade = Closure::<dyn FnMut(web_sys::IdbVersionChangeEvent)>::new(
         move |event: web_sys::IdbVersionChangeEvent| {
@@ -54,13 +73,14 @@ pub async fn open(name: &str) -> Result<IdbDatabase, JsValue> {
             else {
                 return;
             };
+            let Some(tx) = upgrade_request.transaction() else {
+                return;
+            };
             let from = event.old_version() as usize;
-            for migration in MIGRATIONS.iter().skip(from) {
-                if let Err(e) = migration(&db) {
+            for migration in migrations.iter().skip(from) {
+                if let Err(e) = migration(&db, &tx) {
                     // Aborting the versionchange transaction keeps the old schema intact.
-                    if let Some(tx) = upgrade_request.transaction() {
-                        let _ = tx.abort();
-                    }
+                    let _ = tx.abort();
                     web_sys::console::error_2(&"palaver: migration failed".into(), &e);
                     return;
                 }

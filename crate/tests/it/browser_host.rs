@@ -616,3 +616,112 @@ async fn b21_without_web_locks_one_tab_works_and_says_why() {
     .await;
     host.close();
 }
+
+fn fail_halfway(db: &web_sys::IdbDatabase, _tx: &web_sys::IdbTransaction) -> Result<(), JsValue> {
+    // Half of a step: a store is created, then the step throws.
+    let _ = db.create_object_store("half_done");
+    Err(JsValue::from_str("injected migration failure"))
+}
+
+fn noop(_db: &web_sys::IdbDatabase, _tx: &web_sys::IdbTransaction) -> Result<(), JsValue> {
+    Ok(())
+}
+
+static V1: [palaver::web::idb::Migration; 1] = [palaver::web::idb::create_v1];
+static V2_THEN_FAIL: [palaver::web::idb::Migration; 3] = [
+    palaver::web::idb::create_v1,
+    palaver::web::idb::index_chats_by_update,
+    fail_halfway,
+];
+static V3: [palaver::web::idb::Migration; 3] = [
+    palaver::web::idb::create_v1,
+    palaver::web::idb::index_chats_by_update,
+    noop,
+];
+
+/// A v1-shaped database (old records written by the v1 schema), as an older build left it.
+async fn v1_database(db: &str, chat: &str) {
+    use palaver::web::idb;
+    let raw = idb::open_with(db, &V1).await.expect("v1 open");
+    assert_eq!(raw.version() as u32, 1);
+    let tx = idb::write_transaction(&raw).expect("tx");
+    idb::store(&tx, idb::CHATS).expect("chats").put(&idb::to_js(&json!({"id": chat, "title": "old", "thread": {"title": "old"}, "message_count": 2, "version": 3, "updated_at": 1})).expect("js")).expect("put");
+    let messages = idb::store(&tx, idb::MESSAGES).expect("messages");
+    for (i, text) in ["question", "answer"].iter().enumerate() {
+        let role = if i == 0 { "user" } else { "assistant" };
+        messages.put(&idb::to_js(&json!({"chat_id": chat, "index": i, "message": {"message_id": format!("m{i}"), "role": role, "content": text}})).expect("js")).expect("put");
+    }
+    idb::transaction_done(&tx).await.expect("committed");
+    raw.close();
+}
+
+/// SECURITY B12/B13: a v1 database migrates to the current schema with its data; a migration
+/// that throws halfway leaves the database at its old version, data intact, and the next open
+/// (with the good steps) succeeds.
+#[wasm_bindgen_test]
+async fn b12_b13_migrations_keep_data_and_a_failing_step_rolls_back() {
+    use palaver::web::idb;
+    let db = unique("b12");
+    v1_database(&db, "old-chat").await;
+    let failed = idb::open_with(&db, &V2_THEN_FAIL).await;
+    assert!(failed.is_err(), "the failing upgrade is refused");
+    let raw = idb::open_with(&db, &V1)
+        .await
+        .expect("still openable at v1");
+    assert_eq!(
+        raw.version() as u32,
+        1,
+        "the failed upgrade rolled back entirely"
+    );
+    let names = js_sys::Reflect::get(&raw, &"objectStoreNames".into()).expect("names");
+    let has_half = js_sys::Reflect::get(&names, &"contains".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+        .and_then(|f| f.call1(&names, &"half_done".into()).ok())
+        .and_then(|v| v.as_bool());
+    assert_eq!(has_half, Some(false), "nothing of the half step remains");
+    raw.close();
+    let host = open(&db, json!({})).await;
+    let snap = value(&promised(host.open_chat("old-chat".into())).await);
+    assert_eq!(snap["messages"][0]["content"], "question");
+    assert_eq!(snap["messages"][1]["content"], "answer");
+    assert_eq!(snap["thread"]["title"], "old");
+    host.close();
+    let raw = idb::open(&db).await.expect("current");
+    assert_eq!(raw.version() as u32, idb::SCHEMA_VERSION);
+    let tx = idb::read_transaction(&raw).expect("tx");
+    assert!(
+        idb::store(&tx, idb::CHATS)
+            .expect("chats")
+            .index("updated_at")
+            .is_ok(),
+        "v2's index exists"
+    );
+    raw.close();
+}
+
+/// SECURITY B10: a newer schema opened elsewhere makes this engine close its database at once
+/// (the upgrade is not blocked); its later saves fail visibly instead of writing.
+#[wasm_bindgen_test]
+async fn b10_a_newer_schema_elsewhere_closes_this_database() {
+    use palaver::web::idb;
+    let db = unique("b10");
+    let host = open(&db, json!({})).await;
+    let chat = promised(host.create_chat(Some("t".into())))
+        .await
+        .as_string()
+        .expect("id");
+    promised(host.open_chat(chat.clone())).await;
+    let upgraded = idb::open_with(&db, &V3)
+        .await
+        .expect("the upgrade is not blocked by the open engine");
+    assert_eq!(upgraded.version(), 3.0);
+    upgraded.close();
+    host.rename_chat(chat.clone(), "after the upgrade".into())
+        .expect("rename");
+    let snap = wait_for(&host, &chat, 5_000, |s| !saved(s)).await;
+    assert!(snap["runtime"]["storage_error"]
+        .as_str()
+        .is_some_and(|e| !e.is_empty()));
+    host.close();
+}
