@@ -44,6 +44,11 @@ struct Shared {
     snapshot_waiters: HashMap<String, Vec<Function>>,
     /// Why several tabs cannot coordinate here, when they cannot.
     tabs_note: Option<String>,
+    /// The out-of-band marker saying this database has held data.
+    marker: String,
+    marker_set: bool,
+    /// The browser dropped this origin's data since the last visit.
+    data_lost: bool,
     /// When set, saves fail with this reason (tests simulate a quota error).
     fail_saves: Option<String>,
 }
@@ -80,9 +85,13 @@ impl Host {
             serde_wasm_bindgen::from_value(config)
                 .map_err(|e| error("BadConfig", &e.to_string()))?
         };
-        let db = idb::open(db_name.as_deref().unwrap_or("palaver"))
+        let name = db_name.unwrap_or_else(|| "palaver".to_string());
+        let (db, created) = idb::open_reporting(&name, &idb::MIGRATIONS)
             .await
             .map_err(|e| error("StorageError", &format!("cannot open IndexedDB: {e:?}")))?;
+        let marker = format!("palaver.has_data.{name}");
+        // Data was saved here before, yet the database is new: the browser dropped it (B18).
+        let data_lost = created && local_storage_get(&marker).as_deref() == Some("1");
         request_persistence();
         let shared = Rc::new(RefCell::new(Shared {
             engine: Engine::new(config),
@@ -104,6 +113,9 @@ impl Host {
                 .is_none()
                 .then(|| "Web Locks are missing in this browser: this tab assumes it is the only one with these chats open".to_string()),
             fail_saves: None,
+            marker_set: local_storage_get(&marker).as_deref() == Some("1") && !data_lost,
+            marker,
+            data_lost,
         }));
         Ok(Host { shared })
     }
@@ -361,6 +373,49 @@ impl Host {
                 return Err(error("BadTrajectory", &reason));
             }
             Ok(JsValue::from_str(&id))
+        })
+    }
+
+    /// `{persisted, usage, quota, near_quota, data_lost, tabs_note}`: whether the browser keeps
+    /// our storage, how full it is (warning at 80%), and whether data was lost since last time.
+    #[wasm_bindgen(js_name = storageStatus)]
+    pub fn storage_status(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let storage = js_sys::global()
+                .dyn_into::<web_sys::Window>()
+                .ok()
+                .map(|w| w.navigator().storage());
+            let mut persisted = Value::Null;
+            let mut usage = Value::Null;
+            let mut quota = Value::Null;
+            if let Some(storage) = storage {
+                if let Ok(p) = storage.persisted() {
+                    persisted = JsFuture::from(p)
+                        .await
+                        .ok()
+                        .and_then(|v| v.as_bool())
+                        .map_or(Value::Null, Value::Bool);
+                }
+                if let Ok(p) = storage.estimate() {
+                    if let Ok(estimate) = JsFuture::from(p).await {
+                        usage = idb::from_js(&estimate)
+                            .map(|e| e["usage"].clone())
+                            .unwrap_or(Value::Null);
+                        quota = idb::from_js(&estimate)
+                            .map(|e| e["quota"].clone())
+                            .unwrap_or(Value::Null);
+                    }
+                }
+            }
+            let near_quota = match (usage.as_f64(), quota.as_f64()) {
+                (Some(u), Some(q)) if q > 0.0 => u >= 0.8 * q,
+                _ => false,
+            };
+            let s = shared.borrow();
+            Ok(to_js(
+                &json!({"persisted": persisted, "usage": usage, "quota": quota, "near_quota": near_quota, "data_lost": s.data_lost, "tabs_note": s.tabs_note}),
+            ))
         })
     }
 
@@ -886,6 +941,9 @@ fn save_trajectory(shared: &Handle, save: TrajectorySave) {
                 let mut s = shared.borrow_mut();
                 s.records_written += records;
                 s.bytes_written += bytes;
+                if !s.marker_set {
+                    s.marker_set = local_storage_set(&s.marker, "1");
+                }
                 drop(s);
                 Input::SaveAcked {
                     chat_id: save.chat_id.clone(),
@@ -1151,4 +1209,24 @@ async fn sleep_ms(ms: i32) {
         }
     });
     let _ = JsFuture::from(promise).await;
+}
+
+/// `localStorage[key]`: only the small data-existed marker of B18 lives there, never chat data.
+fn local_storage_get(key: &str) -> Option<String> {
+    let window = js_sys::global().dyn_into::<web_sys::Window>().ok()?;
+    window
+        .local_storage()
+        .ok()
+        .flatten()?
+        .get_item(key)
+        .ok()
+        .flatten()
+}
+
+fn local_storage_set(key: &str, value: &str) -> bool {
+    js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .ok()
+        .and_then(|w| w.local_storage().ok().flatten())
+        .is_some_and(|storage| storage.set_item(key, value).is_ok())
 }

@@ -58,6 +58,17 @@ pub async fn open_with(
     name: &str,
     migrations: &'static [Migration],
 ) -> Result<IdbDatabase, JsValue> {
+    open_reporting(name, migrations).await.map(|(db, _)| db)
+}
+
+/// Opens like `open_with` and also says whether the database was created just now (its old
+/// version was 0): with a marker saying data existed, that means the browser lost it (B18).
+pub async fn open_reporting(
+    name: &str,
+    migrations: &'static [Migration],
+) -> Result<(IdbDatabase, bool), JsValue> {
+    let created = std::rc::Rc::new(std::cell::Cell::new(false));
+    let seen_created = created.clone();
     let factory = js_sys::global()
         .dyn_into::<web_sys::Window>()
         .ok()
@@ -77,6 +88,7 @@ pub async fn open_with(
                 return;
             };
             let from = event.old_version() as usize;
+            seen_created.set(from == 0);
             for migration in migrations.iter().skip(from) {
                 if let Err(e) = migration(&db, &tx) {
                     // Aborting the versionchange transaction keeps the old schema intact.
@@ -96,7 +108,7 @@ pub async fn open_with(
     let on_versionchange = Closure::<dyn FnMut()>::new(move || closing.close());
     db.set_onversionchange(Some(on_versionchange.as_ref().unchecked_ref()));
     on_versionchange.forget();
-    Ok(db)
+    Ok((db, created.get()))
 }
 
 /// An `IDBRequest` as a future: its result, or its error.

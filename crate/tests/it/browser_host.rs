@@ -725,3 +725,39 @@ async fn b10_a_newer_schema_elsewhere_closes_this_database() {
         .is_some_and(|e| !e.is_empty()));
     host.close();
 }
+
+/// SECURITY B16–B18: the storage status says whether the browser keeps our data and how full it
+/// is; a database that vanished behind our back (deleted out of band while the marker says data
+/// existed) is reported as lost, not treated as a new user.
+#[wasm_bindgen_test]
+async fn b16_b18_storage_status_and_silent_loss() {
+    let db = unique("b18");
+    let host = open(&db, json!({})).await;
+    let fresh = value(&promised(host.storage_status()).await);
+    assert_eq!(fresh["data_lost"], false, "{fresh}");
+    assert!(fresh["quota"].as_f64().is_some_and(|q| q > 0.0), "{fresh}");
+    assert!(fresh.get("near_quota").is_some() && fresh.get("persisted").is_some());
+    let messages = json!([{"role": "user", "content": "keep me"}]);
+    let chat = promised(host.import_chat(messages.to_string()))
+        .await
+        .as_string()
+        .expect("id");
+    wait_for(&host, &chat, 5_000, |s| saved(s)).await;
+    sleep(200).await;
+    host.close();
+    // The browser evicts the database.
+    let factory = web_sys::window()
+        .and_then(|w| w.indexed_db().ok().flatten())
+        .expect("idb");
+    let deleting = factory.delete_database(&db).expect("delete");
+    palaver::web::idb::request_done(&deleting)
+        .await
+        .expect("deleted");
+    let again = open(&db, json!({})).await;
+    let status = value(&promised(again.storage_status()).await);
+    assert_eq!(
+        status["data_lost"], true,
+        "loud, not a silent fresh start: {status}"
+    );
+    again.close();
+}
