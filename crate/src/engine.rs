@@ -351,7 +351,14 @@ impl Engine {
     /// Opens (or reopens) a chat, from a stored trajectory when one is given.
     fn open_chat(&mut self, now: u64, chat_id: &str, trajectory: Option<&Value>, step: &mut Step) {
         let session = match trajectory.map(|t| trajectory::load(chat_id, t)) {
-            Some(Ok(loaded)) => ChatSession::new(chat_id, loaded.thread, loaded.messages),
+            Some(Ok(loaded)) => {
+                let recovered = loaded.recovered_draft.clone();
+                let mut session = ChatSession::new(chat_id, loaded.thread, loaded.messages);
+                if let Some(id) = recovered {
+                    session.adopt_recovered_draft(&id);
+                }
+                session
+            }
             Some(Err(refusal)) => return step.errors.push(refusal),
             None => ChatSession::new(chat_id, ThreadParams::default(), Vec::new()),
         };

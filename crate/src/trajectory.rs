@@ -32,6 +32,10 @@ pub struct TrajectorySave {
     pub thread: Option<Value>,
     pub upserts: Vec<IndexedMessage>,
     pub removed: Vec<String>,
+    /// The streaming reply so far, checkpointed (SECURITY decision 5): a message to keep beside
+    /// the trajectory, or `null` to clear it once the reply is committed. Absent: unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -39,11 +43,12 @@ struct Changes {
     touched: BTreeSet<String>,
     removed: BTreeSet<String>,
     thread: bool,
+    draft: bool,
 }
 
 impl Changes {
     fn is_empty(&self) -> bool {
-        self.touched.is_empty() && self.removed.is_empty() && !self.thread
+        self.touched.is_empty() && self.removed.is_empty() && !self.thread && !self.draft
     }
 
     fn absorb(&mut self, older: Changes) {
@@ -58,6 +63,7 @@ impl Changes {
             }
         }
         self.thread |= older.thread;
+        self.draft |= older.draft;
     }
 }
 
@@ -102,6 +108,12 @@ impl TrajectoryBook {
         self.pending.thread = true;
     }
 
+    /// The streaming draft changed (a checkpoint) or went away (committed or dropped).
+    pub fn touch_draft(&mut self) {
+        self.version += 1;
+        self.pending.draft = true;
+    }
+
     /// The next save to perform, if one is due and none is in flight.
     pub fn next_save(
         &mut self,
@@ -109,6 +121,7 @@ impl TrajectoryBook {
         chat_id: &str,
         thread: &ThreadParams,
         messages: &[ChatMessage],
+        draft: Option<&ChatMessage>,
     ) -> Option<Effect> {
         if self.in_flight.is_some()
             || self.pending.is_empty()
@@ -140,6 +153,9 @@ impl TrajectoryBook {
             thread: changes.thread.then(|| thread.to_json()),
             upserts,
             removed: changes.removed.iter().cloned().collect(),
+            draft: changes
+                .draft
+                .then(|| draft.map_or(Value::Null, |d| json!(d))),
         };
         self.in_flight = Some((self.version, changes));
         Some(Effect::SaveTrajectory { save })
@@ -176,6 +192,9 @@ pub struct Loaded {
     pub thread: ThreadParams,
     pub messages: Vec<ChatMessage>,
     pub notes: Vec<String>,
+    /// The id of a checkpointed streaming reply recovered as an interrupted message (the page
+    /// went away mid-stream): it must be saved as a message and its checkpoint cleared.
+    pub recovered_draft: Option<String>,
 }
 
 /// Loads a Refact-style trajectory (`{id, title, model, messages, …}`) or a bare message array.
@@ -200,16 +219,42 @@ pub fn load(chat_id: &str, value: &Value) -> Result<Loaded, Refusal> {
     };
     let mut notes = Vec::new();
     let mut seen = BTreeSet::new();
-    let messages = raw_messages
+    let mut messages: Vec<ChatMessage> = raw_messages
         .into_iter()
         .enumerate()
         .map(|(index, raw)| load_message(chat_id, index, raw, &mut seen, &mut notes))
         .collect();
+    let recovered_draft = recover_draft(value, &mut messages, &mut notes);
     Ok(Loaded {
         thread,
         messages,
         notes,
+        recovered_draft,
     })
+}
+
+/// A checkpointed draft (`draft` beside the messages) becomes the last message, marked
+/// `interrupted`: the reply stopped where the last checkpoint was (SECURITY D21, B3).
+fn recover_draft(
+    value: &Value,
+    messages: &mut Vec<ChatMessage>,
+    notes: &mut Vec<String>,
+) -> Option<String> {
+    let raw = value.get("draft").filter(|d| d.is_object())?;
+    let mut draft: ChatMessage = serde_json::from_value(raw.clone()).ok()?;
+    if draft.message_id.is_empty() || messages.iter().any(|m| m.message_id == draft.message_id) {
+        return None;
+    }
+    draft.tool_calls = None;
+    draft.finish_reason = Some("interrupted".into());
+    draft.extra.insert("interrupted".into(), Value::Bool(true));
+    notes.push(format!(
+        "the reply {} was interrupted mid-stream; kept up to its last checkpoint",
+        draft.message_id
+    ));
+    let id = draft.message_id.clone();
+    messages.push(draft);
+    Some(id)
 }
 
 fn thread_from(map: &serde_json::Map<String, Value>) -> ThreadParams {
@@ -217,6 +262,7 @@ fn thread_from(map: &serde_json::Map<String, Value>) -> ThreadParams {
     params.remove("messages");
     params.remove("id");
     params.remove("chat_id");
+    params.remove("draft");
     let thread: Result<ThreadParams, _> = serde_json::from_value(Value::Object(params.clone()));
     thread.unwrap_or_else(|_| {
         let title = params

@@ -82,6 +82,9 @@ pub struct ChatSession {
     compression_phase: Option<String>,
     /// After a skipped or failed compaction, none is tried before the history reaches this length.
     compaction_blocked_until: Option<usize>,
+    /// The streaming reply as last checkpointed for saving, and when.
+    draft_checkpoint: Option<ChatMessage>,
+    pub(crate) draft_checkpoint_at: u64,
     /// The history limit's strength for the last chat request sent.
     last_strength: Option<crate::history_limit::CompressionStrength>,
     events: Vec<EventEnvelope>,
@@ -106,6 +109,8 @@ impl ChatSession {
             compression_phase: None,
             compaction_blocked_until: None,
             last_strength: None,
+            draft_checkpoint: None,
+            draft_checkpoint_at: 0,
             events: Vec::new(),
             effects: Vec::new(),
         }
@@ -151,10 +156,13 @@ impl ChatSession {
     pub fn finish_step(&mut self, ctx: &mut Ctx) -> (Vec<EventEnvelope>, Vec<Effect>) {
         self.pump(ctx);
         self.emit_status_changes(ctx);
-        if let Some(save) =
-            self.book
-                .next_save(ctx.now, &self.chat_id, &self.thread, &self.messages)
-        {
+        if let Some(save) = self.book.next_save(
+            ctx.now,
+            &self.chat_id,
+            &self.thread,
+            &self.messages,
+            self.draft_checkpoint.as_ref(),
+        ) {
             self.effects.push(save);
         }
         (
@@ -275,6 +283,36 @@ impl ChatSession {
             .max(1)
     }
 
+    /// A reply recovered from a checkpoint on load: saved as a message, checkpoint cleared.
+    pub fn adopt_recovered_draft(&mut self, message_id: &str) {
+        self.book.touch(message_id);
+        self.book.touch_draft();
+    }
+
+    /// Checkpoints the streaming reply at most every `DRAFT_CHECKPOINT_MS` (SECURITY decision
+    /// 5): a reload mid-stream then keeps the reply up to the last checkpoint.
+    pub(crate) fn checkpoint_draft(&mut self, now: u64) {
+        let Some(draft) = self.draft.as_ref() else {
+            return;
+        };
+        if draft.is_empty() || now < self.draft_checkpoint_at + DRAFT_CHECKPOINT_MS {
+            return;
+        }
+        let mut message = draft.clone().into_message(Some("interrupted".into()), now);
+        message.tool_calls = None;
+        self.draft_checkpoint = Some(message);
+        self.draft_checkpoint_at = now;
+        self.book.touch_draft();
+    }
+
+    /// The streaming reply ended (committed, kept as a partial, or dropped): its checkpoint goes.
+    pub(crate) fn clear_draft_checkpoint(&mut self) {
+        if self.draft_checkpoint.take().is_some() {
+            self.book.touch_draft();
+        }
+        self.draft_checkpoint_at = 0;
+    }
+
     pub fn snapshot(&self, config: &EngineConfig) -> EventEnvelope {
         EventEnvelope {
             chat_id: self.chat_id.clone(),
@@ -377,3 +415,6 @@ impl ChatSession {
 }
 
 pub use crate::history_limit::estimate_tokens;
+
+/// How often a streaming reply is checkpointed to storage.
+pub const DRAFT_CHECKPOINT_MS: u64 = 2000;

@@ -76,6 +76,7 @@ impl ChatSession {
         if self.draft.is_none() {
             let message_id = ctx.ids.next("m");
             self.draft = Some(Draft::new(message_id.clone()));
+            self.draft_checkpoint_at = ctx.now;
             self.emit(Event::StreamStarted { message_id });
         }
         let request_id = ctx.ids.next("r");
@@ -208,7 +209,10 @@ impl ChatSession {
         let ops = collect_ops(items, streaming);
         match g.compaction.as_mut() {
             Some(job) => ops.iter().for_each(|op| job.draft.apply(op)),
-            None if !ops.is_empty() => self.apply_ops(ops),
+            None if !ops.is_empty() => {
+                self.apply_ops(ops);
+                self.checkpoint_draft(ctx.now);
+            }
             None => {}
         }
         let failure = streaming.failure.clone();
@@ -267,6 +271,7 @@ impl ChatSession {
         let Some(draft) = self.draft.take() else {
             return SessionState::Idle;
         };
+        self.clear_draft_checkpoint();
         let mut message = draft.into_message(Some(finish_reason.clone()), ctx.now);
         set_aside_cut_calls(&mut message, &finish_reason);
         self.emit(Event::StreamFinished {
@@ -475,6 +480,7 @@ impl ChatSession {
         let Some(draft) = self.draft.take() else {
             return;
         };
+        self.clear_draft_checkpoint();
         self.emit(Event::StreamFinished {
             message_id: draft.message_id.clone(),
             finish_reason: finish_reason.into(),

@@ -510,6 +510,9 @@ async fn load_trajectory(shared: &Handle, chat_id: &str) -> Result<Value, JsValu
     };
     trajectory.insert("id".into(), json!(chat_id));
     trajectory.insert("messages".into(), Value::Array(messages));
+    if record["draft"].is_object() {
+        trajectory.insert("draft".into(), record["draft"].clone());
+    }
     shared
         .borrow_mut()
         .chats
@@ -976,6 +979,9 @@ async fn write_save(shared: &Handle, save: &TrajectorySave) -> Result<(u64, u64)
     if let Some(thread) = &save.thread {
         record["thread"] = thread.clone();
         record["title"] = thread.get("title").cloned().unwrap_or(json!(""));
+    }
+    if let Some(draft) = &save.draft {
+        record["draft"] = draft.clone();
     }
     record["id"] = json!(save.chat_id);
     record["message_count"] = json!(save.message_count);

@@ -761,3 +761,55 @@ async fn b16_b18_storage_status_and_silent_loss() {
     );
     again.close();
 }
+
+/// SECURITY D21/B3 (as far as one page can): the engine goes away mid-stream — its fetch cut,
+/// its database closed, no final save — and the next engine finds the reply `interrupted` with
+/// the text of its last checkpoint, not a perpetual "generating".
+#[wasm_bindgen_test]
+async fn d21_an_engine_gone_mid_stream_leaves_an_interrupted_reply() {
+    let id = unique("d21");
+    fetch_json(&format!("{}/__script/{id}", double()), "POST", Some(json!({"responses": [{"wire": "openai-chat/text_include_usage_gpt41", "chunk_bytes": 1500, "delay_ms": 500}]}))).await;
+    let db = unique("d21-db");
+    let config = json!({"providers": [{"kind": "openai-chat", "base_url": format!("{}/s/{id}", double()), "model": "m"}]});
+    let host = open(&db, config.clone()).await;
+    let chat = promised(host.create_chat(None))
+        .await
+        .as_string()
+        .expect("id");
+    promised(host.open_chat(chat.clone())).await;
+    send(
+        &host,
+        &chat,
+        json!({"type": "user_message", "content": "write a lot"}),
+    );
+    wait_for(&host, &chat, 10_000, |s| {
+        s["draft"]["content"].as_str().is_some_and(|c| c.len() > 20)
+    })
+    .await;
+    sleep(3_500).await;
+    let streamed = snapshot(&host, &chat)["draft"]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(
+        state(&snapshot(&host, &chat)),
+        "generating",
+        "still streaming when it dies"
+    );
+    host.close();
+    let again = open(&db, config).await;
+    let snap = value(&promised(again.open_chat(chat.clone())).await);
+    let reply = snap["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(reply["interrupted"], true, "{reply}");
+    let kept = reply["content"].as_str().unwrap_or("");
+    assert!(
+        !kept.is_empty() && streamed.starts_with(kept),
+        "kept a prefix of what was shown: {kept:?} / {streamed:?}"
+    );
+    assert_eq!(state(&snap), "idle");
+    again.close();
+}

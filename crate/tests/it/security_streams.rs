@@ -861,3 +861,101 @@ fn d24_the_error_taxonomy_is_distinct() {
     }
     assert_eq!(seen.len(), 8);
 }
+
+/// SECURITY D21 (engine side) and decision 5: a streaming reply is checkpointed at most every
+/// 2 s in the save effects, cleared when committed; a trajectory holding a checkpoint (the page
+/// went away mid-stream) loads it as an `interrupted` message, saved as such, never "generating".
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn d21_the_streaming_reply_is_checkpointed_and_recovered_as_interrupted() {
+    let mut h = harness("openai-chat", json!({}));
+    let saves = |step: &Step| -> Vec<Value> {
+        effects(step)
+            .into_iter()
+            .filter(|e| e["effect"] == "save_trajectory")
+            .map(|e| e["save"].clone())
+            .collect()
+    };
+    let ack_last = |h: &mut Harness| {
+        if let Some((chat_id, version)) = h.last_save.clone() {
+            h.handle(Input::SaveAcked { chat_id, version });
+        }
+    };
+    ack_last(&mut h);
+    send(&mut h, "hi");
+    ack_last(&mut h);
+    let mut checkpoints = Vec::new();
+    for (i, piece) in ["one ", "two ", "three ", "four "].iter().enumerate() {
+        h.now += 900;
+        let chunk = format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": piece}}]})
+        );
+        let step = h.stream(chunk.as_bytes());
+        for save in saves(&step) {
+            if let Some(draft) = save.get("draft") {
+                checkpoints.push((i, draft.clone()));
+            }
+            h.handle(Input::SaveAcked {
+                chat_id: "c1".into(),
+                version: save["version"].as_u64().unwrap_or(0),
+            });
+        }
+    }
+    assert!(
+        !checkpoints.is_empty() && checkpoints.len() <= 2,
+        "at most one per 2 s: {checkpoints:?}"
+    );
+    let (_, last) = checkpoints.last().cloned().unwrap_or((0, Value::Null));
+    assert!(
+        last["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("one two")),
+        "{last}"
+    );
+    // The page dies here: what storage holds is the messages plus the last checkpoint.
+    let stored = snapshot(&h);
+    let mut trajectory = json!({"id": "c1", "messages": stored["messages"], "draft": last});
+    let mut h2 = harness("openai-chat", json!({}));
+    let step = h2.handle(Input::OpenChat {
+        chat_id: "c2".into(),
+        trajectory: Some(trajectory.take()),
+    });
+    let recovered = serde_json::to_value(h2.engine.snapshot("c2")).unwrap_or(Value::Null);
+    let reply = recovered["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(reply["role"], "assistant");
+    assert_eq!(reply["interrupted"], true);
+    assert_eq!(reply["finish_reason"], "interrupted");
+    assert_eq!(
+        recovered["runtime"]["state"], "idle",
+        "no perpetual generating"
+    );
+    let save = saves(&step).into_iter().next().unwrap_or(Value::Null);
+    assert_eq!(
+        save["draft"],
+        Value::Null,
+        "the checkpoint is cleared: {save}"
+    );
+    assert!(save.get("draft").is_some());
+    assert!(
+        save["upserts"]
+            .as_array()
+            .is_some_and(|u| u.iter().any(|x| x["message"]["interrupted"] == true)),
+        "saved as a message: {save}"
+    );
+    // A committed reply clears its checkpoint too.
+    h.stream(b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    let end = h.stream_end();
+    let cleared: Vec<Value> = saves(&end)
+        .into_iter()
+        .filter(|s| s.get("draft").is_some())
+        .collect();
+    assert!(
+        cleared.iter().all(|s| s["draft"].is_null()) && !cleared.is_empty(),
+        "{cleared:?}"
+    );
+}
