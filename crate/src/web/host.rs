@@ -78,7 +78,12 @@ fn error(name: &str, message: &str) -> JsValue {
 impl Host {
     /// `await Palaver.open(config, dbName?)`: the engine with its IndexedDB (default `palaver`).
     /// Asks the browser to keep the storage (`navigator.storage.persist()`).
-    pub async fn open(config: JsValue, db_name: Option<String>) -> Result<Host, JsValue> {
+    /// `onBlocked(message)` is called while another tab's older schema blocks the upgrade.
+    pub async fn open(
+        config: JsValue,
+        db_name: Option<String>,
+        on_blocked: Option<Function>,
+    ) -> Result<Host, JsValue> {
         let config: EngineConfig = if config.is_undefined() || config.is_null() {
             EngineConfig::default()
         } else {
@@ -86,7 +91,7 @@ impl Host {
                 .map_err(|e| error("BadConfig", &e.to_string()))?
         };
         let name = db_name.unwrap_or_else(|| "palaver".to_string());
-        let (db, created) = idb::open_reporting(&name, &idb::MIGRATIONS)
+        let (db, created) = idb::open_reporting(&name, &idb::MIGRATIONS, on_blocked)
             .await
             .map_err(|e| error("StorageError", &format!("cannot open IndexedDB: {e:?}")))?;
         let marker = format!("palaver.has_data.{name}");

@@ -58,14 +58,19 @@ pub async fn open_with(
     name: &str,
     migrations: &'static [Migration],
 ) -> Result<IdbDatabase, JsValue> {
-    open_reporting(name, migrations).await.map(|(db, _)| db)
+    open_reporting(name, migrations, None)
+        .await
+        .map(|(db, _)| db)
 }
 
 /// Opens like `open_with` and also says whether the database was created just now (its old
 /// version was 0): with a marker saying data existed, that means the browser lost it (B18).
+/// `on_blocked` hears when the upgrade waits for another tab still holding the old version
+/// (SECURITY B11); the open then completes by itself once that tab closes.
 pub async fn open_reporting(
     name: &str,
     migrations: &'static [Migration],
+    on_blocked: Option<Function>,
 ) -> Result<(IdbDatabase, bool), JsValue> {
     let created = std::rc::Rc::new(std::cell::Cell::new(false));
     let seen_created = created.clone();
@@ -100,8 +105,17 @@ pub async fn open_reporting(
         },
     );
     request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+    let blocked = Closure::<dyn FnMut()>::new(move || {
+        let message = "Palaver is open in another tab with an older version of its storage: close that tab (or reload it) to continue";
+        web_sys::console::warn_1(&message.into());
+        if let Some(callback) = &on_blocked {
+            let _ = callback.call1(&JsValue::NULL, &JsValue::from_str(message));
+        }
+    });
+    request.set_onblocked(Some(blocked.as_ref().unchecked_ref()));
     let result = request_done(&request).await;
     drop(on_upgrade);
+    drop(blocked);
     let db: IdbDatabase = result?.dyn_into()?;
     // Another tab upgrading the schema asks us to step aside: close, it reloads us later.
     let closing = db.clone();

@@ -70,7 +70,7 @@ async fn open(db: &str, config: Value) -> Host {
     let config = config
         .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
         .expect("config");
-    Host::open(config, Some(db.to_string()))
+    Host::open(config, Some(db.to_string()), None)
         .await
         .unwrap_or_else(|e| panic!("open: {e:?}"))
 }
@@ -812,4 +812,66 @@ async fn d21_an_engine_gone_mid_stream_leaves_an_interrupted_reply() {
     );
     assert_eq!(state(&snap), "idle");
     again.close();
+}
+
+/// SECURITY B11: another tab holds the old schema and ignores `versionchange`: the open says it
+/// is blocked and why, and completes by itself once that tab closes.
+#[wasm_bindgen_test]
+async fn b11_a_blocked_upgrade_is_visible_and_resumes() {
+    let db = unique("b11");
+    let factory = web_sys::window()
+        .and_then(|w| w.indexed_db().ok().flatten())
+        .expect("idb");
+    // An old tab: schema v1, no versionchange handler.
+    let request = factory.open_with_u32(&db, 1).expect("open v1");
+    let upgrade = request.clone();
+    let on_upgrade = Closure::<dyn FnMut()>::new(move || {
+        if let Ok(db) = upgrade
+            .result()
+            .and_then(|r| r.dyn_into::<web_sys::IdbDatabase>().map_err(JsValue::from))
+        {
+            let _ = palaver::web::idb::create_v1(&db, &upgrade.transaction().expect("tx"));
+        }
+    });
+    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+    let old: web_sys::IdbDatabase = palaver::web::idb::request_done(&request)
+        .await
+        .expect("v1")
+        .dyn_into()
+        .expect("db");
+    drop(on_upgrade);
+    let told = std::rc::Rc::new(std::cell::RefCell::new(String::new()));
+    let heard = told.clone();
+    let on_blocked = Closure::<dyn FnMut(JsValue)>::new(move |message: JsValue| {
+        *heard.borrow_mut() = message.as_string().unwrap_or_default();
+    });
+    let callback: js_sys::Function = on_blocked
+        .as_ref()
+        .unchecked_ref::<js_sys::Function>()
+        .clone();
+    let opening = wasm_bindgen_futures::future_to_promise({
+        let db = db.clone();
+        async move {
+            Host::open(JsValue::UNDEFINED, Some(db), Some(callback))
+                .await
+                .map(JsValue::from)
+        }
+    });
+    let mut waited = 0;
+    while told.borrow().is_empty() && waited < 3000 {
+        sleep(20).await;
+        waited += 20;
+    }
+    assert!(
+        told.borrow().contains("another tab"),
+        "blocked is visible: {:?}",
+        told.borrow()
+    );
+    old.close();
+    let host = JsFuture::from(opening).await;
+    assert!(
+        host.is_ok(),
+        "the upgrade completed once the old tab closed"
+    );
+    drop(on_blocked);
 }
