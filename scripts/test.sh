@@ -20,7 +20,7 @@ DOUBLE_URL="$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$ROOT/target/double.log" | 
 [ -n "$DOUBLE_URL" ] || { cat "$ROOT/target/double.log"; echo "the provider double did not start" >&2; exit 1; }
 PALAVER_DOUBLE_URL="$DOUBLE_URL" CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=300 \
   cargo test --target wasm32-unknown-unknown --test it
-say "page-level tests in Chromium (playwright-core): renderer crash mid-transaction"
+say "page-level tests in Chromium (playwright-core): the browser killed mid-save"
 (cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --silent)
 node "$ROOT/tests/browser/crash.mjs"
 say "all tests passed"

@@ -875,3 +875,55 @@ async fn b11_a_blocked_upgrade_is_visible_and_resumes() {
     );
     drop(on_blocked);
 }
+
+/// SECURITY B9: two engines on different chats of one database write at the same time; both
+/// complete, nothing crosses over.
+#[wasm_bindgen_test]
+async fn b9_two_engines_on_different_chats_write_concurrently() {
+    let db = unique("b9");
+    let config = json!({"providers": [{"kind": "openai-chat", "base_url": format!("{}/wire/openai-chat/text_gpt4o", double()), "model": "m"}]});
+    let first = open(&db, config.clone()).await;
+    let second = open(&db, config.clone()).await;
+    let batch = |tag: &str| {
+        let messages: Vec<Value> = (0..500).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("{tag} {i}")})).collect();
+        Value::Array(messages).to_string()
+    };
+    let a = first.import_chat(batch("A"));
+    let b = second.import_chat(batch("B"));
+    let a = promised(a).await.as_string().expect("a");
+    let b = promised(b).await.as_string().expect("b");
+    send(
+        &first,
+        &a,
+        json!({"type": "user_message", "content": "A more"}),
+    );
+    send(
+        &second,
+        &b,
+        json!({"type": "user_message", "content": "B more"}),
+    );
+    wait_for(&first, &a, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 502) && saved(s)
+    })
+    .await;
+    wait_for(&second, &b, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 502) && saved(s)
+    })
+    .await;
+    sleep(300).await;
+    first.close();
+    second.close();
+    let check = open(&db, config).await;
+    for (chat, tag) in [(&a, "A"), (&b, "B")] {
+        let snap = value(&promised(check.open_chat(chat.clone())).await);
+        let all = snap["messages"].as_array().cloned().unwrap_or_default();
+        assert_eq!(all.len(), 502, "{tag}");
+        assert!(
+            all[..500]
+                .iter()
+                .all(|m| m["content"].as_str().is_some_and(|c| c.starts_with(tag))),
+            "no cross-chat writes in {tag}"
+        );
+    }
+    check.close();
+}
