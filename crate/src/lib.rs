@@ -15,6 +15,7 @@ pub mod message;
 pub mod plan;
 pub mod provider;
 pub mod queue;
+pub mod render;
 pub mod request;
 pub mod request_anthropic;
 pub mod request_gemini;

@@ -57,6 +57,13 @@ fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
         .map_err(|e| js_error("Internal", &e.to_string()))
 }
 
+/// Model output (Markdown) as safe HTML: raw HTML shown as text, only http/https/mailto and
+/// relative links, remote images as click-to-load placeholders (SECURITY C1–C8).
+#[wasm_bindgen(js_name = renderMarkdown)]
+pub fn render_markdown(markdown: &str) -> String {
+    crate::render::render_markdown(markdown)
+}
+
 /// The engine, as JS sees it.
 #[wasm_bindgen(js_name = Engine)]
 pub struct WasmEngine {

@@ -9,6 +9,7 @@ mod support;
 
 mod conformance;
 mod context;
+mod render;
 mod requests;
 mod security_streams;
 mod streams;
