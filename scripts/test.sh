@@ -23,4 +23,6 @@ PALAVER_DOUBLE_URL="$DOUBLE_URL" CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN
 say "page-level tests in Chromium (playwright-core): the browser killed mid-save"
 (cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --silent)
 node "$ROOT/tests/browser/crash.mjs"
+say "the web app through the real palaver serve (playwright-core)"
+node "$ROOT/tests/browser/app.mjs" --palaver "$ROOT/target/debug/palaver"
 say "all tests passed"
