@@ -1,52 +1,191 @@
-// The chat a person uses: plain ES module, no framework. It only renders the engine's state and
-// sends commands; everything else (streams, storage, retries, tools) happens in the engine and
-// its browser host (`Palaver`, from pkg/). Model output goes through the engine's safe Markdown
-// renderer; user text is set as text, never as HTML.
+// The chat a person uses: plain ES modules, no framework, no bundler. The page only renders the
+// engine's events and sends it commands; streams, storage, retries and tools are the engine's and
+// its browser host's (`Palaver`, from pkg/). The only HTML the page ever writes is the engine's safe
+// Markdown renderer's output, through the one Trusted Types policy below (SECURITY C5, C19).
 import init, { Palaver, Engine, renderMarkdown } from '../pkg/palaver.js';
+import { ChatState } from './chat-state.js';
+import { TranscriptView, PAGE, currentPlan, renderPlan, approvalCard, askUserCard, pendingQuestions, queueItems, contextUsage } from './view.js';
+import * as settingsStore from './settings.js';
 
 const $ = (id) => document.getElementById(id);
-const SETTINGS_KEY = 'palaver.settings'; // provider URL/model/kind and proxy URL; never the key
-let palaver = null;
-let currentChat = null;
-let subscription = null;
-let frame = 0;
-let apiKey = '';
 
-function loadSettings() {
-  try {
-    return JSON.parse(localStorage.getItem(SETTINGS_KEY)) ?? {};
-  } catch {
-    return {};
-  }
-}
+const policy = globalThis.trustedTypes?.createPolicy('palaver', {
+  createHTML: (markdown) => renderMarkdown(markdown),
+  createScriptURL: (url) => {
+    if (url !== 'sw.js') throw new TypeError(`no script URL but sw.js: ${url}`);
+    return url;
+  },
+});
+const html = (markdown) => (policy ? policy.createHTML(markdown) : renderMarkdown(markdown));
+
+const app = {
+  palaver: null,
+  chats: [],
+  chat: null, // ChatState of the open chat
+  subscription: null,
+  keys: {}, // provider kind → API key, in memory
+  sent: new Map(), // client_request_id → text, so a queued message can be re-sent as "steer now"
+  frame: 0,
+  counter: 0,
+  view: null,
+};
+
+// --- engine ---
 
 function engineConfig(settings) {
   if (!settings.base_url) return {};
   return { providers: [{ kind: settings.kind ?? 'openai-chat', base_url: settings.base_url, model: settings.model ?? '' }] };
 }
 
-/** `http://127.0.0.1:N/#token=T` as printed by `palaver serve` → [url, token]. */
-function parseProxy(text) {
-  if (!text) return null;
-  try {
-    const url = new URL(text.trim());
-    const token = new URLSearchParams(url.hash.slice(1)).get('token') ?? '';
-    return [url.origin, token];
-  } catch {
-    return null;
-  }
+async function openEngine() {
+  const settings = settingsStore.loadSettings();
+  if (app.palaver) app.palaver.close();
+  app.palaver = await Palaver.open(engineConfig(settings), undefined, (message) => status(message, true));
+  const kind = settings.kind ?? 'openai-chat';
+  if (!app.keys[kind] && settings.remember_key) app.keys[kind] = await settingsStore.recallKey(kind);
+  if (app.keys[kind]) app.palaver.setProviderKey(kind, app.keys[kind]);
+  const proxy = settings.proxy_url ? { url: settings.proxy_url, token: settings.proxy_token ?? '' } : null;
+  if (proxy) app.palaver.setProxy(proxy.url, proxy.token);
+  const open = app.chat?.id;
+  app.chat = null;
+  app.subscription = null;
+  await showChats();
+  if (open) await selectChat(open);
 }
 
-async function openEngine() {
-  const settings = loadSettings();
-  if (palaver) palaver.close();
-  palaver = await Palaver.open(engineConfig(settings), undefined, (message) => status(message, true));
-  if (apiKey) palaver.setProviderKey(settings.kind ?? 'openai-chat', apiKey);
-  const proxy = parseProxy(settings.proxy);
-  if (proxy) palaver.setProxy(proxy[0], proxy[1]);
-  subscription = null;
+function command(body) {
+  if (!app.chat) return null;
+  const id = body.client_request_id ?? `ui-${Date.now()}-${(app.counter += 1)}`;
+  try {
+    const events = app.palaver.send(app.chat.id, { ...body, client_request_id: id });
+    const refused = events?.find?.((e) => e.type === 'ack' && e.accepted === false);
+    if (refused) status(`refused: ${refused.reason?.message ?? refused.reason?.kind ?? 'the engine refused this'}`, true);
+  } catch (error) {
+    status(String(error?.message ?? error), true);
+  }
+  return id;
+}
+
+// --- chat list ---
+
+async function showChats() {
+  app.chats = await app.palaver.listChats();
+  renderChatList();
+}
+
+function renderChatList() {
+  const query = $('chat-search').value.trim().toLowerCase();
+  const shown = app.chats.filter((c) => !query || (c.title || 'Untitled chat').toLowerCase().includes(query));
+  $('chat-list').replaceChildren(...shown.map((chat) => {
+    const item = document.createElement('button');
+    item.type = 'button';
+    item.textContent = chat.title || 'Untitled chat';
+    item.dataset.chatId = chat.id;
+    item.dataset.testid = 'chat-item';
+    item.setAttribute('aria-current', String(chat.id === app.chat?.id));
+    item.addEventListener('click', () => selectChat(chat.id));
+    return item;
+  }));
+}
+
+/** Opens a chat; calls run one after another, so quick clicks never interleave. */
+function selectChat(id) {
+  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(() => openChatView(id));
+  return app.selecting;
+}
+
+async function openChatView(id) {
+  if (app.subscription !== null) app.palaver.unsubscribe(app.subscription);
+  saveComposerDraft();
+  $('composer').value = localStorage.getItem(draftKey(id)) ?? '';
+  await app.palaver.openChat(id);
+  app.chat = new ChatState(id);
+  app.view.reset();
+  subscribe();
+  $('chat-actions').hidden = false;
+  renderChatList();
+  scheduleRender();
+}
+
+function subscribe() {
+  const chat = app.chat;
+  app.subscription = app.palaver.subscribe(chat.id, (envelope) => {
+    if (app.chat !== chat) return;
+    if (!chat.apply(envelope)) {
+      // A gap in seq: start again from a snapshot.
+      app.palaver.unsubscribe(app.subscription);
+      chat.seq = -1;
+      subscribe();
+      return;
+    }
+    if (envelope.type === 'thread_updated' && 'title' in (envelope.patch ?? {})) showChats();
+    if (envelope.type === 'message_added' && envelope.message?.role === 'user') showChats();
+    scheduleRender();
+  });
+}
+
+async function newChat() {
+  const id = await app.palaver.createChat('');
   await showChats();
-  if (currentChat) await selectChat(currentChat);
+  await selectChat(id);
+  return id;
+}
+
+// --- rendering ---
+
+/** Renders at most once per animation frame, however fast the stream is. */
+function scheduleRender() {
+  if (app.frame) return;
+  app.frame = requestAnimationFrame(() => {
+    app.frame = 0;
+    render();
+  });
+}
+
+function render() {
+  const chat = app.chat;
+  if (!chat) return;
+  $('chat-title').textContent = chat.thread.title || 'Untitled chat';
+  app.view.render(chat);
+  if (chat.dirty.messages) renderPlan($('plan'), currentPlan(chat.messages), html);
+  if (chat.dirty.messages || chat.dirty.runtime) renderControls(chat);
+  chat.dirty = { messages: false, draft: false, runtime: false };
+}
+
+function renderControls(chat) {
+  const runtime = chat.runtime;
+  const reasons = runtime.pause_reasons ?? [];
+  const questions = pendingQuestions(chat);
+  const cards = [];
+  if (runtime.state === 'paused' && reasons.length) cards.push(approvalCard(reasons));
+  if (questions) cards.push(askUserCard(questions));
+  const idle = !chat.busy;
+  const last = chat.messages.at(-1);
+  if (idle && last && (last.role === 'assistant' || last.role === 'error' || last.role === 'tool')) {
+    const again = document.createElement('button');
+    again.type = 'button';
+    again.dataset.testid = 'regenerate';
+    again.dataset.action = 'regenerate';
+    again.textContent = 'Regenerate';
+    cards.push(again);
+  }
+  $('cards').replaceChildren(...cards);
+  queueItems($('queue'), runtime.queued_items ?? [], cancelQueued, steerNow);
+  contextUsage($('context-usage'), chat);
+  updateComposerButtons();
+  if (runtime.error) status(`${runtime.error.class ?? 'error'}: ${runtime.error.message}`, true);
+  else if (runtime.retry) status(`Retrying (${runtime.retry.class}): attempt ${runtime.retry.attempt} of ${runtime.retry.max_attempts}`);
+  else if (runtime.storage_error) status(`Not saved yet: ${runtime.storage_error}`, true);
+  else if (runtime.is_compressing) status('Compressing the context…');
+  else status(app.palaver.tabRole(chat.id)?.role === 'follower' ? 'This chat is live in another tab; this tab follows it.' : '');
+}
+
+/** Send turns into Stop while the chat is busy; with text typed, Send stays to queue it. */
+function updateComposerButtons() {
+  const busy = app.chat?.busy ?? false;
+  $('stop').hidden = !busy;
+  $('send').hidden = busy && $('composer').value.trim() === '';
+  $('send').textContent = busy ? 'Queue' : 'Send';
 }
 
 function status(text, error = false) {
@@ -54,158 +193,368 @@ function status(text, error = false) {
   $('status').className = error ? 'error' : '';
 }
 
-async function showChats() {
-  const chats = await palaver.listChats();
-  const nav = $('chats');
-  nav.replaceChildren(
-    ...chats.map((chat) => {
-      const button = document.createElement('button');
-      button.type = 'button';
-      button.textContent = chat.title || 'Untitled chat';
-      button.dataset.chatId = chat.id;
-      button.dataset.testid = 'chat-item';
-      button.setAttribute('aria-current', String(chat.id === currentChat));
-      button.addEventListener('click', () => selectChat(chat.id));
-      return button;
-    }),
-  );
+// --- composer ---
+
+const draftKey = (chatId) => `palaver.draft.${chatId ?? 'new'}`;
+
+function saveComposerDraft() {
+  const text = $('composer').value;
+  if (text) localStorage.setItem(draftKey(app.chat?.id), text);
+  else localStorage.removeItem(draftKey(app.chat?.id));
 }
 
-async function selectChat(id) {
-  if (subscription !== null) palaver.unsubscribe(subscription);
-  currentChat = id;
-  await palaver.openChat(id);
-  subscription = palaver.subscribe(id, () => scheduleRender());
-  scheduleRender();
-  await showChats();
+async function send(event, priority = false) {
+  event?.preventDefault();
+  const text = $('composer').value.trim();
+  if (!text) return;
+  if (!app.chat) {
+    localStorage.removeItem(draftKey(null));
+    await newChat();
+  }
+  applyParams(text);
+  const id = command({ type: 'user_message', content: text, priority });
+  if (id) app.sent.set(id, text);
+  $('composer').value = '';
+  saveComposerDraft();
+  updateComposerButtons();
 }
 
-/** Renders at most once per animation frame, however fast the stream is. */
-function scheduleRender() {
-  if (frame) return;
-  frame = requestAnimationFrame(() => {
-    frame = 0;
-    render();
+function applyParams(firstText) {
+  const settings = settingsStore.loadSettings();
+  const patch = { provider: settings.kind ?? 'openai-chat', tool_policy: settingsStore.toolPolicy(settings) };
+  if (settings.model) patch.model = settings.model;
+  if (!app.chat.thread.title && firstText) patch.title = firstText.slice(0, 60);
+  command({ type: 'set_params', patch });
+}
+
+function cancelQueued(item) {
+  command({ type: 'cancel_queued', client_request_id: item.client_request_id });
+}
+
+/** Steer now: the queued message is taken back and sent with priority, injected at the next safe point. */
+function steerNow(item) {
+  const text = app.sent.get(item.client_request_id) ?? item.preview;
+  if (!text) return;
+  cancelQueued(item);
+  const id = command({ type: 'user_message', content: text, priority: true });
+  if (id) app.sent.set(id, text);
+}
+
+// --- transcript actions ---
+
+async function onTranscriptClick(event) {
+  const target = event.target.closest('button');
+  if (!target) return;
+  const node = target.closest('[data-message-id]');
+  switch (target.dataset.action ?? target.className) {
+    case 'copy':
+      navigator.clipboard?.writeText(target.nextElementSibling?.textContent ?? '').catch(() => {});
+      target.textContent = 'Copied';
+      break;
+    case 'remote-image':
+      loadRemoteImage(target);
+      break;
+    case 'show-earlier':
+      app.view.window += PAGE;
+      app.chat.dirty.messages = true;
+      scheduleRender();
+      break;
+    case 'edit':
+      editMessage(node);
+      break;
+    case 'branch':
+      await branchFrom(node.dataset.messageId);
+      break;
+    case 'regenerate':
+      command({ type: 'regenerate' });
+      break;
+    default:
+  }
+}
+
+function onCardsClick(event) {
+  const target = event.target.closest('button');
+  if (!target || !app.chat) return;
+  const ids = (app.chat.runtime.pause_reasons ?? []).map((r) => r.tool_call_id);
+  switch (target.dataset.action) {
+    case 'approve':
+      command({ type: 'approve_tools', tool_call_ids: ids });
+      break;
+    case 'reject':
+      command({ type: 'reject_tools', tool_call_ids: ids, reason: 'The user rejected this call.' });
+      break;
+    case 'answer': {
+      const answer = target.closest('section').querySelector('textarea').value.trim();
+      if (answer) command({ type: 'user_message', content: answer });
+      break;
+    }
+    case 'regenerate':
+      command({ type: 'regenerate' });
+      break;
+    default:
+  }
+}
+
+/** Edit-and-resend: the history from this message on is replaced by the edited message. */
+function editMessage(node) {
+  const text = node.querySelector('.text').textContent;
+  const box = document.createElement('textarea');
+  box.value = text;
+  box.dataset.testid = 'edit-text';
+  const save = document.createElement('button');
+  save.type = 'button';
+  save.textContent = 'Send';
+  save.dataset.testid = 'edit-send';
+  const cancel = document.createElement('button');
+  cancel.type = 'button';
+  cancel.textContent = 'Cancel';
+  cancel.dataset.testid = 'edit-cancel';
+  const form = document.createElement('div');
+  form.className = 'edit';
+  form.append(box, save, cancel);
+  node.replaceChildren(form);
+  box.focus();
+  cancel.addEventListener('click', () => {
+    app.chat.dirty.messages = true;
+    app.view.cache.clear();
+    scheduleRender();
+  });
+  save.addEventListener('click', () => {
+    const content = box.value.trim();
+    if (!content) return;
+    applyParams('');
+    command({ type: 'retry_from_index', index: Number(node.dataset.index), content });
+    app.view.cache.clear();
   });
 }
 
-function messageView(message) {
-  const div = document.createElement('div');
-  div.className = `message ${message.role}`;
-  div.dataset.testid = `message-${message.role}`;
-  const text = typeof message.content === 'string'
-    ? message.content
-    : (message.content ?? []).filter((p) => p.type === 'text').map((p) => p.text).join('\n');
-  if (message.role === 'assistant') {
-    div.innerHTML = renderMarkdown(text); // safe by construction: see crate/src/render.rs
-  } else {
-    div.textContent = text;
-  }
-  if (message.stopped) div.append(marker('stopped'));
-  if (message.interrupted) div.append(marker('interrupted'));
-  if (message.role === 'error') div.append(marker(message.code ?? 'error'));
-  return div;
-}
-
-function marker(text) {
-  const span = document.createElement('span');
-  span.className = 'marker';
-  span.dataset.testid = `marker-${text}`;
-  span.textContent = ` [${text}]`;
-  return span;
-}
-
-function render() {
-  if (!currentChat) return;
-  const snapshot = palaver.snapshot(currentChat);
-  if (!snapshot) return;
-  const views = snapshot.messages.filter((m) => m.role !== 'compression_report').map(messageView);
-  if (snapshot.draft) views.push(messageView({ role: 'assistant', content: snapshot.draft.content ?? '' }));
-  $('transcript').replaceChildren(...views);
-  $('transcript').scrollTop = $('transcript').scrollHeight;
-  const runtime = snapshot.runtime;
-  const busy = runtime.state === 'generating' || runtime.state === 'executing_tools';
-  $('send').textContent = busy ? 'Stop' : 'Send';
-  $('send').dataset.mode = busy ? 'stop' : 'send';
-  if (runtime.error) status(`${runtime.error.class ?? 'error'}: ${runtime.error.message}`, true);
-  else if (runtime.retry) status(`retrying (${runtime.retry.class}), attempt ${runtime.retry.attempt} of ${runtime.retry.max_attempts}`);
-  else if (runtime.storage_error) status(`not saved yet: ${runtime.storage_error}`, true);
-  else status(runtime.state === 'idle' ? '' : runtime.state);
-}
-
-async function send(event) {
-  event.preventDefault();
-  if (!currentChat) {
-    currentChat = await palaver.createChat('');
-    await selectChat(currentChat);
-  }
-  if ($('send').dataset.mode === 'stop') {
-    palaver.send(currentChat, { type: 'abort' });
-    return;
-  }
-  const text = $('prompt').value.trim();
-  if (!text) return;
-  const settings = loadSettings();
-  palaver.send(currentChat, { type: 'set_params', patch: { provider: settings.kind ?? 'openai-chat', ...(isUntitled() ? { title: text.slice(0, 60) } : {}) } });
-  palaver.send(currentChat, { type: 'user_message', content: text });
-  $('prompt').value = '';
-  scheduleRender();
+/** Branch: a new chat holding this chat's messages up to and including `messageId`. */
+async function branchFrom(messageId) {
+  const source = app.chat;
+  const title = `${source.thread.title || 'Untitled chat'} (branch)`;
+  const id = await app.palaver.createChat(title);
+  await app.palaver.openChat(id);
+  const events = app.palaver.send(id, { type: 'branch_from_chat', source_chat_id: source.id, up_to_message_id: messageId });
+  const refused = events?.find?.((e) => e.type === 'ack' && e.accepted === false);
+  if (refused) return status(`branch refused: ${refused.reason?.message ?? ''}`, true);
+  app.palaver.send(id, { type: 'set_params', patch: { title } });
   await showChats();
+  await selectChat(id);
 }
 
-function isUntitled() {
-  const snapshot = palaver.snapshot(currentChat);
-  return !snapshot?.thread?.title;
+/** A remote image loads only on the user's click, as a blob (img-src allows no remote origin). */
+async function loadRemoteImage(button) {
+  const url = button.dataset.src ?? '';
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('not an http(s) image');
+    const response = await fetch(parsed, { credentials: 'omit', referrerPolicy: 'no-referrer' });
+    const blob = await response.blob();
+    if (!response.ok || !blob.type.startsWith('image/')) throw new Error(`not an image (${response.status})`);
+    const img = document.createElement('img');
+    img.alt = button.querySelector('.alt')?.textContent ?? '';
+    img.src = URL.createObjectURL(blob);
+    button.replaceWith(img);
+  } catch (error) {
+    button.textContent = `could not load the image (${error.message}): ${url}`;
+  }
 }
+
+// --- chat actions ---
+
+async function renameChat() {
+  if (!app.chat) return;
+  const input = document.createElement('input');
+  input.value = app.chat.thread.title ?? '';
+  input.dataset.testid = 'rename-input';
+  const title = $('chat-title');
+  title.replaceChildren(input);
+  input.focus();
+  input.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter') {
+      app.palaver.renameChat(app.chat.id, input.value.trim());
+      title.textContent = input.value.trim();
+      showChats();
+    } else if (event.key === 'Escape') {
+      title.textContent = app.chat.thread.title || 'Untitled chat';
+    }
+  });
+}
+
+async function exportChat(format) {
+  if (!app.chat) return;
+  const text = await app.palaver.exportChat(app.chat.id, format);
+  const type = format === 'markdown' ? 'text/markdown' : 'application/json';
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(new Blob([text], { type }));
+  link.download = `${(app.chat.thread.title || 'chat').replace(/[^\w.-]+/g, '_').slice(0, 60)}.${format === 'markdown' ? 'md' : 'json'}`;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+}
+
+async function importChat(file) {
+  try {
+    const id = await app.palaver.importChat(await file.text());
+    await showChats();
+    await selectChat(id);
+    status(`Imported ${file.name}`);
+  } catch (error) {
+    status(`Import failed, nothing changed: ${error?.message ?? error}`, true);
+  }
+}
+
+/** Deletes at once, keeping an export in memory so "Undo" brings the chat back. */
+async function deleteChat() {
+  if (!app.chat) return;
+  const id = app.chat.id;
+  const backup = await app.palaver.exportChat(id, 'refact');
+  if (app.subscription !== null) app.palaver.unsubscribe(app.subscription);
+  app.subscription = null;
+  app.chat = null;
+  await app.palaver.deleteChat(id);
+  localStorage.removeItem(draftKey(id));
+  app.view.reset();
+  $('chat-title').textContent = '';
+  $('chat-actions').hidden = true;
+  $('plan').hidden = true;
+  $('cards').replaceChildren();
+  await showChats();
+  const undo = document.createElement('button');
+  undo.type = 'button';
+  undo.dataset.testid = 'undo-delete';
+  undo.textContent = 'Undo';
+  undo.addEventListener('click', async () => {
+    const restored = await app.palaver.importChat(backup);
+    await showChats();
+    await selectChat(restored);
+    status('');
+  });
+  status('Chat deleted. ');
+  $('status').append(undo);
+}
+
+// --- settings ---
 
 function openSettings() {
-  const settings = loadSettings();
-  $('provider-kind').value = settings.kind ?? 'openai-chat';
-  $('provider-url').value = settings.base_url ?? '';
+  const settings = settingsStore.loadSettings();
+  const kind = settings.kind ?? 'openai-chat';
+  $('provider-kind').value = kind;
+  $('provider-base-url').value = settings.base_url ?? '';
   $('provider-model').value = settings.model ?? '';
-  $('provider-key').value = apiKey;
-  $('proxy-url').value = settings.proxy ?? '';
-  $('settings').showModal();
+  $('provider-key').value = app.keys[kind] ?? '';
+  $('remember-key').checked = Boolean(settings.remember_key);
+  $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
+  $('proxy-token').value = settings.proxy_token ?? '';
+  const policy = settingsStore.toolPolicy(settings);
+  $('tool-policy').replaceChildren($('tool-policy').querySelector('legend') ?? document.createElement('legend'),
+    ...settingsStore.POLICY_TOOLS.map((tool) => {
+      const label = document.createElement('label');
+      label.className = 'inline';
+      const select = document.createElement('select');
+      select.dataset.tool = tool;
+      select.dataset.testid = `policy-${tool}`;
+      for (const rule of ['auto', 'ask', 'deny']) select.append(new Option(rule, rule, false, policy[tool] === rule));
+      label.append(select, ` ${tool}`);
+      return label;
+    }));
+  $('tool-policy').querySelector('legend').textContent = 'Tool policy';
+  $('settings-dialog').showModal();
 }
 
-async function saveSettings() {
+async function saveSettingsForm(event) {
+  event.preventDefault();
+  const kind = $('provider-kind').value;
+  const pasted = settingsStore.parseProxyUrl($('proxy-url').value);
+  const tool_policy = {};
+  for (const select of $('tool-policy').querySelectorAll('select')) tool_policy[select.dataset.tool] = select.value;
   const settings = {
-    kind: $('provider-kind').value,
-    base_url: $('provider-url').value.trim(),
+    kind,
+    base_url: $('provider-base-url').value.trim(),
     model: $('provider-model').value.trim(),
-    proxy: $('proxy-url').value.trim(),
+    remember_key: $('remember-key').checked,
+    proxy_url: pasted?.url ?? '',
+    proxy_token: $('proxy-token').value.trim() || pasted?.token || '',
+    tool_policy,
   };
-  apiKey = $('provider-key').value;
-  localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
+  app.keys[kind] = $('provider-key').value;
+  settingsStore.saveSettings(settings);
+  if (settings.remember_key && app.keys[kind]) await settingsStore.rememberKey(kind, app.keys[kind]);
+  else await settingsStore.forgetKey(kind);
+  $('provider-key').value = '';
+  $('settings-dialog').close();
+  document.body.dataset.ready = 'false';
   await openEngine();
-}
-
-async function main() {
-  await init();
-  $('engine-version').textContent = Engine.version();
-  // Pasting the URL `palaver serve` prints pairs the proxy: it arrives in our own fragment.
-  const pairing = new URLSearchParams(location.hash.slice(1)).get('token');
-  if (pairing) {
-    const settings = loadSettings();
-    settings.proxy = `${location.origin}/#token=${pairing}`;
-    localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
-    history.replaceState(null, '', location.pathname);
-  }
-  await openEngine();
-  $('composer').addEventListener('submit', send);
-  $('prompt').addEventListener('keydown', (event) => {
-    if (event.key === 'Enter' && !event.shiftKey) send(event);
-  });
-  $('new-chat').addEventListener('click', async () => {
-    await selectChat(await palaver.createChat(''));
-  });
-  $('open-settings').addEventListener('click', openSettings);
-  $('settings-form').addEventListener('submit', () => saveSettings());
-  $('transcript').addEventListener('click', (event) => {
-    const copy = event.target.closest('button.copy');
-    if (copy) navigator.clipboard?.writeText(copy.nextElementSibling?.textContent ?? '');
-  });
   document.body.dataset.ready = 'true';
 }
 
-main().catch((error) => status(String(error), true));
+/** A fragment from a link or from `palaver serve`'s printed URL pre-fills settings (never a key). */
+function applyFragment() {
+  const { provider, token } = settingsStore.takeFragment(location, history);
+  if (!provider && !token) return false;
+  const settings = { ...settingsStore.loadSettings(), ...(provider ?? {}) };
+  if (token) {
+    settings.proxy_url = location.origin;
+    settings.proxy_token = token;
+  }
+  settingsStore.saveSettings(settings);
+  return true;
+}
+
+// --- start ---
+
+function registerServiceWorker() {
+  if (!('serviceWorker' in navigator) || location.protocol === 'chrome-extension:') return;
+  const url = policy ? policy.createScriptURL('sw.js') : 'sw.js';
+  navigator.serviceWorker.register(url).catch((error) => console.warn('offline cache unavailable:', error.message));
+}
+
+function wire() {
+  $('composer-form').addEventListener('submit', (event) => send(event));
+  $('composer').addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) send(event);
+  });
+  $('composer').addEventListener('input', () => {
+    saveComposerDraft();
+    updateComposerButtons();
+  });
+  $('stop').addEventListener('click', () => command({ type: 'abort' }));
+  $('new-chat').addEventListener('click', () => newChat());
+  $('chat-search').addEventListener('input', renderChatList);
+  $('open-settings').addEventListener('click', openSettings);
+  $('settings-form').addEventListener('submit', saveSettingsForm);
+  $('cancel-settings').addEventListener('click', () => $('settings-dialog').close());
+  $('transcript').addEventListener('click', onTranscriptClick);
+  $('plan').addEventListener('click', onTranscriptClick);
+  $('cards').addEventListener('click', onCardsClick);
+  $('rename-chat').addEventListener('click', renameChat);
+  $('export-chat').addEventListener('click', () => exportChat('refact'));
+  $('export-markdown').addEventListener('click', () => exportChat('markdown'));
+  $('delete-chat').addEventListener('click', deleteChat);
+  $('import-chat').addEventListener('click', () => $('import-file').click());
+  $('import-file').addEventListener('change', () => {
+    const file = $('import-file').files[0];
+    if (file) importChat(file);
+    $('import-file').value = '';
+  });
+  window.addEventListener('pagehide', saveComposerDraft);
+  // A settings link opened in a tab that already shows the app arrives as a hash change.
+  window.addEventListener('hashchange', () => {
+    if (applyFragment()) openEngine().catch((error) => status(String(error?.message ?? error), true));
+  });
+}
+
+async function main() {
+  app.view = new TranscriptView($('transcript'), html);
+  applyFragment();
+  await init();
+  $('engine-version').textContent = Engine.version();
+  wire();
+  $('composer').value = localStorage.getItem(draftKey(null)) ?? '';
+  await openEngine();
+  registerServiceWorker();
+  document.body.dataset.ready = 'true';
+}
+
+// Exposed for the page tests and the bench page; the page never needs it itself.
+globalThis.palaverApp = app;
+main().catch((error) => status(String(error?.message ?? error), true));

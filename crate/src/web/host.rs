@@ -42,6 +42,8 @@ struct Shared {
     roles: HashMap<String, ChatRole>,
     /// Follower `openChat` calls waiting for the owner's snapshot.
     snapshot_waiters: HashMap<String, Vec<Function>>,
+    /// Chats an `openChat` is under way for: a second call waits for the first.
+    opening: std::collections::HashSet<String>,
     /// Why several tabs cannot coordinate here, when they cannot.
     tabs_note: Option<String>,
     /// The out-of-band marker saying this database has held data.
@@ -114,6 +116,7 @@ impl Host {
             bytes_written: 0,
             roles: HashMap::new(),
             snapshot_waiters: HashMap::new(),
+            opening: Default::default(),
             tabs_note: tabs::lock_manager()
                 .is_none()
                 .then(|| "Web Locks are missing in this browser: this tab assumes it is the only one with these chats open".to_string()),
@@ -218,29 +221,20 @@ impl Host {
     pub fn open_chat(&self, chat_id: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
+            // Two quick clicks must not open the chat twice (two owners' saves, two channels).
+            for _ in 0..400 {
+                if !shared.borrow().opening.contains(&chat_id) {
+                    break;
+                }
+                sleep_ms(20).await;
+            }
             if let Some(snapshot) = current_snapshot(&shared, &chat_id) {
                 return Ok(to_js(&snapshot));
             }
-            let locks = tabs::lock_manager();
-            let mut release = None;
-            if let Some(locks) = &locks {
-                // A lock released a moment ago (this page closed its engine) frees within a
-                // task or two: ask a few times before deciding another tab owns the chat.
-                for attempt in 0..4 {
-                    release = tabs::request_lock(locks, &tabs::lock_name(&chat_id), false).await?;
-                    if release.is_some() {
-                        break;
-                    }
-                    sleep_ms(25 * (attempt + 1)).await;
-                }
-            }
-            if locks.is_some() && release.is_none() {
-                return follow(&shared, &chat_id).await;
-            }
-            become_owner(&shared, &chat_id, release).await?;
-            current_snapshot(&shared, &chat_id)
-                .map(|s| to_js(&s))
-                .ok_or_else(|| error("UnknownChat", &chat_id))
+            shared.borrow_mut().opening.insert(chat_id.clone());
+            let opened = open_or_follow(&shared, &chat_id).await;
+            shared.borrow_mut().opening.remove(&chat_id);
+            opened
         })
     }
 
@@ -1079,6 +1073,31 @@ async fn become_owner(
         tabs::post(&channel, &tabs::snapshot_message(&snapshot));
     }
     Ok(())
+}
+
+/// Opens a chat in this tab: as its owner when its Web Lock is free, else as a follower of the
+/// tab that holds it.
+async fn open_or_follow(shared: &Handle, chat_id: &str) -> Result<JsValue, JsValue> {
+    let locks = tabs::lock_manager();
+    let mut release = None;
+    if let Some(locks) = &locks {
+        // A lock released a moment ago (this page closed its engine) frees within a
+        // task or two: ask a few times before deciding another tab owns the chat.
+        for attempt in 0..4 {
+            release = tabs::request_lock(locks, &tabs::lock_name(chat_id), false).await?;
+            if release.is_some() {
+                break;
+            }
+            sleep_ms(25 * (attempt + 1)).await;
+        }
+    }
+    if locks.is_some() && release.is_none() {
+        return follow(shared, chat_id).await;
+    }
+    become_owner(shared, chat_id, release).await?;
+    current_snapshot(shared, chat_id)
+        .map(|s| to_js(&s))
+        .ok_or_else(|| error("UnknownChat", chat_id))
 }
 
 /// Mirrors a chat another tab owns; resolves to the owner's snapshot. Meanwhile waits for the

@@ -170,6 +170,58 @@ fn serves_the_app_with_the_right_types_and_headers() {
     assert_eq!(health["ok"], true);
 }
 
+/// SECURITY C18: the served page's policy header is C.3's (with `frame-ancestors 'none'`, which only
+/// a header can carry) and equals the meta tag of the real `www/index.html` plus that directive.
+#[test]
+fn c18_the_app_is_served_with_its_csp_and_the_meta_tag_agrees() {
+    let server = start("csp");
+    let host = format!("127.0.0.1:{}", server.port);
+    let (_, head, _) = get(server.port, "/", &host);
+    let header = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-security-policy: "))
+        .unwrap_or_else(|| panic!("no CSP header in {head}"))
+        .trim()
+        .to_string();
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self' 'wasm-unsafe-eval'",
+        "img-src 'self' data: blob:",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+        "require-trusted-types-for 'script'",
+    ] {
+        assert!(
+            header.split("; ").any(|d| d == directive),
+            "{directive} missing from {header}"
+        );
+    }
+    assert!(
+        !header.contains("unsafe-inline") && !header.contains("'unsafe-eval'"),
+        "{header}"
+    );
+    assert!(head.contains("referrer-policy: no-referrer"), "{head}");
+    assert!(
+        head.contains("cross-origin-opener-policy: same-origin"),
+        "{head}"
+    );
+    assert!(head.contains("permissions-policy: camera=()"), "{head}");
+    let index = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../www/index.html"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let meta = index
+        .split("http-equiv=\"Content-Security-Policy\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("www/index.html has no CSP meta tag"));
+    assert_eq!(format!("{meta}; frame-ancestors 'none'"), header);
+    let (_, api_head, _) = get(server.port, "/api/health", &host);
+    assert!(!api_head.contains("content-security-policy"), "{api_head}");
+}
+
 #[test]
 fn refuses_foreign_hosts_before_anything_else() {
     let server = start("hosts");

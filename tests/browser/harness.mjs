@@ -1,0 +1,145 @@
+// What the page-level tests share: the real `palaver serve` on a temporary workspace, the provider
+// double (replaying ../shared/wire or scripted SSE in a provider's exact wire format), an
+// "attacker" server that logs every request it gets (attacker.test resolves to it, SECURITY C.5),
+// and headless Chromium through playwright-core.
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = resolve(fileURLToPath(import.meta.url), '../../..');
+export const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+let failures = 0;
+export function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures += 1;
+  return ok;
+}
+export const failed = () => failures > 0;
+
+export function watchdog(seconds, name) {
+  setTimeout(() => {
+    console.log(`FAIL ${name} did not finish in ${seconds} s`);
+    process.exit(1);
+  }, seconds * 1000).unref();
+}
+
+/** Starts a process and resolves with its first stdout match of `pattern`. */
+export function start(command, args, pattern) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((ok, fail) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const match = out.match(pattern);
+      if (match) ok({ child, match });
+    });
+    child.on('exit', (code) => fail(new Error(`${command} exited (${code}) before it was ready`)));
+  });
+}
+
+export const tempDir = (prefix) => mkdtemp(join(tmpdir(), prefix));
+
+export async function startDouble() {
+  const { child, match } = await start('node', [join(root, 'tests/double/server.mjs')], /"url":"([^"]+)"/);
+  const url = match[1];
+  return {
+    url,
+    child,
+    /** Scripts the next responses of `/s/{id}`; each is {body | wire, chunk_bytes?, delay_ms?}. */
+    async script(id, responses) {
+      const response = await fetch(`${url}/__script/${id}`, { method: 'POST', body: JSON.stringify({ responses }) });
+      if (!response.ok) throw new Error(`scripting the double failed: ${response.status}`);
+      return `${url}/s/${id}`;
+    },
+    async log(id) {
+      return (await fetch(`${url}/__log/${id}`)).json();
+    },
+  };
+}
+
+export async function startServe(workspace, extra = []) {
+  const palaver = process.env.PALAVER_BIN ?? join(root, 'target/debug/palaver');
+  const { child, match } = await start(palaver, ['serve', '--port', '0', '--workspace', workspace,
+    '--www', join(root, 'www'), '--pkg', join(root, 'pkg'), ...extra], /(http:\/\/127\.0\.0\.1:(\d+)\/#token=(\S+))/);
+  return { child, printed: match[1], origin: `http://127.0.0.1:${match[2]}`, token: match[3] };
+}
+
+/** A server that records every request: anything reaching it is a leak. */
+export async function startAttacker() {
+  const hits = [];
+  const server = http.createServer((req, res) => {
+    hits.push(`${req.method} ${req.headers.host}${req.url}`);
+    res.writeHead(200, { 'content-type': 'image/png', 'access-control-allow-origin': '*' });
+    res.end();
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  return { hits, port: server.address().port, close: () => server.close() };
+}
+
+export async function launch(profile, { attackerPort, args = [] } = {}) {
+  const rules = attackerPort ? [`--host-resolver-rules=MAP attacker.test 127.0.0.1:${attackerPort}`] : [];
+  return chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: [...CHROMIUM_FLAGS, ...rules, ...args],
+  });
+}
+
+/** An OpenAI chat-completions SSE body, chunk by chunk, as the API sends it. */
+export function openaiStream({ text = '', toolCalls = [], finish = null, pieces = 1, model = 'gpt-4o-double' }) {
+  const chunk = (delta, finishReason = null) => `data: ${JSON.stringify({
+    id: 'chatcmpl-double', object: 'chat.completion.chunk', created: 1_700_000_000, model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+  })}\n\n`;
+  let body = chunk({ role: 'assistant', content: '' });
+  const size = Math.max(1, Math.ceil(text.length / pieces));
+  for (let at = 0; at < text.length; at += size) body += chunk({ content: text.slice(at, at + size) });
+  toolCalls.forEach((call, index) => {
+    body += chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] });
+    body += chunk({ tool_calls: [{ index, function: { arguments: JSON.stringify(call.args) } }] });
+  });
+  body += chunk({}, finish ?? (toolCalls.length ? 'tool_calls' : 'stop'));
+  body += `data: ${JSON.stringify({ id: 'chatcmpl-double', object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [], usage: { prompt_tokens: 120, completion_tokens: 20, total_tokens: 140, prompt_tokens_details: { cached_tokens: 96 } } })}\n\n`;
+  return `${body}data: [DONE]\n\n`;
+}
+
+export async function cleanup(...dirs) {
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true }).catch(() => {});
+}
+
+/** Sets the provider through the settings dialog, as a user does. */
+export async function setProvider(page, { kind = 'openai-chat', baseUrl, model = 'gpt-4o', key = 'sk-test-CANARY', remember = false }) {
+  await page.click('[data-testid=settings]');
+  await page.selectOption('[data-testid=provider-kind]', kind);
+  await page.fill('[data-testid=provider-base-url]', baseUrl);
+  await page.fill('[data-testid=provider-model]', model);
+  await page.fill('[data-testid=provider-key]', key);
+  await page.setChecked('[data-testid=remember-key]', remember);
+  await page.click('[data-testid=save-settings]');
+  await page.waitForSelector('[data-testid=settings-dialog]', { state: 'hidden' });
+  await ready(page);
+}
+
+export async function ready(page) {
+  await page.waitForSelector('body[data-ready="true"]');
+}
+
+/** Types and sends a message; waits until the chat is idle again with `replies` assistant messages. */
+export async function sendAndWait(page, text, replies) {
+  await page.fill('[data-testid=composer]', text);
+  await page.click('[data-testid=send]');
+  await waitIdle(page, replies);
+}
+
+export async function waitIdle(page, replies, timeout = 15_000) {
+  await page.waitForFunction((n) => {
+    const app = globalThis.palaverApp;
+    return app?.chat && !app.chat.busy && app.chat.runtime.queue_size === 0 &&
+      document.querySelectorAll('[data-testid=message][data-role=assistant]:not([data-streaming])').length === n;
+  }, replies, { timeout });
+}

@@ -1,0 +1,118 @@
+// The page's copy of one open chat, kept by applying the engine's events (SPEC §3) in order:
+// a snapshot replaces everything, message events edit the list, stream deltas grow the draft.
+// It is a mirror, never a second source of truth: a gap in `seq` means "ask for a snapshot".
+
+export class ChatState {
+  constructor(id) {
+    this.id = id;
+    this.seq = -1;
+    this.thread = {};
+    this.runtime = { state: 'idle', queued_items: [], pause_reasons: [] };
+    this.messages = [];
+    this.draft = null;
+    this.versions = new Map(); // message_id → how often it changed (keys the view's cache)
+    this.dirty = { messages: true, draft: true, runtime: true };
+  }
+
+  /** Applies one event envelope; returns false when a gap in `seq` makes a fresh snapshot necessary. */
+  apply(envelope) {
+    if (envelope.type === 'snapshot') {
+      this.fromSnapshot(envelope);
+      return true;
+    }
+    if (this.seq >= 0 && envelope.seq !== this.seq + 1) return false;
+    this.seq = envelope.seq;
+    const handler = HANDLERS[envelope.type];
+    if (handler) handler(this, envelope);
+    return true;
+  }
+
+  fromSnapshot(snapshot) {
+    this.seq = snapshot.seq;
+    this.thread = snapshot.thread ?? {};
+    this.runtime = snapshot.runtime ?? this.runtime;
+    this.messages = snapshot.messages ?? [];
+    this.draft = snapshot.draft ?? null;
+    this.versions.clear();
+    this.dirty = { messages: true, draft: true, runtime: true };
+  }
+
+  bump(messageId) {
+    this.versions.set(messageId, (this.versions.get(messageId) ?? 0) + 1);
+    this.dirty.messages = true;
+  }
+
+  get busy() {
+    return ['generating', 'executing_tools', 'paused', 'waiting_ide'].includes(this.runtime.state);
+  }
+}
+
+const DELTA_OPS = {
+  append_content: (draft, op) => { draft.content += op.text; },
+  append_reasoning: (draft, op) => { draft.reasoning_content += op.text; },
+  set_tool_calls: (draft, op) => { draft.tool_calls = op.tool_calls; },
+  set_thinking_blocks: (draft, op) => { draft.thinking_blocks = op.blocks; },
+  add_citation: (draft, op) => { draft.citations.push(op.citation); },
+  add_server_content_block: () => {},
+  set_usage: (draft, op) => { draft.usage = op.usage; },
+  merge_extra: () => {},
+};
+
+function newDraft(messageId) {
+  return { message_id: messageId, content: '', reasoning_content: '', tool_calls: [], thinking_blocks: [], citations: [], usage: null };
+}
+
+const HANDLERS = {
+  stream_started(chat, e) {
+    chat.draft = newDraft(e.message_id);
+    chat.dirty.draft = true;
+  },
+  stream_delta(chat, e) {
+    if (!chat.draft || chat.draft.message_id !== e.message_id) chat.draft = newDraft(e.message_id);
+    for (const op of e.ops) DELTA_OPS[op.op]?.(chat.draft, op);
+    chat.dirty.draft = true;
+  },
+  stream_finished(chat) {
+    chat.draft = null;
+    chat.dirty.draft = true;
+  },
+  message_added(chat, e) {
+    chat.messages.splice(Math.min(e.index, chat.messages.length), 0, e.message);
+    chat.bump(e.message.message_id);
+  },
+  message_updated(chat, e) {
+    const index = chat.messages.findIndex((m) => m.message_id === e.message_id);
+    if (index >= 0) chat.messages[index] = e.message;
+    chat.bump(e.message_id);
+  },
+  message_removed(chat, e) {
+    chat.messages = chat.messages.filter((m) => m.message_id !== e.message_id);
+    chat.dirty.messages = true;
+  },
+  messages_truncated(chat, e) {
+    chat.messages.length = Math.min(chat.messages.length, e.from_index);
+    chat.dirty.messages = true;
+  },
+  thread_updated(chat, e) {
+    chat.thread = { ...chat.thread, ...e.patch };
+    chat.dirty.runtime = true;
+  },
+  queue_updated(chat, e) {
+    chat.runtime = { ...chat.runtime, queue_size: e.queue_size, queued_items: e.queued_items };
+    chat.dirty.runtime = true;
+  },
+  runtime_updated(chat, e) {
+    const { type: _t, chat_id: _c, seq: _s, ...runtime } = e;
+    chat.runtime = { ...runtime, queue_size: chat.runtime.queue_size, queued_items: chat.runtime.queued_items };
+    chat.dirty.runtime = true;
+    chat.dirty.draft = true; // the turn's phase depends on the state
+  },
+  pause_required(chat, e) {
+    chat.runtime = { ...chat.runtime, pause_reasons: e.reasons };
+    chat.dirty.runtime = true;
+  },
+  pause_cleared(chat) {
+    chat.runtime = { ...chat.runtime, pause_reasons: [] };
+    chat.dirty.runtime = true;
+  },
+};

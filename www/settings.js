@@ -1,0 +1,119 @@
+// Settings: the provider, the proxy and the tool policy live in localStorage; API keys never do.
+// A key stays in this tab's memory unless the user ticks "remember", and then IndexedDB holds only
+// its AES-GCM ciphertext under a wrapping CryptoKey made non-extractable (SECURITY C16, C17).
+
+const SETTINGS_KEY = 'palaver.settings';
+export const PROVIDER_KINDS = ['openai-chat', 'anthropic', 'gemini', 'openai-responses'];
+export const POLICY_TOOLS = ['read_file', 'list_dir', 'search', 'write_file', 'edit_file', 'run_command', 'fetch_url'];
+export const DEFAULT_RULES = { write_file: 'ask', edit_file: 'ask', run_command: 'ask', fetch_url: 'ask' };
+
+export function loadSettings() {
+  try {
+    const parsed = JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? '{}');
+    return parsed && typeof parsed === 'object' ? parsed : {};
+  } catch {
+    return {};
+  }
+}
+
+export function saveSettings(settings) {
+  const { key: _never, ...kept } = settings; // a key must not reach localStorage by accident
+  localStorage.setItem(SETTINGS_KEY, JSON.stringify(kept));
+}
+
+/** The tool policy for `set_params`: every tool's rule, the defaults where the user chose none. */
+export function toolPolicy(settings) {
+  const policy = {};
+  for (const tool of POLICY_TOOLS) policy[tool] = settings.tool_policy?.[tool] ?? DEFAULT_RULES[tool] ?? 'auto';
+  return policy;
+}
+
+/** `http://127.0.0.1:N/#token=T` as printed by `palaver serve` → {url, token}; null when not a URL. */
+export function parseProxyUrl(text) {
+  if (!text) return null;
+  try {
+    const url = new URL(text.trim());
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
+    return { url: url.origin, token: new URLSearchParams(url.hash.slice(1)).get('token') ?? '' };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Reads `#provider=KIND&base_url=URL&model=M` and `#token=T` from the address, removes the
+ * fragment (the token must not stay in the address bar or history) and returns what to apply.
+ * A `key` in the fragment is ignored: keys are typed, never carried in links.
+ */
+export function takeFragment(location, history) {
+  const params = new URLSearchParams(location.hash.slice(1));
+  if (![...params.keys()].length) return {};
+  history.replaceState(null, '', location.pathname + location.search);
+  const provider = {};
+  const kind = params.get('provider');
+  if (PROVIDER_KINDS.includes(kind)) provider.kind = kind;
+  if (params.get('base_url')) provider.base_url = params.get('base_url');
+  if (params.get('model')) provider.model = params.get('model');
+  return { provider, token: params.get('token') ?? null };
+}
+
+// --- the key vault ---
+
+const VAULT_DB = 'palaver-vault';
+
+function vault() {
+  return new Promise((resolve, reject) => {
+    const open = indexedDB.open(VAULT_DB, 1);
+    open.onupgradeneeded = () => open.result.createObjectStore('keys');
+    open.onsuccess = () => resolve(open.result);
+    open.onerror = () => reject(open.error);
+  });
+}
+
+async function inVault(mode, work) {
+  const db = await vault();
+  try {
+    return await new Promise((resolve, reject) => {
+      const tx = db.transaction('keys', mode);
+      const result = work(tx.objectStore('keys'));
+      tx.oncomplete = () => resolve(result.result);
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+
+async function wrappingKey() {
+  const existing = await inVault('readonly', (store) => store.get('wrapping-key'));
+  if (existing) return existing;
+  const key = await crypto.subtle.generateKey({ name: 'AES-GCM', length: 256 }, false, ['encrypt', 'decrypt']);
+  await inVault('readwrite', (store) => store.put(key, 'wrapping-key'));
+  return key;
+}
+
+/** Stores `secret` encrypted for provider `kind`. */
+export async function rememberKey(kind, secret) {
+  const key = await wrappingKey();
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const ciphertext = await crypto.subtle.encrypt({ name: 'AES-GCM', iv }, key, new TextEncoder().encode(secret));
+  await inVault('readwrite', (store) => store.put({ iv, ciphertext }, `key:${kind}`));
+}
+
+export async function forgetKey(kind) {
+  await inVault('readwrite', (store) => store.delete(`key:${kind}`));
+}
+
+/** The remembered key for `kind`, or '' (none, or it no longer decrypts). */
+export async function recallKey(kind) {
+  try {
+    const record = await inVault('readonly', (store) => store.get(`key:${kind}`));
+    if (!record) return '';
+    const key = await wrappingKey();
+    const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: record.iv }, key, record.ciphertext);
+    return new TextDecoder().decode(plain);
+  } catch {
+    return '';
+  }
+}

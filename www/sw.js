@@ -1,0 +1,49 @@
+// The offline cache (SPEC §10): the app shell and pkg/ are cached on install; requests for them go
+// to the network first (so a deployed update takes effect on the next reload) and fall back to the
+// cache when the network is gone, so the app opens and past chats (in IndexedDB) are readable
+// offline. Provider streams, the proxy API and other origins are never touched. The cache name
+// carries a version; activating this worker deletes every other Palaver cache.
+const VERSION = 'palaver-shell-v1';
+const SHELL = [
+  './', 'index.html', 'app.js', 'chat-state.js', 'view.js', 'settings.js', 'style.css',
+  'manifest.webmanifest', 'icon.svg', '../pkg/palaver.js', '../pkg/palaver_bg.wasm',
+];
+
+self.addEventListener('install', (event) => {
+  event.waitUntil(caches.open(VERSION).then((cache) => cache.addAll(SHELL)).then(() => self.skipWaiting()));
+});
+
+self.addEventListener('activate', (event) => {
+  event.waitUntil((async () => {
+    for (const name of await caches.keys()) {
+      if (name.startsWith('palaver-shell-') && name !== VERSION) await caches.delete(name);
+    }
+    await self.clients.claim();
+  })());
+});
+
+const shellUrls = new Set(SHELL.map((path) => new URL(path, self.location).href));
+
+function isShell(url) {
+  return shellUrls.has(url.origin + url.pathname) || url.pathname.startsWith(new URL('../pkg/', self.location).pathname);
+}
+
+self.addEventListener('fetch', (event) => {
+  const request = event.request;
+  const url = new URL(request.url);
+  if (request.method !== 'GET' || url.origin !== self.location.origin) return;
+  if (request.mode !== 'navigate' && !isShell(url)) return;
+  event.respondWith((async () => {
+    const cache = await caches.open(VERSION);
+    const key = request.mode === 'navigate' ? new URL('./', self.location).href : url.origin + url.pathname;
+    try {
+      const response = await fetch(request);
+      if (response.ok) await cache.put(key, response.clone());
+      return response;
+    } catch (error) {
+      const cached = await cache.match(key);
+      if (cached) return cached;
+      throw error;
+    }
+  })());
+});

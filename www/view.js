@@ -1,0 +1,282 @@
+// The transcript, built from a ChatState. Model text goes through `html(markdown)` (the engine's
+// safe renderer behind the page's one Trusted Types policy); everything else — user text, tool
+// arguments and results (SECURITY C9), errors — is set as text. Message nodes are cached by id and
+// version, so a frame during streaming touches only the draft, and a long chat shows its last
+// `window` messages with a button for earlier ones.
+
+export const PAGE = 200;
+
+const el = (tag, props = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === 'testid') node.dataset.testid = value;
+    else if (key === 'text') node.textContent = value;
+    else if (key === 'class') node.className = value;
+    else if (key.startsWith('data-')) node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  node.append(...children.filter((c) => c != null));
+  return node;
+};
+
+export function textOf(content) {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.filter((p) => p.type === 'text' || typeof p.text === 'string').map((p) => p.text).join('\n');
+}
+
+const button = (testid, label, action, extra = {}) => el('button', { type: 'button', testid, text: label, 'data-action': action, ...extra });
+
+function marker(name, label = name) {
+  return el('span', { class: `marker ${name}`, testid: `marker-${name}`, text: label });
+}
+
+/** The turn's phase (seed 004): thinking → streaming → working (tools) → done. */
+export function phaseOf(chat) {
+  const state = chat.runtime.state;
+  if (['executing_tools', 'paused', 'waiting_ide'].includes(state)) return 'working';
+  if (state === 'generating') return chat.draft?.content ? 'streaming' : 'thinking';
+  return 'done';
+}
+
+export class TranscriptView {
+  constructor(root, html) {
+    this.root = root;
+    this.html = html;
+    this.cache = new Map(); // key → node
+    this.window = PAGE;
+    this.draftNode = null;
+    this.phaseNode = el('div', { class: 'phase', testid: 'turn-phase' });
+    this.tail = el('div', { class: 'tail' });
+  }
+
+  reset() {
+    this.cache.clear();
+    this.window = PAGE;
+    this.draftNode = null;
+    this.root.replaceChildren();
+  }
+
+  render(chat) {
+    const nearBottom = this.root.scrollHeight - this.root.scrollTop - this.root.clientHeight < 80;
+    if (chat.dirty.messages) this.renderMessages(chat);
+    if (chat.dirty.draft || chat.dirty.messages || chat.dirty.runtime) this.renderLive(chat);
+    if (nearBottom) this.root.scrollTop = this.root.scrollHeight;
+  }
+
+  renderMessages(chat) {
+    const messages = chat.messages;
+    const from = Math.max(0, messages.length - this.window);
+    const nodes = [];
+    if (from > 0) nodes.push(button('show-earlier', `Show earlier messages (${from} more)`, 'show-earlier'));
+    const results = new Map();
+    for (const m of messages) if (m.role === 'tool' && m.tool_call_id) results.set(m.tool_call_id, m);
+    const keep = new Map();
+    let turn = null;
+    for (let i = from; i < messages.length; i += 1) {
+      const message = messages[i];
+      if (message.role === 'user') turn = null;
+      const node = this.messageNode(chat, message, i, keep);
+      if (node) nodes.push(node);
+      if (message.role === 'assistant' && message.tool_calls?.length) {
+        if (!turn) {
+          turn = { calls: [], node: el('details', { class: 'tool-activity', testid: 'tool-activity' }) };
+          nodes.push(turn.node);
+        }
+        turn.calls.push(...message.tool_calls);
+        fillToolActivity(turn.node, turn.calls, results, chat.runtime.pause_reasons ?? []);
+      }
+    }
+    this.cache = keep;
+    nodes.push(this.tail);
+    this.root.replaceChildren(...nodes);
+  }
+
+  /** A message's node, from the cache when its id and version are unchanged. */
+  messageNode(chat, message, index, keep) {
+    const key = `${message.message_id}#${chat.versions.get(message.message_id) ?? 0}#${index}`;
+    let node = this.cache.get(key);
+    if (node === undefined) node = this.buildMessage(message, index);
+    keep.set(key, node);
+    return node;
+  }
+
+  buildMessage(message, index) {
+    const role = message.role;
+    const base = { class: `message ${role}`, testid: 'message', 'data-role': role, 'data-message-id': message.message_id, 'data-index': String(index) };
+    if (role === 'user') {
+      return el('article', base, el('div', { class: 'text', text: textOf(message.content) }),
+        el('div', { class: 'actions' }, button('edit', 'Edit', 'edit'), button('branch', 'Branch', 'branch')));
+    }
+    if (role === 'assistant') {
+      const text = textOf(message.content);
+      if (!text && !message.reasoning_content && !message.extra?.stopped) return null;
+      const node = el('article', base, reasoningNode(message.reasoning_content), this.markdown(text));
+      if (message.extra?.stopped || message.stopped) node.append(marker('stopped', 'stopped'));
+      if (message.finish_reason === 'interrupted') node.append(marker('interrupted', 'interrupted — the page closed while this streamed'));
+      if (message.extra?.stream_error || message.finish_reason === 'stream_error') node.append(marker('error', 'the stream failed'));
+      node.append(el('div', { class: 'actions' }, button('branch', 'Branch', 'branch')));
+      return node;
+    }
+    if (role === 'error') {
+      return el('article', { ...base, class: 'message error' },
+        el('div', { class: 'text', text: textOf(message.content) }),
+        marker('error', message.extra?.class ?? message.extra?.code ?? 'error'),
+        el('div', { class: 'actions' }, button('retry', 'Retry', 'regenerate')));
+    }
+    if (role === 'event' && message.extra?.event?.subkind !== 'plan_delta') {
+      const text = textOf(message.content);
+      return text ? el('div', { class: 'note', testid: 'event', text }) : null;
+    }
+    if (role === 'compression_report') return el('div', { class: 'note', testid: 'compression', text: 'Earlier context was compressed to fit the model.' });
+    return null; // system, tool (shown in its turn's tool activity), plan (the plan block)
+  }
+
+  markdown(text) {
+    const node = el('div', { class: 'markdown' });
+    node.innerHTML = this.html(text);
+    return node;
+  }
+
+  /** The streaming draft and the last turn's phase: the only work a streaming frame does. */
+  renderLive(chat) {
+    const draft = chat.draft;
+    if (draft && (draft.content || draft.reasoning_content)) {
+      if (!this.draftNode || this.draftNode.dataset.messageId !== draft.message_id) {
+        this.draftNode = el('article', { class: 'message assistant streaming', testid: 'message', 'data-role': 'assistant', 'data-streaming': 'true', 'data-message-id': draft.message_id },
+          el('details', { class: 'reasoning', hidden: true }, el('summary', { text: 'Reasoning' }), el('div', { class: 'text' })),
+          el('div', { class: 'markdown' }));
+      }
+      const [reasoning, body] = this.draftNode.children;
+      reasoning.hidden = !draft.reasoning_content;
+      reasoning.lastChild.textContent = draft.reasoning_content;
+      body.innerHTML = this.html(draft.content);
+      if (this.draftNode.parentNode !== this.tail) this.tail.replaceChildren(this.draftNode, this.phaseNode);
+    } else if (this.draftNode) {
+      this.draftNode = null;
+      this.tail.replaceChildren(this.phaseNode);
+    } else if (this.phaseNode.parentNode !== this.tail) {
+      this.tail.append(this.phaseNode);
+    }
+    const phase = phaseOf(chat);
+    this.phaseNode.dataset.phase = phase;
+    this.phaseNode.textContent = phase === 'done' ? '' : `${phase}…`;
+  }
+}
+
+function reasoningNode(reasoning) {
+  if (!reasoning) return null;
+  return el('details', { class: 'reasoning', testid: 'reasoning' }, el('summary', { text: 'Reasoning' }), el('div', { class: 'text', text: reasoning }));
+}
+
+function fillToolActivity(node, calls, results, pauseReasons) {
+  const awaiting = new Set(pauseReasons.map((r) => r.tool_call_id));
+  const items = calls.map((call) => {
+    const result = results.get(call.id);
+    const status = result ? (result.tool_failed ? 'failed' : 'done') : awaiting.has(call.id) ? 'awaiting approval' : 'running';
+    return el('li', { testid: 'tool-call', 'data-tool': call.function?.name ?? '', 'data-status': status.split(' ')[0] },
+      el('code', { text: call.function?.name ?? '?' }), ' ', el('span', { class: 'args', text: summarizeArgs(call.function?.arguments) }),
+      el('span', { class: `status ${status.split(' ')[0]}`, text: ` — ${status}` }),
+      result ? el('pre', { class: 'result', testid: 'tool-result', text: textOf(result.content) }) : null);
+  });
+  const done = items.filter((i) => i.dataset.status === 'done' || i.dataset.status === 'failed').length;
+  node.replaceChildren(el('summary', { text: `Tools: ${calls.length} call${calls.length === 1 ? '' : 's'} (${done} finished)` }), el('ol', {}, ...items));
+}
+
+function summarizeArgs(text) {
+  try {
+    const args = JSON.parse(text || '{}');
+    const first = args.path ?? args.command ?? args.query ?? args.url ?? Object.values(args)[0];
+    return typeof first === 'string' ? first.slice(0, 120) : JSON.stringify(args).slice(0, 120);
+  } catch {
+    return String(text ?? '').slice(0, 120);
+  }
+}
+
+/** The current plan: the last `plan` message with the `plan_delta` events after it. */
+export function currentPlan(messages) {
+  let base = -1;
+  for (let i = messages.length - 1; i >= 0; i -= 1) {
+    if (messages[i].role === 'plan') {
+      base = i;
+      break;
+    }
+  }
+  if (base < 0) return null;
+  const updates = messages.slice(base + 1)
+    .filter((m) => m.role === 'event' && m.extra?.event?.subkind === 'plan_delta')
+    .map((m) => textOf(m.content));
+  return { body: textOf(messages[base].content), version: messages[base].extra?.plan?.version ?? 1, updates };
+}
+
+export function renderPlan(node, plan, html) {
+  node.hidden = !plan;
+  if (!plan) return node.replaceChildren();
+  const body = el('div', { class: 'markdown' });
+  body.innerHTML = html(plan.body);
+  node.replaceChildren(
+    el('details', { open: true }, el('summary', { text: `Plan (version ${plan.version}, ${plan.updates.length} update${plan.updates.length === 1 ? '' : 's'})` }),
+      body, el('ol', { class: 'plan-updates', testid: 'plan-updates' }, ...plan.updates.map((u) => el('li', { text: u })))));
+}
+
+/** The approval card for a paused round (approve or reject all of its calls). */
+export function approvalCard(reasons) {
+  const list = el('ul', {}, ...reasons.map((r) => el('li', { 'data-tool': r.tool_name },
+    el('code', { text: r.tool_name }), ' ', el('span', { text: summarizeArgs(JSON.stringify(r.args)) }),
+    el('pre', { class: 'args', text: JSON.stringify(r.args, null, 2).slice(0, 4000) }))));
+  return el('section', { class: 'card approval', testid: 'tool-approval' },
+    el('h3', { text: reasons.length === 1 ? 'Allow this tool call?' : `Allow these ${reasons.length} tool calls?` }), list,
+    el('div', { class: 'actions' }, button('approve', 'Approve', 'approve'), button('reject', 'Reject', 'reject')));
+}
+
+/** The ask-user card: the questions of the last `ask_questions` call and an answer box. */
+export function askUserCard(questions) {
+  return el('section', { class: 'card ask-user', testid: 'ask-user' },
+    el('h3', { text: 'The assistant asks' }), el('ol', {}, ...questions.map((q) => el('li', { text: String(q) }))),
+    el('textarea', { testid: 'ask-user-answer', rows: 3, 'aria-label': 'Your answer' }),
+    el('div', { class: 'actions' }, button('ask-user-send', 'Answer', 'answer')));
+}
+
+/** The questions the model is waiting on, or null. */
+export function pendingQuestions(chat) {
+  if (chat.runtime.state !== 'waiting_user_input') return null;
+  for (let i = chat.messages.length - 1; i >= 0; i -= 1) {
+    const m = chat.messages[i];
+    if (m.role === 'user') return null;
+    const call = m.role === 'assistant' && m.tool_calls?.find((c) => c.function?.name === 'ask_questions');
+    if (call) {
+      try {
+        const questions = JSON.parse(call.function.arguments || '{}').questions;
+        return Array.isArray(questions) ? questions : [String(questions ?? '')];
+      } catch {
+        return [];
+      }
+    }
+  }
+  return null;
+}
+
+export function queueItems(node, items, onCancel, onSteer) {
+  const messages = items.filter((i) => i.type === 'user_message');
+  node.hidden = messages.length === 0;
+  node.replaceChildren(...messages.map((item) => el('li', { testid: 'queued', 'data-id': item.client_request_id, 'data-priority': String(item.priority) },
+    el('span', { class: 'preview', text: item.preview ?? '(message)' }), item.priority ? el('small', { text: ' (steering)' }) : null,
+    Object.assign(button('cancel-queued', 'Cancel', 'cancel-queued'), { onclick: () => onCancel(item) }),
+    item.priority ? null : Object.assign(button('steer-now', 'Steer now', 'steer-now'), { onclick: () => onSteer(item) }))));
+}
+
+export function contextUsage(node, chat) {
+  const usage = chat.runtime.context_usage ?? {};
+  let last = null;
+  for (let i = chat.messages.length - 1; i >= 0 && !last; i -= 1) if (chat.messages[i].usage) last = chat.messages[i].usage;
+  const estimated = usage.estimated_tokens ?? 0;
+  const budget = usage.n_ctx ?? 0;
+  const cacheRead = last?.cache_read_tokens ?? 0;
+  const prompt = last?.prompt_tokens ?? 0;
+  node.dataset.estimated = String(estimated);
+  node.dataset.budget = String(budget);
+  node.dataset.cacheRead = String(cacheRead);
+  node.querySelector('meter').value = budget ? Math.min(1, estimated / budget) : 0;
+  const cache = prompt ? ` · cache hits ${cacheRead.toLocaleString('en')} of ${prompt.toLocaleString('en')} prompt tokens (${Math.round((100 * cacheRead) / prompt)}%)` : '';
+  node.querySelector('span').textContent = `≈ ${estimated.toLocaleString('en')} of ${budget.toLocaleString('en')} tokens${cache}`;
+}
