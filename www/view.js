@@ -110,21 +110,21 @@ export class TranscriptView {
     }
     if (role === 'assistant') {
       const text = textOf(message.content);
-      if (!text && !message.reasoning_content && !message.extra?.stopped) return null;
+      if (!text && !message.reasoning_content && !message.stopped) return null;
       const node = el('article', base, reasoningNode(message.reasoning_content), this.markdown(text));
-      if (message.extra?.stopped || message.stopped) node.append(marker('stopped', 'stopped'));
+      if (message.stopped) node.append(marker('stopped', 'stopped'));
       if (message.finish_reason === 'interrupted') node.append(marker('interrupted', 'interrupted — the page closed while this streamed'));
-      if (message.extra?.stream_error || message.finish_reason === 'stream_error') node.append(marker('error', 'the stream failed'));
+      if (message.stream_error || message.finish_reason === 'stream_error') node.append(marker('error', 'the stream failed'));
       node.append(el('div', { class: 'actions' }, button('branch', 'Branch', 'branch')));
       return node;
     }
     if (role === 'error') {
       return el('article', { ...base, class: 'message error' },
         el('div', { class: 'text', text: textOf(message.content) }),
-        marker('error', message.extra?.class ?? message.extra?.code ?? 'error'),
+        marker('error', message.class ?? message.code ?? 'error'),
         el('div', { class: 'actions' }, button('retry', 'Retry', 'regenerate')));
     }
-    if (role === 'event' && message.extra?.event?.subkind !== 'plan_delta') {
+    if (role === 'event' && message.event?.subkind !== 'plan_delta') {
       const text = textOf(message.content);
       return text ? el('div', { class: 'note', testid: 'event', text }) : null;
     }
@@ -204,9 +204,9 @@ export function currentPlan(messages) {
   }
   if (base < 0) return null;
   const updates = messages.slice(base + 1)
-    .filter((m) => m.role === 'event' && m.extra?.event?.subkind === 'plan_delta')
+    .filter((m) => m.role === 'event' && m.event?.subkind === 'plan_delta')
     .map((m) => textOf(m.content));
-  return { body: textOf(messages[base].content), version: messages[base].extra?.plan?.version ?? 1, updates };
+  return { body: textOf(messages[base].content), version: messages[base].plan?.version ?? 1, updates };
 }
 
 export function renderPlan(node, plan, html) {

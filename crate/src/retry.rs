@@ -91,6 +91,12 @@ pub fn classify_request(
 ) -> Verdict {
     let class = if error_type.is_some_and(is_quota_type) {
         ErrorClass::Quota
+    } else if matches!(status, Some(401 | 403)) {
+        // OpenAI answers a bad key with 401 and the generic `invalid_request_error`: the status
+        // says what the user must fix.
+        ErrorClass::Auth
+    } else if status == Some(413) {
+        ErrorClass::RequestTooLarge
     } else if let Some(class) = error_type.and_then(type_class) {
         class
     } else {

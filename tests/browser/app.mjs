@@ -182,6 +182,87 @@ async function stopQueueRegenerate(page) {
   check((await page.textContent('[data-testid=chat-title]')).includes('(branch)'), 'named as a branch');
 }
 
+async function planAskAndSteer(page) {
+  await page.click('[data-testid=new-chat]');
+  await scriptedProvider(page, 'plan', [
+    { body: openaiStream({ toolCalls: [{ id: 'call_plan', name: 'set_plan', args: { content: '1. Read the notes\n2. Rewrite them', summary: 'two steps' } }] }) },
+    { body: openaiStream({ toolCalls: [{ id: 'call_upd', name: 'update_plan', args: { note: 'Step 1 done: notes read' } }] }) },
+    { body: openaiStream({ text: 'One question first.', toolCalls: [{ id: 'call_ask', name: 'ask_questions', args: { questions: ['Which tone should the notes have?'] } }] }) },
+    { body: openaiStream({ text: 'Formal it is.' }) },
+  ]);
+  await page.fill('[data-testid=composer]', 'Plan the rewrite');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=ask-user]', { timeout: 15_000 });
+  check((await page.textContent('[data-testid=plan]')).includes('Rewrite them'), 'the plan block shows the plan');
+  check((await page.textContent('[data-testid=plan-updates]')).includes('Step 1 done'), 'with its updates');
+  check((await page.textContent('[data-testid=ask-user]')).includes('Which tone'), 'the ask-user card shows the question');
+  await page.fill('[data-testid=ask-user-answer]', 'Formal, please');
+  await page.click('[data-testid=ask-user-send]');
+  await waitIdle(page, 2);
+  check(await page.locator('[data-testid=ask-user]').count() === 0, 'answering clears the card');
+  check((await assistantTexts(page)).at(-1).includes('Formal it is.'), 'and the answer goes on the conversation');
+  const cacheRead = await page.getAttribute('[data-testid=context-usage]', 'data-cache-read');
+  check(cacheRead === '96', `the context gauge shows the cache hits from usage (${cacheRead} cached prompt tokens)`);
+
+  // Steer now: a queued message is re-sent with priority.
+  await scriptedProvider(page, 'steer', [
+    { body: openaiStream({ text: longText, pieces: 100 }), chunk_bytes: 600, delay_ms: 30 },
+    { body: openaiStream({ text: 'Steered.' }) },
+  ]);
+  await page.fill('[data-testid=composer]', 'Go on');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=message][data-streaming=true]', { timeout: 10_000 });
+  await page.fill('[data-testid=composer]', 'Shorter, please');
+  await page.click('[data-testid=send]');
+  await page.click('[data-testid=steer-now]');
+  await page.waitForSelector('[data-testid=queued][data-priority=true]');
+  check(true, 'steer now turns the queued message into a priority one');
+  await waitIdle(page, 4, 30_000);
+  const users = await page.locator('[data-testid=message][data-role=user] .text').allTextContents();
+  check(users.at(-1) === 'Shorter, please' && users.filter((u) => u === 'Shorter, please').length === 1, `the steering message ran once (${users.join('|')})`);
+}
+
+async function errorAndRetry(page) {
+  await page.click('[data-testid=new-chat]');
+  await scriptedProvider(page, 'error', [
+    { status: 401, body: JSON.stringify({ error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } }) },
+    { body: openaiStream({ text: 'Back on track.' }) },
+  ]);
+  await page.fill('[data-testid=composer]', 'Hello?');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=message][data-role=error]', { timeout: 10_000 });
+  check((await page.textContent('[data-testid=status]')).includes('auth'), `an auth error is named in the status line (${await page.textContent('[data-testid=status]')})`);
+  await page.click('[data-testid=retry]');
+  await waitIdle(page, 1);
+  check((await assistantTexts(page))[0].includes('Back on track.'), 'retry from the error marker runs the turn again');
+}
+
+async function exportImportDelete(page) {
+  const title = await page.textContent('[data-testid=chat-title]');
+  const texts = await page.locator('[data-testid=message]').allTextContents();
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=export-chat]')]);
+  const exported = await readFile(await download.path(), 'utf8');
+  check(JSON.parse(exported).messages?.length > 0 && !exported.includes(CANARY), 'export gives the trajectory as JSON, without the key');
+  const before = await chatCount(page);
+  await page.setInputFiles('[data-testid=import-file]', { name: 'chat.json', mimeType: 'application/json', buffer: Buffer.from(exported) });
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before + 1);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, texts.length);
+  check(JSON.stringify(await page.locator('[data-testid=message]').allTextContents()) === JSON.stringify(texts), 'import brings the same chat back as a new one');
+  await page.setInputFiles('[data-testid=import-file]', { name: 'broken.json', mimeType: 'application/json', buffer: Buffer.from('{"messages": [{"role": 7}]') });
+  await page.waitForFunction(() => document.getElementById('status').textContent.includes('Import failed'));
+  check(await chatCount(page) === before + 1, 'a malformed file is refused with a message, nothing else changes');
+  await page.click('[data-testid=delete-chat]');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before);
+  await page.click('[data-testid=undo-delete]');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before + 1);
+  const restoredTitle = await page.textContent('[data-testid=chat-title]');
+  check(restoredTitle === title, `delete, then undo, brings the chat back (${restoredTitle} vs ${title})`);
+  await page.fill('[data-testid=chat-search]', title.slice(0, 12));
+  const found = await page.locator('[data-testid=chat-item]').allTextContents();
+  check(found.length >= 1 && found.every((t) => t.toLowerCase().includes(title.slice(0, 12).toLowerCase())), `search filters the chat list (${found.length} found)`);
+  await page.fill('[data-testid=chat-search]', '');
+}
+
 async function draftSurvivesReload(page) {
   await page.fill('[data-testid=composer]', 'half-written thought');
   const chatId = await page.evaluate(() => globalThis.palaverApp.chat.id);
@@ -416,7 +497,7 @@ async function offline(page) {
 try {
   const page = await newPage();
   for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
-    ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['two tabs', twoTabs], ['offline', offline]]) {
+    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['two tabs', twoTabs], ['offline', offline]]) {
     console.log(`-- ${name}`);
     try {
       await run(page);

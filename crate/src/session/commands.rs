@@ -388,6 +388,12 @@ impl ChatSession {
             Err(refusal) => return self.refuse(client_request_id, &refusal),
         };
         self.truncate_at(0);
+        // The trajectory's own title, model and tool policy come back with it.
+        if let Ok(Value::Object(patch)) = serde_json::to_value(&loaded.thread) {
+            if loaded.thread != self.thread {
+                self.patch_thread(patch, loaded.thread.clone());
+            }
+        }
         for message in loaded.messages {
             self.push_message(message);
         }
