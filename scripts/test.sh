@@ -24,5 +24,11 @@ say "page-level tests in Chromium (playwright-core): the browser killed mid-save
 (cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --silent)
 node "$ROOT/tests/browser/crash.mjs"
 say "the web app through the real palaver serve (playwright-core)"
-node "$ROOT/tests/browser/app.mjs" --palaver "$ROOT/target/debug/palaver"
+export PALAVER_BIN="$ROOT/target/debug/palaver"
+node "$ROOT/tests/browser/app.mjs"
+say "the browser extension: packed, then loaded unpacked in Chromium"
+bash "$ROOT/scripts/build-extension.sh"
+node "$ROOT/tests/browser/extension.mjs"
+say "the web app's performance (a benchmark: it prints numbers)"
+node "$ROOT/tests/browser/perf.mjs"
 say "all tests passed"

@@ -553,8 +553,11 @@ async function main() {
   await openEngine();
   registerServiceWorker();
   document.body.dataset.ready = 'true';
+  performance.mark('palaver-interactive');
 }
 
 // Exposed for the page tests and the bench page; the page never needs it itself.
 globalThis.palaverApp = app;
+app.selectChat = (id) => selectChat(id);
+app.showChats = () => showChats();
 main().catch((error) => status(String(error?.message ?? error), true));

@@ -111,7 +111,7 @@ export class TranscriptView {
     if (role === 'assistant') {
       const text = textOf(message.content);
       if (!text && !message.reasoning_content && !message.stopped) return null;
-      const node = el('article', base, reasoningNode(message.reasoning_content), this.markdown(text));
+      const node = this.adoptDraft(message, text, base) ?? el('article', base, reasoningNode(message.reasoning_content), this.markdown(text));
       if (message.stopped) node.append(marker('stopped', 'stopped'));
       if (message.finish_reason === 'interrupted') node.append(marker('interrupted', 'interrupted — the page closed while this streamed'));
       if (message.stream_error || message.finish_reason === 'stream_error') node.append(marker('error', 'the stream failed'));
@@ -132,25 +132,43 @@ export class TranscriptView {
     return null; // system, tool (shown in its turn's tool activity), plan (the plan block)
   }
 
+  /**
+   * The finished message takes over the streamed draft's nodes when its text is what streamed:
+   * rendering a long answer whole again at its end would be one long task.
+   */
+  adoptDraft(message, text, base) {
+    const node = this.draftNode;
+    if (!node || node.dataset.messageId !== message.message_id || this.stream?.length !== text.length) return null;
+    this.draftNode = null;
+    node.className = base.class;
+    delete node.dataset.streaming;
+    node.dataset.index = base['data-index'];
+    const reasoning = node.querySelector('details.reasoning');
+    if (message.reasoning_content) reasoning.dataset.testid = 'reasoning';
+    else reasoning.remove();
+    return node;
+  }
+
   markdown(text) {
     const node = el('div', { class: 'markdown' });
     node.innerHTML = this.html(text);
     return node;
   }
 
-  /** The streaming draft and the last turn's phase: the only work a streaming frame does. */
+  /**
+   * The streaming draft and the last turn's phase: the only work a streaming frame does. The draft
+   * is rendered in two parts: blocks before its last blank line outside a code fence are final and
+   * rendered once; only the tail after it is rendered again each frame, so a frame's cost does not
+   * grow with the length of the answer. (The finished message is then rendered whole.)
+   */
   renderLive(chat) {
     const draft = chat.draft;
     if (draft && (draft.content || draft.reasoning_content)) {
-      if (!this.draftNode || this.draftNode.dataset.messageId !== draft.message_id) {
-        this.draftNode = el('article', { class: 'message assistant streaming', testid: 'message', 'data-role': 'assistant', 'data-streaming': 'true', 'data-message-id': draft.message_id },
-          el('details', { class: 'reasoning', hidden: true }, el('summary', { text: 'Reasoning' }), el('div', { class: 'text' })),
-          el('div', { class: 'markdown' }));
-      }
+      if (!this.draftNode || this.draftNode.dataset.messageId !== draft.message_id) this.startDraft(draft.message_id);
       const [reasoning, body] = this.draftNode.children;
       reasoning.hidden = !draft.reasoning_content;
-      reasoning.lastChild.textContent = draft.reasoning_content;
-      body.innerHTML = this.html(draft.content);
+      if (reasoning.lastChild.textContent.length !== draft.reasoning_content.length) reasoning.lastChild.textContent = draft.reasoning_content;
+      this.renderDraftText(body, draft.content);
       if (this.draftNode.parentNode !== this.tail) this.tail.replaceChildren(this.draftNode, this.phaseNode);
     } else if (this.draftNode) {
       this.draftNode = null;
@@ -162,6 +180,45 @@ export class TranscriptView {
     this.phaseNode.dataset.phase = phase;
     this.phaseNode.textContent = phase === 'done' ? '' : `${phase}…`;
   }
+
+  startDraft(messageId) {
+    this.draftNode = el('article', { class: 'message assistant streaming', testid: 'message', 'data-role': 'assistant', 'data-streaming': 'true', 'data-message-id': messageId },
+      el('details', { class: 'reasoning', hidden: true }, el('summary', { text: 'Reasoning' }), el('div', { class: 'text' })),
+      el('div', { class: 'markdown' }, el('div', { class: 'settled' }), el('div', { class: 'live' })));
+    this.stream = { scanned: 0, fence: '', cut: 0, rendered: 0, length: -1 };
+  }
+
+  renderDraftText(body, text) {
+    const stream = this.stream;
+    if (text.length === stream.length) return;
+    stream.length = text.length;
+    advanceCut(stream, text);
+    const [settled, tail] = body.children;
+    if (stream.cut > stream.rendered) {
+      const block = el('div');
+      block.innerHTML = this.html(text.slice(stream.rendered, stream.cut));
+      settled.append(block);
+      stream.rendered = stream.cut;
+    }
+    tail.innerHTML = this.html(text.slice(stream.rendered));
+  }
+}
+
+/** Moves `stream.cut` past the last blank line outside a code fence, scanning only new lines. */
+function advanceCut(stream, text) {
+  let at = stream.scanned;
+  for (let nl = text.indexOf('\n', at); nl >= 0; nl = text.indexOf('\n', at)) {
+    const line = text.slice(at, nl);
+    const fence = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+    if (fence) {
+      if (!stream.fence) stream.fence = fence[1];
+      else if (fence[1][0] === stream.fence[0] && fence[1].length >= stream.fence.length && line.trim() === fence[1]) stream.fence = '';
+    } else if (!stream.fence && line.trim() === '') {
+      stream.cut = nl + 1;
+    }
+    at = nl + 1;
+  }
+  stream.scanned = at;
 }
 
 function reasoningNode(reasoning) {

@@ -82,11 +82,12 @@ export async function startAttacker() {
   return { hits, port: server.address().port, close: () => server.close() };
 }
 
-export async function launch(profile, { attackerPort, args = [] } = {}) {
+export async function launch(profile, { attackerPort, args = [], ignoreDefaultArgs } = {}) {
   const rules = attackerPort ? [`--host-resolver-rules=MAP attacker.test 127.0.0.1:${attackerPort}`] : [];
   return chromium.launchPersistentContext(profile, {
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     args: [...CHROMIUM_FLAGS, ...rules, ...args],
+    ...(ignoreDefaultArgs ? { ignoreDefaultArgs } : {}),
   });
 }
 

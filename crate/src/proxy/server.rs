@@ -18,6 +18,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tower::Layer;
+use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::services::ServeDir;
 use tower_http::timeout::TimeoutLayer;
@@ -86,8 +88,12 @@ pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Resul
         ));
     Ok(Router::new()
         .nest("/api", api_routes)
-        .nest_service("/pkg", ServeDir::new(&config.pkg))
-        .fallback_service(ServeDir::new(&config.www))
+        // The app is static and mostly wasm: gzip makes its transfer a third of its size.
+        .nest_service(
+            "/pkg",
+            CompressionLayer::new().layer(ServeDir::new(&config.pkg)),
+        )
+        .fallback_service(CompressionLayer::new().layer(ServeDir::new(&config.www)))
         .layer(middleware::map_response(javascript_type))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

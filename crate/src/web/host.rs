@@ -42,6 +42,8 @@ struct Shared {
     roles: HashMap<String, ChatRole>,
     /// Follower `openChat` calls waiting for the owner's snapshot.
     snapshot_waiters: HashMap<String, Vec<Function>>,
+    /// Saves started and not yet acknowledged or failed, per chat (`flush` waits for them).
+    saves_in_flight: HashMap<String, u32>,
     /// Chats an `openChat` is under way for: a second call waits for the first.
     opening: std::collections::HashSet<String>,
     /// Why several tabs cannot coordinate here, when they cannot.
@@ -117,6 +119,7 @@ impl Host {
             roles: HashMap::new(),
             snapshot_waiters: HashMap::new(),
             opening: Default::default(),
+            saves_in_flight: HashMap::new(),
             tabs_note: tabs::lock_manager()
                 .is_none()
                 .then(|| "Web Locks are missing in this browser: this tab assumes it is the only one with these chats open".to_string()),
@@ -371,6 +374,11 @@ impl Host {
                 handle(&shared, Input::CloseChat { chat_id: id });
                 return Err(error("BadTrajectory", &reason));
             }
+            // Resolved once the imported chat is stored: closing the page then loses nothing.
+            wait_for_saves(&shared, Some(&id)).await;
+            if let Some(reason) = current_storage_error(&shared, &id) {
+                return Err(error("StorageError", &reason));
+            }
             Ok(JsValue::from_str(&id))
         })
     }
@@ -434,6 +442,15 @@ impl Host {
     #[wasm_bindgen(js_name = simulateSaveFailure)]
     pub fn simulate_save_failure(&self, reason: Option<String>) {
         self.shared.borrow_mut().fail_saves = reason;
+    }
+
+    /// Resolves when every save started so far is acknowledged by IndexedDB (or has failed).
+    pub fn flush(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            wait_for_saves(&shared, None).await;
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     /// Closes the database (tests reopen to check what was stored).
@@ -936,8 +953,16 @@ fn run_host_tool(shared: &Handle, chat_id: &str, tool_call_id: &str, name: &str,
 /// retried by the engine, shown as `runtime.storage_error`).
 fn save_trajectory(shared: &Handle, save: TrajectorySave) {
     let shared = shared.clone();
+    *shared
+        .borrow_mut()
+        .saves_in_flight
+        .entry(save.chat_id.clone())
+        .or_default() += 1;
     spawn_local(async move {
         let result = write_save(&shared, &save).await;
+        if let Some(n) = shared.borrow_mut().saves_in_flight.get_mut(&save.chat_id) {
+            *n = n.saturating_sub(1);
+        }
         let input = match result {
             Ok((records, bytes)) => {
                 let mut s = shared.borrow_mut();
@@ -1230,6 +1255,31 @@ fn wait_for_takeover(shared: &Handle, chat_id: &str) {
             }
         }
     });
+}
+
+/// Waits (up to a minute) until no save of `chat_id` (of any chat when `None`) is in flight.
+async fn wait_for_saves(shared: &Handle, chat_id: Option<&str>) {
+    for _ in 0..6000 {
+        let busy = {
+            let s = shared.borrow();
+            match chat_id {
+                Some(id) => s.saves_in_flight.get(id).copied().unwrap_or(0) > 0,
+                None => s.saves_in_flight.values().any(|n| *n > 0),
+            }
+        };
+        if !busy {
+            return;
+        }
+        sleep_ms(10).await;
+    }
+}
+
+fn current_storage_error(shared: &Handle, chat_id: &str) -> Option<String> {
+    let snapshot = current_snapshot(shared, chat_id)?;
+    match snapshot.event {
+        Event::Snapshot { runtime, .. } => runtime.storage_error,
+        _ => None,
+    }
 }
 
 async fn sleep_ms(ms: i32) {

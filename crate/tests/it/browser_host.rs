@@ -580,6 +580,38 @@ async fn b19_b20_export_import_round_trip_and_malformed_import() {
     host.close();
 }
 
+/// An import resolves once the chat is stored, with its title: a page that closes right after it
+/// loses nothing. Two `openChat` calls for one chat at once open it once.
+#[wasm_bindgen_test]
+async fn an_import_is_stored_when_it_resolves_and_concurrent_opens_open_once() {
+    let db = unique("import-durable");
+    let host = open(&db, json!({})).await;
+    let trajectory = json!({"title": "Imported ✓", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]});
+    let chat = promised(host.import_chat(trajectory.to_string()))
+        .await
+        .as_string()
+        .expect("id");
+    host.close();
+    let host = open(&db, json!({})).await;
+    let chats = value(&promised(host.list_chats()).await);
+    let listed = chats
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["id"] == json!(chat)).cloned())
+        .expect("the imported chat is stored");
+    assert_eq!(listed["title"], "Imported ✓", "{listed}");
+    assert_eq!(listed["message_count"], 2, "{listed}");
+    let both = js_sys::Promise::all(&js_sys::Array::of2(
+        &host.open_chat(chat.clone()),
+        &host.open_chat(chat.clone()),
+    ));
+    let both = value(&promised(both).await);
+    assert_eq!(both[0]["messages"], both[1]["messages"]);
+    assert_eq!(both[0]["messages"].as_array().map(Vec::len), Some(2));
+    assert_eq!(value(&host.tab_role(&chat))["role"], "owner");
+    promised(host.flush()).await;
+    host.close();
+}
+
 /// SECURITY B21: without Web Locks a single tab still works and says why.
 #[wasm_bindgen_test]
 async fn b21_without_web_locks_one_tab_works_and_says_why() {

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Packs the browser extension (manifest v3, side panel) from the same files as the site: www/ and
+# the built pkg/ (run scripts/dev.sh or scripts/test.sh first, or pass --build), plus extension/.
+# Output: target/extension/ (load it unpacked at chrome://extensions) and target/palaver-extension.zip
+# when `zip` is present. The extension keeps its own IndexedDB, separate from the site's: move
+# chats between them with Export/Import.
+source "$(dirname "$0")/lib.sh"
+if [ "${1:-}" = "--build" ]; then
+  ensure_wasm_target
+  ensure_wasm_bindgen
+  build_pkg
+fi
+[ -f "$ROOT/pkg/palaver_bg.wasm" ] || { echo "pkg/ is not built: run with --build" >&2; exit 1; }
+OUT="$ROOT/target/extension"
+rm -rf "$OUT"
+mkdir -p "$OUT/www" "$OUT/pkg"
+cp "$ROOT"/extension/manifest.json "$ROOT"/extension/background.js "$OUT/"
+# The service worker is the site's offline cache; an extension's files are already local.
+find "$ROOT/www" -maxdepth 1 -type f ! -name sw.js -exec cp {} "$OUT/www/" \;
+cp "$ROOT/pkg/palaver.js" "$ROOT/pkg/palaver_bg.wasm" "$OUT/pkg/"
+if command -v zip >/dev/null; then
+  (cd "$OUT" && zip -qr "$ROOT/target/palaver-extension.zip" .)
+fi
+say "extension packed in $OUT ($(du -sk "$OUT" | cut -f1) KiB)"

@@ -1,0 +1,84 @@
+// The web app's performance, printed (a benchmark, not a timed test; issue 7): a cold load's first
+// paint and time to interactive, streaming N tokens (default 20 000) at 200 tokens/s while a
+// PerformanceObserver records long tasks, opening the 5 000-message chat of ../shared/bench, and the
+// app's transfer size (as served, and gzipped).
+// node tests/browser/perf.mjs [--tokens N]   (after build_pkg and `cargo build`)
+import { readFileSync, readdirSync } from 'node:fs';
+import { gzipSync, gunzipSync } from 'node:zlib';
+import { join } from 'node:path';
+import { startDouble, startServe, launch, tempDir, cleanup, root, openaiStream, setProvider, ready, waitIdle } from './harness.mjs';
+
+const argv = process.argv.slice(2);
+const tokens = Number(argv[argv.indexOf('--tokens') + 1] || 20_000) || 20_000;
+const RATE = 200; // tokens per second
+const workspace = await tempDir('palaver-perf-ws-');
+const profile = await tempDir('palaver-perf-');
+const double = await startDouble();
+const serve = await startServe(workspace);
+const context = await launch(profile);
+const row = (name, value) => console.log(`${name.padEnd(52)} ${value}`);
+try {
+  const page = await context.newPage();
+  const loaded = [];
+  page.on('response', async (r) => loaded.push(r));
+  await page.goto(serve.printed);
+  await ready(page);
+  const load = await page.evaluate(() => ({
+    fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime,
+    fp: performance.getEntriesByName('first-paint')[0]?.startTime,
+    interactive: performance.getEntriesByName('palaver-interactive')[0]?.startTime,
+    transfer: performance.getEntriesByType('resource').reduce((sum, r) => sum + r.transferSize, 0) + performance.getEntriesByType('navigation')[0].transferSize,
+  }));
+  row('cold load: first paint', `${load.fp?.toFixed(0)} ms (first contentful paint ${load.fcp?.toFixed(0)} ms)`);
+  row('cold load: interactive (engine open, chats listed)', `${load.interactive?.toFixed(0)} ms`);
+  row('cold load: bytes transferred (as palaver serve sends them, gzip)', `${load.transfer.toLocaleString('en')} B`);
+  const shell = [...readdirSync(join(root, 'www')).map((f) => join(root, 'www', f)), join(root, 'pkg/palaver.js'), join(root, 'pkg/palaver_bg.wasm')];
+  const gz = shell.reduce((sum, f) => sum + gzipSync(readFileSync(f), { level: 9 }).length, 0);
+  const wasmGz = gzipSync(readFileSync(join(root, 'pkg/palaver_bg.wasm')), { level: 9 }).length;
+  row('app transfer size, gzipped (www/ + pkg/)', `${gz.toLocaleString('en')} B (wasm ${wasmGz.toLocaleString('en')} B)`);
+
+  // Streaming: N one-token chunks, 10 every 50 ms.
+  const text = Array.from({ length: tokens }, (_, i) => (i % 40 === 39 ? ` w${i}.\n\n` : ` w${i}`)).join('');
+  const body = openaiStream({ text, pieces: tokens });
+  const perChunk = Math.ceil(body.length / tokens);
+  const url = await double.script('perf', [{ body, chunk_bytes: perChunk * 10, delay_ms: Math.round(10_000 / RATE) }]);
+  await setProvider(page, { baseUrl: url, key: 'sk-perf' });
+  await page.evaluate(() => {
+    globalThis.__longTasks = [];
+    new PerformanceObserver((list) => globalThis.__longTasks.push(...list.getEntries().map((e) => e.duration))).observe({ type: 'longtask' });
+    globalThis.__frames = 0;
+    const count = () => {
+      globalThis.__frames += 1;
+      requestAnimationFrame(count);
+    };
+    requestAnimationFrame(count);
+  });
+  const started = Date.now();
+  await page.fill('[data-testid=composer]', 'Stream a lot');
+  await page.click('[data-testid=send]');
+  await waitIdle(page, 1, (tokens / RATE) * 1000 * 3 + 30_000);
+  const seconds = (Date.now() - started) / 1000;
+  const stream = await page.evaluate(() => ({ long: globalThis.__longTasks, frames: globalThis.__frames }));
+  const over = stream.long.filter((d) => d > 50);
+  row(`streaming ${tokens.toLocaleString('en')} tokens at ${RATE}/s`, `${seconds.toFixed(1)} s, ${(stream.frames / seconds).toFixed(0)} frames/s`);
+  row('streaming: long tasks over 50 ms', `${over.length} (longest ${Math.max(0, ...stream.long).toFixed(0)} ms; all long tasks: ${stream.long.length})`);
+
+  // Opening the 5 000-message chat.
+  const history = gunzipSync(readFileSync(join(root, '../shared/bench/history-5k.json.gz'))).toString('utf8');
+  const id = await page.evaluate((t) => globalThis.palaverApp.palaver.importChat(t), history);
+  await page.evaluate(() => globalThis.palaverApp.palaver.close());
+  await page.reload();
+  await ready(page);
+  const open = await page.evaluate(async (chatId) => {
+    const t0 = performance.now();
+    await globalThis.palaverApp.selectChat(chatId);
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    return { ms: performance.now() - t0, messages: globalThis.palaverApp.chat.messages.length, nodes: document.querySelectorAll('[data-testid=message]').length };
+  }, id);
+  row('open the 5 000-message chat (storage → first frame)', `${open.ms.toFixed(0)} ms (${open.messages} messages, ${open.nodes} rendered, the rest behind "show earlier")`);
+} finally {
+  await context.close().catch(() => {});
+  serve.child.kill();
+  double.child.kill();
+  await cleanup(profile, workspace);
+}
