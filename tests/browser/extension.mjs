@@ -23,6 +23,15 @@ try {
   check(await page.isVisible('[data-testid=chat-list]'), 'the side panel page renders the chat list');
   const version = await page.textContent('[data-testid=engine-version]');
   check(/^\d+\.\d+/.test(version), `C12: the wasm engine runs under the manifest CSP (engine ${version})`);
+  await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: 'sk-test-ext' });
+  await sendAndWait(page, 'Hello from the side panel', 1);
+  const reply = await page.textContent('[data-testid=message][data-role=assistant]');
+  check(reply.trim().length > 10, 'the same engine streams a reply from the provider');
+  await page.reload();
+  await ready(page);
+  check(await page.locator('[data-testid=chat-item]').count() === 1, 'the chat is kept in the extension\'s own IndexedDB');
+  check(errors.length === 0, `no page errors (${errors.join('; ')})`);
+  // Last, since the refused assignment is logged as a console error.
   const sink = await page.evaluate(() => {
     try {
       document.getElementById('status').innerHTML = '<img src=x>';
@@ -32,14 +41,6 @@ try {
     }
   });
   check(sink === 'TypeError', `the page's own policy holds in the extension too: HTML sinks need Trusted Types (${sink})`);
-  await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: 'sk-test-ext' });
-  await sendAndWait(page, 'Hello from the side panel', 1);
-  const reply = await page.textContent('[data-testid=message][data-role=assistant]');
-  check(reply.trim().length > 10, 'the same engine streams a reply from the provider');
-  await page.reload();
-  await ready(page);
-  check(await page.locator('[data-testid=chat-item]').count() === 1, 'the chat is kept in the extension\'s own IndexedDB');
-  check(errors.length === 0, `no page errors (${errors.join('; ')})`);
 } finally {
   await context.close().catch(() => {});
   double.child.kill();
