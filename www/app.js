@@ -71,6 +71,33 @@ function command(body) {
 async function showChats() {
   app.chats = await app.palaver.listChats();
   renderChatList();
+  if (!app.chat) showEmptyState();
+}
+
+/** With no chat open: how to start, and (first run of the extension, a new browser) how to import. */
+function showEmptyState() {
+  const box = document.createElement('div');
+  box.className = 'empty';
+  box.dataset.testid = 'empty-state';
+  const text = document.createElement('p');
+  text.textContent = app.chats.length
+    ? 'Pick a chat on the left, or write below to start a new one.'
+    : 'No chats here yet. Write below to start one, or import chats exported from another browser or from the Palaver site (each keeps its own storage).';
+  const importButton = document.createElement('button');
+  importButton.type = 'button';
+  importButton.dataset.testid = 'empty-import';
+  importButton.textContent = 'Import an export file…';
+  importButton.addEventListener('click', () => $('import-file').click());
+  box.append(text, importButton);
+  $('transcript').replaceChildren(box);
+}
+
+/** B17/B18: storage nearly full, or the browser dropped our data since the last visit. */
+async function checkStorage() {
+  const storage = await app.palaver.storageStatus().catch(() => null);
+  if (storage?.data_lost) status('The browser deleted this site\'s stored chats since your last visit. Import an export file to restore them.', true);
+  else if (storage?.near_quota) status(`Storage is ${Math.round((100 * storage.usage) / storage.quota)}% full: export chats you want to keep, then delete them here.`, true);
+  else if (storage?.tabs_note) status(storage.tabs_note);
 }
 
 function renderChatList() {
@@ -414,6 +441,7 @@ async function deleteChat() {
   await app.palaver.deleteChat(id);
   localStorage.removeItem(draftKey(id));
   app.view.reset();
+  showEmptyState();
   $('chat-title').textContent = '';
   $('chat-actions').hidden = true;
   $('plan').hidden = true;
@@ -551,6 +579,7 @@ async function main() {
   wire();
   $('composer').value = localStorage.getItem(draftKey(null)) ?? '';
   await openEngine();
+  await checkStorage();
   registerServiceWorker();
   document.body.dataset.ready = 'true';
   performance.mark('palaver-interactive');

@@ -263,6 +263,39 @@ async function exportImportDelete(page) {
   await page.fill('[data-testid=chat-search]', '');
 }
 
+async function b22Navigation(page) {
+  const other = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  await page.click('[data-testid=new-chat]');
+  await scriptedProvider(page, 'b22', [{ body: openaiStream({ text: longText, pieces: 200 }), chunk_bytes: 300, delay_ms: 20 }]);
+  await page.fill('[data-testid=composer]', 'Stream while I wander');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=message][data-streaming=true]', { timeout: 10_000 });
+  const streaming = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  for (let i = 0; i < 100; i += 1) {
+    await page.click(`[data-testid=chat-item][data-chat-id="${i % 2 ? streaming : other}"]`);
+  }
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, streaming);
+  await page.click(`[data-testid=chat-item][data-chat-id="${other}"]`);
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id && document.querySelectorAll('[data-testid=message]').length > 0, other);
+  const otherView = await page.locator('[data-testid=message]').allTextContents();
+  await page.click(`[data-testid=chat-item][data-chat-id="${streaming}"]`);
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, streaming);
+  await waitIdle(page, 1, 20_000);
+  const streamedView = await page.locator('[data-testid=message]').allTextContents();
+  await page.evaluate(() => globalThis.palaverApp.palaver.flush());
+  await page.reload();
+  await ready(page);
+  await page.evaluate((id) => globalThis.palaverApp.selectChat(id), other);
+  await page.waitForFunction(() => globalThis.palaverApp.chat?.messages.length > 0);
+  const otherFresh = await page.locator('[data-testid=message]').allTextContents();
+  await page.evaluate((id) => globalThis.palaverApp.selectChat(id), streaming);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, streamedView.length);
+  const streamedFresh = await page.locator('[data-testid=message]').allTextContents();
+  check(JSON.stringify(otherView) === JSON.stringify(otherFresh) && JSON.stringify(streamedView) === JSON.stringify(streamedFresh),
+    `B22: after 100 chat switches during a stream, both views equal a fresh load (${otherView.length} and ${streamedView.length} messages)`);
+  check(streamedView.at(-1).includes('word399'), 'and the stream finished in its own chat');
+}
+
 async function draftSurvivesReload(page) {
   await page.fill('[data-testid=composer]', 'half-written thought');
   const chatId = await page.evaluate(() => globalThis.palaverApp.chat.id);
@@ -497,7 +530,7 @@ async function offline(page) {
 try {
   const page = await newPage();
   for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
-    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['two tabs', twoTabs], ['offline', offline]]) {
+    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['two tabs', twoTabs], ['offline', offline]]) {
     console.log(`-- ${name}`);
     try {
       await run(page);

@@ -21,6 +21,7 @@ try {
   await page.goto(`chrome-extension://${id}/www/index.html`);
   await ready(page);
   check(await page.isVisible('[data-testid=chat-list]'), 'the side panel page renders the chat list');
+  check(await page.isVisible('[data-testid=empty-import]'), 'B24: its first run offers to import chats (its storage is its own)');
   const version = await page.textContent('[data-testid=engine-version]');
   check(/^\d+\.\d+/.test(version), `C12: the wasm engine runs under the manifest CSP (engine ${version})`);
   await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: 'sk-test-ext' });
