@@ -463,6 +463,7 @@ async function deleteChat() {
 
 // --- settings ---
 
+/** Fills the settings form from what is stored each time the panel opens. */
 function openSettings() {
   const settings = settingsStore.loadSettings();
   const kind = settings.kind ?? 'openai-chat';
@@ -486,7 +487,6 @@ function openSettings() {
       return label;
     }));
   $('tool-policy').querySelector('legend').textContent = 'Tool policy';
-  $('settings-dialog').showModal();
 }
 
 async function saveSettingsForm(event) {
@@ -509,7 +509,7 @@ async function saveSettingsForm(event) {
   if (settings.remember_key && app.keys[kind]) await settingsStore.rememberKey(kind, app.keys[kind]);
   else await settingsStore.forgetKey(kind);
   $('provider-key').value = '';
-  $('settings-dialog').close();
+  $('settings').open = false;
   document.body.dataset.ready = 'false';
   await openEngine();
   document.body.dataset.ready = 'true';
@@ -548,9 +548,14 @@ function wire() {
   $('stop').addEventListener('click', () => command({ type: 'abort' }));
   $('new-chat').addEventListener('click', () => newChat());
   $('chat-search').addEventListener('input', renderChatList);
-  $('open-settings').addEventListener('click', openSettings);
+  // Filled on the click that opens the panel (before it shows), so typing can follow at once.
+  $('settings').querySelector('summary').addEventListener('click', () => {
+    if (!$('settings').open) openSettings();
+  });
   $('settings-form').addEventListener('submit', saveSettingsForm);
-  $('cancel-settings').addEventListener('click', () => $('settings-dialog').close());
+  $('cancel-settings').addEventListener('click', () => {
+    $('settings').open = false;
+  });
   $('transcript').addEventListener('click', onTranscriptClick);
   $('plan').addEventListener('click', onTranscriptClick);
   $('cards').addEventListener('click', onCardsClick);

@@ -54,6 +54,8 @@ export class TranscriptView {
     this.cache.clear();
     this.window = PAGE;
     this.draftNode = null;
+    this.stream = null;
+    this.tail.replaceChildren(this.phaseNode); // the last chat's draft must not show in the next
     this.root.replaceChildren();
   }
 

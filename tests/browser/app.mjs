@@ -280,7 +280,11 @@ async function b22Navigation(page) {
   const otherView = await page.locator('[data-testid=message]').allTextContents();
   await page.click(`[data-testid=chat-item][data-chat-id="${streaming}"]`);
   await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, streaming);
-  await waitIdle(page, 1, 20_000);
+  await waitIdle(page, 1, 20_000).catch(async (e) => {
+    console.log('B22 idle?', await page.evaluate(() => JSON.stringify({ state: globalThis.palaverApp.chat.runtime.state, n: globalThis.palaverApp.chat.messages.length, q: globalThis.palaverApp.chat.runtime.queue_size, seq: globalThis.palaverApp.chat.seq })),
+      await page.locator('[data-testid=message]').count());
+    throw e;
+  });
   const streamedView = await page.locator('[data-testid=message]').allTextContents();
   await page.evaluate(() => globalThis.palaverApp.palaver.flush());
   await page.reload();
@@ -289,7 +293,12 @@ async function b22Navigation(page) {
   await page.waitForFunction(() => globalThis.palaverApp.chat?.messages.length > 0);
   const otherFresh = await page.locator('[data-testid=message]').allTextContents();
   await page.evaluate((id) => globalThis.palaverApp.selectChat(id), streaming);
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, streamedView.length);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, streamedView.length)
+    .catch(async (e) => {
+      const fresh = await page.locator('[data-testid=message]').allTextContents();
+      console.log('B22 fresh view', JSON.stringify([fresh.map((t) => t.slice(-60)), streamedView.map((t) => t.slice(0, 30) + '…' + t.slice(-60))]));
+      throw e;
+    });
   const streamedFresh = await page.locator('[data-testid=message]').allTextContents();
   check(JSON.stringify(otherView) === JSON.stringify(otherFresh) && JSON.stringify(streamedView) === JSON.stringify(streamedFresh),
     `B22: after 100 chat switches during a stream, both views equal a fresh load (${otherView.length} and ${streamedView.length} messages)`);
@@ -326,6 +335,20 @@ async function hostileOutput(page) {
   await page.click('[data-testid=new-chat]');
   await scriptedProvider(page, 'hostile', [{ body: openaiStream({ text: HOSTILE, pieces: 60 }), chunk_bytes: 20_000, delay_ms: 5 }]);
   const before = attacker.hits.length;
+  // C6: every intermediate frame, not only the last, is checked as the stream renders.
+  await page.evaluate(() => {
+    globalThis.__unsafeSeen = [];
+    const unsafe = (node) => {
+      if (node.nodeType !== 1) return;
+      for (const el of [node, ...node.querySelectorAll('*')]) {
+        if (['SCRIPT', 'IMG', 'IFRAME', 'SVG', 'STYLE', 'META', 'BASE', 'LINK', 'OBJECT', 'EMBED', 'FORM'].includes(el.tagName.toUpperCase())) globalThis.__unsafeSeen.push(el.tagName);
+        for (const attr of el.attributes) {
+          if (attr.name.startsWith('on') || (attr.name === 'href' && !/^(https?:|mailto:)/i.test(attr.value.trim()))) globalThis.__unsafeSeen.push(`${attr.name}=${attr.value}`);
+        }
+      }
+    };
+    new MutationObserver((records) => records.forEach((r) => r.addedNodes.forEach(unsafe))).observe(document.getElementById('transcript'), { childList: true, subtree: true });
+  });
   await page.fill('[data-testid=composer]', 'Say something nasty');
   await page.click('[data-testid=send]');
   await waitIdle(page, 1, 30_000);
@@ -350,6 +373,8 @@ async function hostileOutput(page) {
   check(await page.locator('#transcript .remote-image').count() >= 2, 'remote images are click-to-load placeholders');
   check(attacker.hits.length === before, `nothing reached the attacker (${attacker.hits.slice(before).join(', ')})`);
   check(await page.locator('#transcript pre code').count() >= 1, 'the 1 MB code block is shown as code');
+  const seen = await page.evaluate(() => globalThis.__unsafeSeen);
+  check(seen.length === 0, `C6: no frame of the stream ever held an unsafe element or link (${seen.slice(0, 5).join('; ')})`);
 }
 
 async function cspAndTrustedTypes(page) {

@@ -122,7 +122,7 @@ export async function setProvider(page, { kind = 'openai-chat', baseUrl, model =
   await page.fill('[data-testid=provider-key]', key);
   await page.setChecked('[data-testid=remember-key]', remember);
   await page.click('[data-testid=save-settings]');
-  await page.waitForSelector('[data-testid=settings-dialog]', { state: 'hidden' });
+  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
   await ready(page);
 }
 
