@@ -33,17 +33,20 @@ const app = {
 // --- engine ---
 
 function engineConfig(settings) {
-  if (!settings.base_url) return {};
-  return { providers: [{ kind: settings.kind ?? 'openai-chat', base_url: settings.base_url, model: settings.model ?? '' }] };
+  const providers = Object.entries(settings.providers)
+    .filter(([kind, p]) => settingsStore.PROVIDER_KINDS.includes(kind) && p?.base_url)
+    .map(([kind, p]) => ({ kind, base_url: p.base_url, model: p.model ?? '' }));
+  return providers.length ? { providers } : {};
 }
 
 async function openEngine() {
   const settings = settingsStore.loadSettings();
   if (app.palaver) app.palaver.close();
   app.palaver = await Palaver.open(engineConfig(settings), undefined, (message) => status(message, true));
-  const kind = settings.kind ?? 'openai-chat';
-  if (!app.keys[kind] && settings.remember_key) app.keys[kind] = await settingsStore.recallKey(kind);
-  if (app.keys[kind]) app.palaver.setProviderKey(kind, app.keys[kind]);
+  for (const kind of Object.keys(settings.providers)) {
+    if (!app.keys[kind] && settings.remember_key) app.keys[kind] = await settingsStore.recallKey(kind);
+    if (app.keys[kind]) app.palaver.setProviderKey(kind, app.keys[kind]);
+  }
   const proxy = settings.proxy_url ? { url: settings.proxy_url, token: settings.proxy_token ?? '' } : null;
   if (proxy) app.palaver.setProxy(proxy.url, proxy.token);
   const open = app.chat?.id;
@@ -248,8 +251,9 @@ async function send(event, priority = false) {
 
 function applyParams(firstText) {
   const settings = settingsStore.loadSettings();
-  const patch = { provider: settings.kind ?? 'openai-chat', tool_policy: settingsStore.toolPolicy(settings) };
-  if (settings.model) patch.model = settings.model;
+  const provider = settingsStore.activeProvider(settings);
+  const patch = { provider: provider.kind, tool_policy: settingsStore.toolPolicy(settings) };
+  if (provider.model) patch.model = provider.model;
   if (!app.chat.thread.title && firstText) patch.title = firstText.slice(0, 60);
   command({ type: 'set_params', patch });
 }
@@ -466,11 +470,8 @@ async function deleteChat() {
 /** Fills the settings form from what is stored each time the panel opens. */
 function openSettings() {
   const settings = settingsStore.loadSettings();
-  const kind = settings.kind ?? 'openai-chat';
-  $('provider-kind').value = kind;
-  $('provider-base-url').value = settings.base_url ?? '';
-  $('provider-model').value = settings.model ?? '';
-  $('provider-key').value = app.keys[kind] ?? '';
+  $('provider-kind').value = settings.kind;
+  fillProviderFields(settings, settings.kind);
   $('remember-key').checked = Boolean(settings.remember_key);
   $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
   $('proxy-token').value = settings.proxy_token ?? '';
@@ -489,16 +490,23 @@ function openSettings() {
   $('tool-policy').querySelector('legend').textContent = 'Tool policy';
 }
 
+/** The provider fields for `kind`, as configured (each kind keeps its own URL, model and key). */
+function fillProviderFields(settings, kind) {
+  const config = settings.providers[kind] ?? {};
+  $('provider-base-url').value = config.base_url ?? '';
+  $('provider-model').value = config.model ?? '';
+  $('provider-key').value = app.keys[kind] ?? '';
+}
+
 async function saveSettingsForm(event) {
   event.preventDefault();
   const kind = $('provider-kind').value;
   const pasted = settingsStore.parseProxyUrl($('proxy-url').value);
   const tool_policy = {};
   for (const select of $('tool-policy').querySelectorAll('select')) tool_policy[select.dataset.tool] = select.value;
+  const stored = settingsStore.withProvider(settingsStore.loadSettings(), kind, $('provider-base-url').value.trim(), $('provider-model').value.trim());
   const settings = {
-    kind,
-    base_url: $('provider-base-url').value.trim(),
-    model: $('provider-model').value.trim(),
+    ...stored,
     remember_key: $('remember-key').checked,
     proxy_url: pasted?.url ?? '',
     proxy_token: $('proxy-token').value.trim() || pasted?.token || '',
@@ -506,8 +514,10 @@ async function saveSettingsForm(event) {
   };
   app.keys[kind] = $('provider-key').value;
   settingsStore.saveSettings(settings);
-  if (settings.remember_key && app.keys[kind]) await settingsStore.rememberKey(kind, app.keys[kind]);
-  else await settingsStore.forgetKey(kind);
+  for (const known of settingsStore.PROVIDER_KINDS) {
+    if (settings.remember_key && app.keys[known]) await settingsStore.rememberKey(known, app.keys[known]);
+    else await settingsStore.forgetKey(known);
+  }
   $('provider-key').value = '';
   $('settings').open = false;
   document.body.dataset.ready = 'false';
@@ -519,7 +529,12 @@ async function saveSettingsForm(event) {
 function applyFragment() {
   const { provider, token } = settingsStore.takeFragment(location, history);
   if (!provider && !token) return false;
-  const settings = { ...settingsStore.loadSettings(), ...(provider ?? {}) };
+  let settings = settingsStore.loadSettings();
+  if (provider && Object.keys(provider).length) {
+    const kind = provider.kind ?? settings.kind;
+    const current = settings.providers[kind] ?? {};
+    settings = settingsStore.withProvider(settings, kind, provider.base_url ?? current.base_url ?? '', provider.model ?? current.model ?? '');
+  }
   if (token) {
     settings.proxy_url = location.origin;
     settings.proxy_token = token;
@@ -553,6 +568,7 @@ function wire() {
     if (!$('settings').open) openSettings();
   });
   $('settings-form').addEventListener('submit', saveSettingsForm);
+  $('provider-kind').addEventListener('change', () => fillProviderFields(settingsStore.loadSettings(), $('provider-kind').value));
   $('cancel-settings').addEventListener('click', () => {
     $('settings').open = false;
   });

@@ -7,13 +7,35 @@ export const PROVIDER_KINDS = ['openai-chat', 'anthropic', 'gemini', 'openai-res
 export const POLICY_TOOLS = ['read_file', 'list_dir', 'search', 'write_file', 'edit_file', 'run_command', 'fetch_url'];
 export const DEFAULT_RULES = { write_file: 'ask', edit_file: 'ask', run_command: 'ask', fetch_url: 'ask' };
 
+/**
+ * The stored settings: the active provider `kind`, every configured provider's `{base_url, model}`
+ * by kind (switching kinds keeps the others), remember_key, proxy_url/proxy_token, tool_policy.
+ */
 export function loadSettings() {
+  let parsed = {};
   try {
-    const parsed = JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? '{}');
-    return parsed && typeof parsed === 'object' ? parsed : {};
+    parsed = JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? '{}') ?? {};
   } catch {
-    return {};
+    parsed = {};
   }
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) parsed = {};
+  const kind = PROVIDER_KINDS.includes(parsed.kind) ? parsed.kind : 'openai-chat';
+  const providers = typeof parsed.providers === 'object' && parsed.providers ? { ...parsed.providers } : {};
+  // The first shape kept one provider's base_url/model at the top level.
+  if (parsed.base_url && !providers[kind]) providers[kind] = { base_url: parsed.base_url, model: parsed.model ?? '' };
+  const { base_url: _b, model: _m, ...rest } = parsed;
+  return { ...rest, kind, providers };
+}
+
+/** The active provider: `{kind, base_url, model}` (empty strings when not configured). */
+export function activeProvider(settings) {
+  const config = settings.providers?.[settings.kind] ?? {};
+  return { kind: settings.kind, base_url: config.base_url ?? '', model: config.model ?? '' };
+}
+
+/** `settings` with `kind` active and configured as given. */
+export function withProvider(settings, kind, baseUrl, model) {
+  return { ...settings, kind, providers: { ...settings.providers, [kind]: { base_url: baseUrl, model } } };
 }
 
 export function saveSettings(settings) {
