@@ -4,7 +4,7 @@
 // Markdown renderer's output, through the one Trusted Types policy below (SECURITY C5, C19).
 import init, { Palaver, Engine, renderMarkdown } from '../pkg/palaver.js';
 import { ChatState } from './chat-state.js';
-import { TranscriptView, PAGE, currentPlan, renderPlan, approvalCard, askUserCard, pendingQuestions, queueItems, contextUsage } from './view.js';
+import { el, button, TranscriptView, PAGE, currentPlan, renderPlan, approvalCard, askUserCard, pendingQuestions, queueItems, contextUsage } from './view.js';
 import * as settingsStore from './settings.js';
 
 const $ = (id) => document.getElementById(id);
@@ -79,20 +79,11 @@ async function showChats() {
 
 /** With no chat open: how to start, and (first run of the extension, a new browser) how to import. */
 function showEmptyState() {
-  const box = document.createElement('div');
-  box.className = 'empty';
-  box.dataset.testid = 'empty-state';
-  const text = document.createElement('p');
-  text.textContent = app.chats.length
+  const text = app.chats.length
     ? 'Pick a chat on the left, or write below to start a new one.'
     : 'No chats here yet. Write below to start one, or import chats exported from another browser or from the Palaver site (each keeps its own storage).';
-  const importButton = document.createElement('button');
-  importButton.type = 'button';
-  importButton.dataset.testid = 'empty-import';
-  importButton.textContent = 'Import an export file…';
-  importButton.addEventListener('click', () => $('import-file').click());
-  box.append(text, importButton);
-  $('transcript').replaceChildren(box);
+  const importButton = button('empty-import', 'Import an export file…', 'import', { onclick: () => $('import-file').click() });
+  $('transcript').replaceChildren(el('div', { class: 'empty', testid: 'empty-state' }, el('p', { text }), importButton));
 }
 
 /** B17/B18: storage nearly full, or the browser dropped our data since the last visit. */
@@ -105,17 +96,13 @@ async function checkStorage() {
 
 function renderChatList() {
   const query = $('chat-search').value.trim().toLowerCase();
-  const shown = app.chats.filter((c) => !query || (c.title || 'Untitled chat').toLowerCase().includes(query));
-  $('chat-list').replaceChildren(...shown.map((chat) => {
-    const item = document.createElement('button');
-    item.type = 'button';
-    item.textContent = chat.title || 'Untitled chat';
-    item.dataset.chatId = chat.id;
-    item.dataset.testid = 'chat-item';
-    item.setAttribute('aria-current', String(chat.id === app.chat?.id));
-    item.addEventListener('click', () => selectChat(chat.id));
-    return item;
-  }));
+  // The open chat's title is the engine's, which is ahead of what IndexedDB has stored so far.
+  const titled = app.chats.map((c) => (c.id === app.chat?.id && app.chat.thread.title ? { ...c, title: app.chat.thread.title } : c));
+  const shown = titled.filter((c) => !query || (c.title || 'Untitled chat').toLowerCase().includes(query));
+  $('chat-list').replaceChildren(...shown.map((chat) => el('button', {
+    type: 'button', testid: 'chat-item', text: chat.title || 'Untitled chat', 'data-chat-id': chat.id,
+    ariaCurrent: String(chat.id === app.chat?.id), onclick: () => selectChat(chat.id),
+  })));
 }
 
 /** Opens a chat; calls run one after another, so quick clicks never interleave. */
@@ -148,7 +135,7 @@ function subscribe() {
       subscribe();
       return;
     }
-    if (envelope.type === 'thread_updated' && 'title' in (envelope.patch ?? {})) showChats();
+    if (envelope.type === 'thread_updated' && 'title' in (envelope.patch ?? {})) renderChatList();
     if (envelope.type === 'message_added' && envelope.message?.role === 'user') showChats();
     scheduleRender();
   });
@@ -192,12 +179,7 @@ function renderControls(chat) {
   const idle = !chat.busy;
   const last = chat.messages.at(-1);
   if (idle && last && (last.role === 'assistant' || last.role === 'error' || last.role === 'tool')) {
-    const again = document.createElement('button');
-    again.type = 'button';
-    again.dataset.testid = 'regenerate';
-    again.dataset.action = 'regenerate';
-    again.textContent = 'Regenerate';
-    cards.push(again);
+    cards.push(button('regenerate', 'Regenerate', 'regenerate'));
   }
   $('cards').replaceChildren(...cards);
   queueItems($('queue'), runtime.queued_items ?? [], cancelQueued, steerNow);
@@ -252,7 +234,7 @@ async function send(event, priority = false) {
 function applyParams(firstText) {
   const settings = settingsStore.loadSettings();
   const provider = settingsStore.activeProvider(settings);
-  const patch = { provider: provider.kind, tool_policy: settingsStore.toolPolicy(settings) };
+  const patch = { provider: provider.kind, tool_policy: settingsStore.toolPolicy(settings, Engine.defaultToolRules()) };
   if (provider.model) patch.model = provider.model;
   if (!app.chat.thread.title && firstText) patch.title = firstText.slice(0, 60);
   command({ type: 'set_params', patch });
@@ -328,35 +310,23 @@ function onCardsClick(event) {
 
 /** Edit-and-resend: the history from this message on is replaced by the edited message. */
 function editMessage(node) {
-  const text = node.querySelector('.text').textContent;
-  const box = document.createElement('textarea');
-  box.value = text;
-  box.dataset.testid = 'edit-text';
-  const save = document.createElement('button');
-  save.type = 'button';
-  save.textContent = 'Send';
-  save.dataset.testid = 'edit-send';
-  const cancel = document.createElement('button');
-  cancel.type = 'button';
-  cancel.textContent = 'Cancel';
-  cancel.dataset.testid = 'edit-cancel';
-  const form = document.createElement('div');
-  form.className = 'edit';
-  form.append(box, save, cancel);
-  node.replaceChildren(form);
+  const box = el('textarea', { testid: 'edit-text', value: node.querySelector('.text').textContent });
+  const save = button('edit-send', 'Send', 'edit-send', {
+    onclick: () => {
+      const content = box.value.trim();
+      if (!content) return;
+      applyParams('');
+      command({ type: 'retry_from_index', index: Number(node.dataset.index), content });
+    },
+  });
+  const cancel = button('edit-cancel', 'Cancel', 'edit-cancel', {
+    onclick: () => {
+      app.chat.bump(node.dataset.messageId); // its node is built again from the message
+      scheduleRender();
+    },
+  });
+  node.replaceChildren(el('div', { class: 'edit' }, box, save, cancel));
   box.focus();
-  cancel.addEventListener('click', () => {
-    app.chat.dirty.messages = true;
-    app.view.cache.clear();
-    scheduleRender();
-  });
-  save.addEventListener('click', () => {
-    const content = box.value.trim();
-    if (!content) return;
-    applyParams('');
-    command({ type: 'retry_from_index', index: Number(node.dataset.index), content });
-    app.view.cache.clear();
-  });
 }
 
 /** Branch: a new chat holding this chat's messages up to and including `messageId`. */
@@ -395,20 +365,14 @@ async function loadRemoteImage(button) {
 
 async function renameChat() {
   if (!app.chat) return;
-  const input = document.createElement('input');
-  input.value = app.chat.thread.title ?? '';
-  input.dataset.testid = 'rename-input';
   const title = $('chat-title');
+  const input = el('input', { testid: 'rename-input', value: app.chat.thread.title ?? '' });
   title.replaceChildren(input);
   input.focus();
+  // The title comes back as `thread_updated`, which re-renders the header and the chat list.
   input.addEventListener('keydown', (event) => {
-    if (event.key === 'Enter') {
-      app.palaver.renameChat(app.chat.id, input.value.trim());
-      title.textContent = input.value.trim();
-      showChats();
-    } else if (event.key === 'Escape') {
-      title.textContent = app.chat.thread.title || 'Untitled chat';
-    }
+    if (event.key === 'Enter') app.palaver.renameChat(app.chat.id, input.value.trim());
+    if (event.key === 'Enter' || event.key === 'Escape') title.textContent = input.value.trim() || app.chat.thread.title || 'Untitled chat';
   });
 }
 
@@ -451,15 +415,13 @@ async function deleteChat() {
   $('plan').hidden = true;
   $('cards').replaceChildren();
   await showChats();
-  const undo = document.createElement('button');
-  undo.type = 'button';
-  undo.dataset.testid = 'undo-delete';
-  undo.textContent = 'Undo';
-  undo.addEventListener('click', async () => {
-    const restored = await app.palaver.importChat(backup);
-    await showChats();
-    await selectChat(restored);
-    status('');
+  const undo = button('undo-delete', 'Undo', 'undo-delete', {
+    onclick: async () => {
+      const restored = await app.palaver.importChat(backup);
+      await showChats();
+      await selectChat(restored);
+      status('');
+    },
   });
   status('Chat deleted. ');
   $('status').append(undo);
@@ -475,19 +437,10 @@ function openSettings() {
   $('remember-key').checked = Boolean(settings.remember_key);
   $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
   $('proxy-token').value = settings.proxy_token ?? '';
-  const policy = settingsStore.toolPolicy(settings);
-  $('tool-policy').replaceChildren($('tool-policy').querySelector('legend') ?? document.createElement('legend'),
-    ...settingsStore.POLICY_TOOLS.map((tool) => {
-      const label = document.createElement('label');
-      label.className = 'inline';
-      const select = document.createElement('select');
-      select.dataset.tool = tool;
-      select.dataset.testid = `policy-${tool}`;
-      for (const rule of ['auto', 'ask', 'deny']) select.append(new Option(rule, rule, false, policy[tool] === rule));
-      label.append(select, ` ${tool}`);
-      return label;
-    }));
-  $('tool-policy').querySelector('legend').textContent = 'Tool policy';
+  const policy = settingsStore.toolPolicy(settings, Engine.defaultToolRules());
+  $('tool-policy').replaceChildren(el('legend', { text: 'Tool policy' }), ...Object.keys(policy).map((tool) => el('label', { class: 'inline' },
+    el('select', { testid: `policy-${tool}`, 'data-tool': tool }, ...['auto', 'ask', 'deny'].map((rule) => new Option(rule, rule, false, policy[tool] === rule))),
+    ` ${tool}`)));
 }
 
 /** The provider fields for `kind`, as configured (each kind keeps its own URL, model and key). */

@@ -4,8 +4,6 @@
 
 const SETTINGS_KEY = 'palaver.settings';
 export const PROVIDER_KINDS = ['openai-chat', 'anthropic', 'gemini', 'openai-responses'];
-export const POLICY_TOOLS = ['read_file', 'list_dir', 'search', 'write_file', 'edit_file', 'run_command', 'fetch_url'];
-export const DEFAULT_RULES = { write_file: 'ask', edit_file: 'ask', run_command: 'ask', fetch_url: 'ask' };
 
 /**
  * The stored settings: the active provider `kind`, every configured provider's `{base_url, model}`
@@ -43,10 +41,13 @@ export function saveSettings(settings) {
   localStorage.setItem(SETTINGS_KEY, JSON.stringify(kept));
 }
 
-/** The tool policy for `set_params`: every tool's rule, the defaults where the user chose none. */
-export function toolPolicy(settings) {
+/**
+ * The tool policy for `set_params`: every workspace tool's rule, the engine's default (`defaults`,
+ * from `Engine.defaultToolRules()`) where the user chose none.
+ */
+export function toolPolicy(settings, defaults) {
   const policy = {};
-  for (const tool of POLICY_TOOLS) policy[tool] = settings.tool_policy?.[tool] ?? DEFAULT_RULES[tool] ?? 'auto';
+  for (const [tool, rule] of Object.entries(defaults)) policy[tool] = settings.tool_policy?.[tool] ?? rule;
   return policy;
 }
 

@@ -6,7 +6,8 @@
 
 export const PAGE = 200;
 
-const el = (tag, props = {}, ...children) => {
+/** An element with properties (`testid`, `text`, `class`, `data-*`, or any DOM property) and children. */
+export const el = (tag, props = {}, ...children) => {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(props)) {
     if (key === 'testid') node.dataset.testid = value;
@@ -25,7 +26,7 @@ export function textOf(content) {
   return content.filter((p) => p.type === 'text' || typeof p.text === 'string').map((p) => p.text).join('\n');
 }
 
-const button = (testid, label, action, extra = {}) => el('button', { type: 'button', testid, text: label, 'data-action': action, ...extra });
+export const button = (testid, label, action, extra = {}) => el('button', { type: 'button', testid, text: label, 'data-action': action, ...extra });
 
 function marker(name, label = name) {
   return el('span', { class: `marker ${name}`, testid: `marker-${name}`, text: label });
@@ -242,13 +243,14 @@ function fillToolActivity(node, calls, results, pauseReasons) {
   node.replaceChildren(el('summary', { text: `Tools: ${calls.length} call${calls.length === 1 ? '' : 's'} (${done} finished)` }), el('ol', {}, ...items));
 }
 
-function summarizeArgs(text) {
+/** One line for a call's arguments (a JSON text as streamed, or the parsed object). */
+function summarizeArgs(raw) {
   try {
-    const args = JSON.parse(text || '{}');
+    const args = typeof raw === 'string' ? JSON.parse(raw || '{}') : raw ?? {};
     const first = args.path ?? args.command ?? args.query ?? args.url ?? Object.values(args)[0];
     return typeof first === 'string' ? first.slice(0, 120) : JSON.stringify(args).slice(0, 120);
   } catch {
-    return String(text ?? '').slice(0, 120);
+    return String(raw ?? '').slice(0, 120);
   }
 }
 
@@ -281,7 +283,7 @@ export function renderPlan(node, plan, html) {
 /** The approval card for a paused round (approve or reject all of its calls). */
 export function approvalCard(reasons) {
   const list = el('ul', {}, ...reasons.map((r) => el('li', { 'data-tool': r.tool_name },
-    el('code', { text: r.tool_name }), ' ', el('span', { text: summarizeArgs(JSON.stringify(r.args)) }),
+    el('code', { text: r.tool_name }), ' ', el('span', { text: summarizeArgs(r.args) }),
     el('pre', { class: 'args', text: JSON.stringify(r.args, null, 2).slice(0, 4000) }))));
   return el('section', { class: 'card approval', testid: 'tool-approval' },
     el('h3', { text: reasons.length === 1 ? 'Allow this tool call?' : `Allow these ${reasons.length} tool calls?` }), list,

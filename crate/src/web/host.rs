@@ -1275,11 +1275,11 @@ async fn wait_for_saves(shared: &Handle, chat_id: Option<&str>) {
 }
 
 fn current_storage_error(shared: &Handle, chat_id: &str) -> Option<String> {
-    let snapshot = current_snapshot(shared, chat_id)?;
-    match snapshot.event {
-        Event::Snapshot { runtime, .. } => runtime.storage_error,
-        _ => None,
-    }
+    let s = shared.borrow();
+    s.engine
+        .session(chat_id)?
+        .runtime(s.engine.config())
+        .storage_error
 }
 
 async fn sleep_ms(ms: i32) {

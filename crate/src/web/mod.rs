@@ -130,6 +130,20 @@ impl WasmEngine {
         crate::VERSION.to_string()
     }
 
+    /// The workspace tools and their default approval rules (SPEC §8.4), `{tool: "auto"|"ask"}`:
+    /// what the settings page lists and pre-selects.
+    #[wasm_bindgen(js_name = defaultToolRules)]
+    pub fn default_tool_rules() -> Result<JsValue, JsValue> {
+        let rules: serde_json::Map<String, serde_json::Value> = crate::tools::WORKSPACE_TOOLS
+            .iter()
+            .map(|tool| {
+                let rule = serde_json::to_value(crate::thread::default_rule(tool));
+                (tool.to_string(), rule.unwrap_or(serde_json::Value::Null))
+            })
+            .collect();
+        to_js(&serde_json::Value::Object(rules))
+    }
+
     fn step(&mut self, now: f64, input: Input) -> Result<JsValue, JsValue> {
         let now = if now.is_finite() && now > 0.0 {
             now as u64

@@ -862,6 +862,24 @@ fn d24_the_error_taxonomy_is_distinct() {
     assert_eq!(seen.len(), 8);
 }
 
+/// OpenAI answers a bad key with 401 and the generic `invalid_request_error` (a 413 may carry one
+/// too): the status decides the class, and neither is retried.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn d24_a_bad_key_is_auth_whatever_the_body_type_says() {
+    for (status, class) in [(401, "auth"), (403, "auth"), (413, "request_too_large")] {
+        let mut h = harness("openai-chat", json!({"retry": {"max_attempts": 3}}));
+        send(&mut h, "hi");
+        fail(&mut h, Some(status), Some("invalid_request_error"), &[]);
+        let runtime = runtime(&h);
+        assert_eq!(runtime["error"]["class"], class, "{status}: {runtime}");
+        assert!(
+            runtime["retry"].is_null(),
+            "{status} is not retried: {runtime}"
+        );
+    }
+}
+
 /// SECURITY D21 (engine side) and decision 5: a streaming reply is checkpointed at most every
 /// 2 s in the save effects, cleared when committed; a trajectory holding a checkpoint (the page
 /// went away mid-stream) loads it as an `interrupted` message, saved as such, never "generating".
