@@ -47,6 +47,8 @@ mod native {
             workspace: root.join("ws"),
             allowed_origins: Vec::new(),
             allow_shell: false,
+            allow_hard_links: false,
+            reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
             token: TOKEN.into(),
         };
         let (tx, rx) = std::sync::mpsc::channel();

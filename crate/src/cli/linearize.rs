@@ -106,7 +106,7 @@ pub fn run(args: LinearizeArgs) -> ExitCode {
 /// The engine tools and the proxy's workspace tools (without `run_command`).
 fn all_tools() -> Vec<ToolSpec> {
     let mut tools = engine_tool_specs();
-    let policy = crate::proxy::tools::ToolPolicy { allow_shell: false };
+    let policy = crate::proxy::tools::ToolPolicy::default();
     tools.extend(
         crate::proxy::tools::specs(&policy)
             .into_iter()

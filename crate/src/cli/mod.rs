@@ -27,6 +27,12 @@ enum Command {
     Decode(decode::DecodeArgs),
     /// Print the request body the engine would send for a trajectory read from stdin.
     Linearize(linearize::LinearizeArgs),
+    /// Internal: run a program as `run_command`'s process reaper (see `proxy::reaper`).
+    #[command(hide = true)]
+    Reap {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        argv: Vec<String>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -35,5 +41,6 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => crate::proxy::run_serve(args),
         Command::Decode(args) => decode::run(args),
         Command::Linearize(args) => linearize::run(args),
+        Command::Reap { argv } => crate::proxy::reaper::run(&argv),
     }
 }

@@ -240,7 +240,38 @@ fn check_component(path: &str, name: &str) -> Result<String, ToolPathRejected> {
             "contains a control character",
         ));
     }
+    if let Some(c) = name.chars().find(|c| is_invisible(*c)) {
+        return Err(reject(
+            PathErrorKind::InvalidPath,
+            path,
+            &format!(
+                "contains U+{:04X}, an invisible or text-direction character that makes a name look like another",
+                u32::from(c)
+            ),
+        ));
+    }
     Ok(name.to_string())
+}
+
+/// Characters that change how a name reads without being seen (P11): bidirectional overrides,
+/// embeddings and isolates, zero-width characters, the BOM, soft hyphen, the Mongolian vowel
+/// separator, and the invisible operators and fillers. (Variation selectors stay: emoji use them.)
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF9}'..='\u{FFFB}'
+    )
 }
 
 /// Maps an IO error of a capability operation to a typed rejection.

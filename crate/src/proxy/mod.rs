@@ -5,9 +5,11 @@
 
 pub mod confine;
 mod guard;
+pub mod reaper;
 mod server;
 mod token;
 pub mod tools;
+mod walk;
 mod workspace;
 
 pub use server::{
@@ -37,12 +39,16 @@ pub struct ServeArgs {
     /// Allow `run_command`.
     #[arg(long)]
     pub allow_shell: bool,
+    /// Read and search files that have several hard links (one may be an outside file's name).
+    #[arg(long)]
+    pub allow_hard_links: bool,
     /// Read the token from this file instead of making a fresh one (never from argv).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
 }
 
 pub fn run_serve(args: ServeArgs) -> ExitCode {
+    protect_environment();
     let config = match config_from(&args) {
         Ok(config) => config,
         Err(message) => {
@@ -112,8 +118,52 @@ fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
         workspace,
         allowed_origins: args.allow_origin.clone(),
         allow_shell: args.allow_shell,
+        allow_hard_links: args.allow_hard_links,
+        reaper: std::env::current_exe().ok(),
         token,
     })
+}
+
+/// Whether an environment variable looks like a secret (provider keys, tokens, passwords).
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
+        .iter()
+        .any(|word| upper.contains(word))
+}
+
+/// Keeps secrets of the server's environment from its children (E11). `run_command` children get
+/// a scrubbed environment, but could read `/proc/<server>/environ`, which shows the environment
+/// block the process started with, whatever `remove_var` did since. So the values of
+/// secret-looking variables are overwritten in that block, the variables removed, and the process
+/// made non-dumpable (its `/proc` files then need root). Nothing in the server reads them.
+fn protect_environment() {
+    extern "C" {
+        static environ: *const *mut libc::c_char;
+    }
+    let mut secrets = Vec::new();
+    // SAFETY: at start-up, before any other thread exists, this walks the process's own
+    // environment array (NUL-terminated C strings, ended by a null pointer) and overwrites bytes
+    // inside those strings only, never past their terminating NUL.
+    unsafe {
+        let mut cursor = environ;
+        while !cursor.is_null() && !(*cursor).is_null() {
+            let entry = *cursor;
+            let bytes = std::ffi::CStr::from_ptr(entry).to_bytes();
+            if let Some(eq) = bytes.iter().position(|b| *b == b'=') {
+                let name = String::from_utf8_lossy(&bytes[..eq]).into_owned();
+                if is_secret_name(&name) {
+                    std::ptr::write_bytes(entry.add(eq + 1), 0, bytes.len() - eq - 1);
+                    secrets.push(name);
+                }
+            }
+            cursor = cursor.add(1);
+        }
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    for name in secrets {
+        std::env::remove_var(name);
+    }
 }
 
 /// The given directory, else `./NAME`, else the repository's `NAME/` next to this crate.

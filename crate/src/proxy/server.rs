@@ -3,7 +3,7 @@
 //! concurrent connections. The safe response headers wrap everything, Host refusals included.
 
 use super::guard::{self, json_error, GuardConfig};
-use super::tools::{self, ToolPolicy};
+use super::tools::{self, ToolPolicy, Tools};
 use super::workspace::Workspace;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -28,14 +28,22 @@ pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_CONNECTIONS: usize = 256;
+/// Open connections, idle ones included; far above `MAX_CONNECTIONS` and far below the fd limit.
+pub const MAX_OPEN_CONNECTIONS: usize = 4096;
 
 /// Server limits; `Default` is what `palaver serve` uses.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// The whole request, body included, must be handled within this (A53).
     pub request_timeout: Duration,
-    /// Connections served at once; more wait in the accept queue (A56).
+    /// Requests handled at once; more wait for a slot (A56). A slot is taken when a request's
+    /// head has arrived, never by a connection that has sent nothing (P8).
     pub max_connections: usize,
+    /// Connections open at once, idle or not; past it, new ones wait in the accept queue. An idle
+    /// connection is closed after `HEADER_TIMEOUT`.
+    pub max_open_connections: usize,
+    /// How long a walking tool (`search`, `file_tree`) may work.
+    pub walk_deadline: Duration,
 }
 
 impl Default for Limits {
@@ -43,6 +51,8 @@ impl Default for Limits {
         Limits {
             request_timeout: REQUEST_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
+            max_open_connections: MAX_OPEN_CONNECTIONS,
+            walk_deadline: tools::WALK_DEADLINE,
         }
     }
 }
@@ -54,26 +64,53 @@ pub struct ServeConfig {
     pub workspace: PathBuf,
     pub allowed_origins: Vec<String>,
     pub allow_shell: bool,
+    /// Read and search files with several hard links (`--allow-hard-links`, A48).
+    pub allow_hard_links: bool,
+    /// The `palaver` executable, run as `run_command`'s process reaper (`proxy::reaper`).
+    pub reaper: Option<PathBuf>,
     pub token: String,
 }
 
-struct Api {
-    workspace: Arc<Workspace>,
-    policy: ToolPolicy,
+type Api = Tools;
+
+/// Refuses to serve the app from inside the workspace, or the workspace from inside the app: the
+/// model can write the workspace, and a script written there would run at the tools API's own
+/// origin, with its token (P3).
+pub fn check_app_outside_workspace(config: &ServeConfig) -> std::io::Result<()> {
+    let real = |path: &std::path::Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let workspace = real(&config.workspace);
+    for (name, dir) in [("www", &config.www), ("pkg", &config.pkg)] {
+        let dir = real(dir);
+        if dir.starts_with(&workspace) || workspace.starts_with(&dir) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the app's {name}/ ({}) and the workspace ({}) overlap: the model can write the workspace, so a script it wrote would run as the app. Serve the app from outside the workspace (--www and --pkg; scripts/dev.sh does this) or choose another --workspace",
+                    dir.display(),
+                    workspace.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Result<Router> {
+    check_app_outside_workspace(config)?;
     let guard_config = Arc::new(GuardConfig {
         port,
         token: config.token.clone(),
         allowed_origins: config.allowed_origins.clone(),
     });
-    let api = Arc::new(Api {
-        workspace: Arc::new(Workspace::open(&config.workspace)?),
-        policy: ToolPolicy {
+    let api = Arc::new(Tools::new(
+        Arc::new(Workspace::open(&config.workspace)?),
+        ToolPolicy {
             allow_shell: config.allow_shell,
+            allow_hard_links: config.allow_hard_links,
+            walk_deadline: limits.walk_deadline,
+            reaper: config.reaper.clone(),
         },
-    });
+    ));
     let api_routes = Router::new()
         .route("/health", get(health))
         .route("/tools", get(list_tools))
@@ -99,6 +136,11 @@ pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Resul
             StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout,
         ))
+        // A slot per request in flight, taken once its head has arrived (A56, P8).
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            limits.max_connections.max(1),
+        ))
+        .layer(middleware::map_response(json_error_bodies))
         .layer(middleware::from_fn_with_state(
             guard_config,
             guard::check_host,
@@ -125,10 +167,13 @@ pub async fn serve_with_limits(
 ) -> std::io::Result<()> {
     let port = listener.local_addr()?.port();
     let app = router(&config, port, limits)?;
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        limits.max_open_connections.max(1),
+    ));
     tokio::pin!(shutdown);
     loop {
-        // Wait for a free slot before accepting: past the cap, connections queue in the backlog.
+        // Past the cap of open connections, new ones queue in the backlog. Request slots are
+        // taken per request, so idle sockets cannot starve requests (P8).
         let permit = tokio::select! {
             permit = slots.clone().acquire_owned() => permit,
             () = &mut shutdown => return Ok(()),
@@ -173,8 +218,38 @@ async fn javascript_type(mut response: Response) -> Response {
     response
 }
 
-async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"ok": true, "version": crate::VERSION}))
+/// Every error answer is JSON (P11): the layers below (body limit 413, body read 400, method
+/// 405, timeout 408, static 404) answer with plain text or nothing.
+async fn json_error_bodies(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (kind, message) = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ("body_too_large", "the request body is too large"),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "this method is not served here"),
+        StatusCode::REQUEST_TIMEOUT => ("request_timeout", "the request took too long"),
+        StatusCode::NOT_FOUND => ("not_found", "no such file or route"),
+        StatusCode::BAD_REQUEST => ("bad_request", "the request could not be read"),
+        _ if status.is_server_error() => ("internal", "the server failed"),
+        _ => ("refused", "the request was refused"),
+    };
+    let mut json = json_error(status, kind, message);
+    // Keep the headers the layers set (Allow on 405, Retry-After…), but not a stale length.
+    for (name, value) in response.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            json.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    json
+}
+
+async fn health(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({"ok": true, "version": crate::VERSION, "running_tools": api.running()}))
 }
 
 async fn list_tools(State(api): State<Arc<Api>>) -> Json<Vec<serde_json::Value>> {
@@ -216,14 +291,14 @@ async fn call_tool(
     if wants_lines && name == "run_command" && args.is_object() {
         return stream_lines(&api, &args);
     }
-    let reply = tools::call(api.workspace.clone(), &api.policy, &name, args).await;
+    let reply = tools::call(&api, &name, args).await;
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, Json(reply.body())).into_response()
 }
 
 /// `run_command` output as NDJSON while the program runs (`Accept: application/x-ndjson`).
 fn stream_lines(api: &Api, args: &serde_json::Value) -> Response {
-    let receiver = match tools::run_streaming(&api.workspace, args) {
+    let receiver = match tools::run_streaming(&api.workspace, &api.policy, args) {
         Ok(receiver) => receiver,
         Err(reply) => {
             let status =

@@ -41,6 +41,8 @@ pub fn fixture(name: &str, allow_shell: bool, origins: &[&str]) -> (Server, Path
         workspace: ws,
         allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
         allow_shell,
+        allow_hard_links: false,
+        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
     };
     (start_with(config, dir), t)
@@ -475,9 +477,11 @@ fn a53_a_slow_body_is_cut_at_the_request_deadline() {
     let config = ServeConfig {
         www: dir.0.join("www"),
         pkg: dir.0.join("pkg"),
-        workspace: dir.0.clone(),
+        workspace: dir.0.join("ws"),
         allowed_origins: Vec::new(),
         allow_shell: false,
+        allow_hard_links: false,
+        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
     };
     let limits = palaver::proxy::Limits {

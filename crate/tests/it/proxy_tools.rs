@@ -832,6 +832,8 @@ fn a46_a_workspace_given_through_a_symlink_works_and_a48_hard_links_are_not_writ
         workspace: dir.0.join("ws-link"),
         allowed_origins: Vec::new(),
         allow_shell: false,
+        allow_hard_links: false,
+        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: crate::serve::TOKEN.into(),
     };
     let outside = dir.0.join("outside.txt");

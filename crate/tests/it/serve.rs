@@ -42,6 +42,7 @@ pub fn temp_dir(name: &str) -> TempDir {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("www")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::create_dir_all(dir.join("pkg")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(dir.join("ws")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
         dir.join("www/index.html"),
         "<!doctype html><title>t</title>",
@@ -60,9 +61,11 @@ fn start(name: &str) -> Server {
     let config = ServeConfig {
         www: dir.0.join("www"),
         pkg: dir.0.join("pkg"),
-        workspace: dir.0.clone(),
+        workspace: dir.0.join("ws"),
         allowed_origins: Vec::new(),
         allow_shell: false,
+        allow_hard_links: false,
+        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
     };
     start_with(config, dir)

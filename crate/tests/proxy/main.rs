@@ -6,6 +6,7 @@
 //! address policy, and static MIME types. Native only.
 #![cfg(not(target_arch = "wasm32"))]
 
+mod second_round;
 mod support;
 
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Test support: a real server on 127.0.0.1:0 in its own thread over a temporary tree
 //! (`www/`, `pkg/`, `ws/`), raw-TCP requests, and process liveness checks.
 
-use palaver::proxy::{serve, ServeConfig};
+use palaver::proxy::{serve_with_limits, Limits, ServeConfig};
 use serde_json::Value;
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
@@ -68,6 +68,16 @@ pub fn temp_tree(name: &str) -> PathBuf {
 }
 
 pub fn fixture(name: &str, allow_shell: bool) -> Fixture {
+    fixture_with(name, allow_shell, false, Limits::default())
+}
+
+/// A fixture with the hard-link policy and server limits given.
+pub fn fixture_with(
+    name: &str,
+    allow_shell: bool,
+    allow_hard_links: bool,
+    limits: Limits,
+) -> Fixture {
     let root = temp_tree(name);
     let config = ServeConfig {
         www: root.join("www"),
@@ -75,15 +85,17 @@ pub fn fixture(name: &str, allow_shell: bool) -> Fixture {
         workspace: root.join("ws"),
         allowed_origins: Vec::new(),
         allow_shell,
+        allow_hard_links,
+        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
     };
     Fixture {
-        server: start(config),
+        server: start_limited(config, limits),
         root,
     }
 }
 
-pub fn start(config: ServeConfig) -> Server {
+pub fn start_limited(config: ServeConfig, limits: Limits) -> Server {
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
@@ -97,7 +109,7 @@ pub fn start(config: ServeConfig) -> Server {
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
             let _ = port_tx.send(listener.local_addr().map(|a| a.port()).unwrap_or(0));
-            let _ = serve(listener, config, async move {
+            let _ = serve_with_limits(listener, config, limits, async move {
                 let _ = stop_rx.await;
             })
             .await;
@@ -256,4 +268,77 @@ pub fn first_line_of_serve() -> String {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&root);
     line.trim().to_string()
+}
+
+/// `GET /api/health` → how many tool calls are still working (abandoned ones included).
+pub fn running_tools(port: u16) -> u64 {
+    let request = format!(
+        "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    let (_, _, body) = raw(port, &request);
+    serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v["running_tools"].as_u64())
+        .unwrap_or(u64::MAX)
+}
+
+/// Waits until `check` holds or `seconds` pass; returns whether it held.
+pub fn eventually(seconds: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    check()
+}
+
+/// The real binary serving `root/ws` (app from `root/www`, `root/pkg`) with extra arguments and
+/// environment; returns the child and its port.
+pub fn serve_binary(
+    root: &std::path::Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, u16) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
+        .args(["serve", "--port", "0", "--token-file"])
+        .arg(write_token_file(root))
+        .arg("--www")
+        .arg(root.join("www"))
+        .arg("--pkg")
+        .arg(root.join("pkg"))
+        .arg("--workspace")
+        .arg(root.join("ws"))
+        .args(extra)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut line = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    }
+    let port = line
+        .trim()
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    (child, port)
+}
+
+/// A private token file holding `TOKEN` (the server refuses a file others can read).
+fn write_token_file(root: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = root.join("token");
+    let _ = std::fs::remove_file(&path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{e}"));
+    file.write_all(TOKEN.as_bytes()).unwrap_or_default();
+    path
 }

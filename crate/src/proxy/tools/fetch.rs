@@ -1,6 +1,9 @@
-//! `fetch_url`: http(s) only; loopback, private, link-local, CGNAT, multicast and unspecified
-//! addresses refused — for IP literals before connecting, for names in the resolver, so the
-//! connection goes to the vetted address (no second resolution). Redirects are not followed;
+//! `fetch_url`: http(s) only; loopback, private, link-local, CGNAT, multicast, unspecified and
+//! documentation/benchmark addresses refused, and so is every address of this machine's own
+//! interfaces, looked up at call time (a service bound to all interfaces answers there; P6) — for
+//! IP literals before connecting, for names in the resolver, so the connection goes to the vetted
+//! address (no second resolution). Literals in other spellings (decimal, `::ffff:`) are
+//! normalised by the URL parser and the mapped-address check first. Redirects are not followed;
 //! size and time are capped. Proxies from the environment are ignored: a proxy would resolve the
 //! name itself, past the vetting.
 
@@ -39,7 +42,7 @@ pub async fn fetch_url(args: &Value) -> ToolReply {
             url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
             url::Host::Domain(_) => None,
         };
-        if let Some(ip) = literal.filter(|ip| is_forbidden_ip(*ip)) {
+        if let Some(ip) = literal.filter(|ip| is_forbidden_ip(*ip) || is_own_address(*ip)) {
             return ToolReply::refused(
                 403,
                 "address_not_allowed",
@@ -126,7 +129,11 @@ impl Resolve for VettingResolver {
             })
             .await
             .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)??;
-            if addrs.is_empty() || addrs.iter().any(|a| is_forbidden_ip(a.ip())) {
+            if addrs.is_empty()
+                || addrs
+                    .iter()
+                    .any(|a| is_forbidden_ip(a.ip()) || is_own_address(a.ip()))
+            {
                 return Err(VETTING_MESSAGE.into());
             }
             Ok(Box::new(addrs.into_iter()) as Addrs)
@@ -134,7 +141,65 @@ impl Resolve for VettingResolver {
     }
 }
 
-/// Addresses a tool may not reach: this machine, private networks, link-local (cloud metadata).
+/// The addresses of this machine's interfaces now (`getifaddrs`), IPv4-mapped ones unwrapped.
+pub fn own_addresses() -> Vec<IpAddr> {
+    let mut found = Vec::new();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list that is only read here and freed below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return found;
+    }
+    let mut cursor = list;
+    while !cursor.is_null() {
+        // SAFETY: `cursor` is a node of the list getifaddrs returned, not yet freed.
+        let node = unsafe { &*cursor };
+        if let Some(ip) = unsafe { socket_ip(node.ifa_addr) } {
+            found.push(ip);
+        }
+        cursor = node.ifa_next;
+    }
+    // SAFETY: frees the list getifaddrs allocated, once.
+    unsafe { libc::freeifaddrs(list) };
+    found
+}
+
+/// The IP in a `sockaddr` of family AF_INET or AF_INET6.
+///
+/// # Safety
+/// `addr` is null or points to a valid `sockaddr` of the size its family implies.
+unsafe fn socket_ip(addr: *const libc::sockaddr) -> Option<IpAddr> {
+    if addr.is_null() {
+        return None;
+    }
+    match i32::from((*addr).sa_family) {
+        libc::AF_INET => {
+            let v4 = &*(addr as *const libc::sockaddr_in);
+            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))))
+        }
+        libc::AF_INET6 => {
+            let v6 = &*(addr as *const libc::sockaddr_in6);
+            Some(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `ip` is one of this machine's own addresses (looked up now: interfaces change).
+pub fn is_own_address(ip: IpAddr) -> bool {
+    let ip = canonical(ip);
+    own_addresses().into_iter().any(|own| canonical(own) == ip)
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Addresses a tool may not reach: this machine, private networks, link-local (cloud metadata),
+/// documentation and benchmark ranges (never a public service; test networks use them).
 pub fn is_forbidden_ip(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => forbidden_v4(v4),
@@ -153,6 +218,10 @@ fn forbidden_v4(ip: Ipv4Addr) -> bool {
         || a == 0
         || (a == 100 && (64..128).contains(&b)) // CGNAT 100.64/10
         || (a == 192 && b == 0 && ip.octets()[2] == 0) // IETF protocol assignments
+        || (a == 192 && b == 0 && ip.octets()[2] == 2) // TEST-NET-1 192.0.2/24
+        || (a == 198 && b == 51 && ip.octets()[2] == 100) // TEST-NET-2 198.51.100/24
+        || (a == 203 && b == 0 && ip.octets()[2] == 113) // TEST-NET-3 203.0.113/24
+        || (a == 198 && (b == 18 || b == 19)) // benchmarking 198.18/15
         || a >= 240
 }
 
@@ -177,5 +246,6 @@ fn forbidden_v6(ip: Ipv6Addr) -> bool {
         || (segments[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
         || (segments[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
         || (segments[0] & 0xffc0) == 0xfec0 // deprecated site-local fec0::/10
+        || (segments[0] == 0x2001 && segments[1] == 0x0db8) // documentation 2001:db8::/32
         || (segments[0] == 0 && segments[1..6] == [0, 0, 0, 0, 0]) // IPv4-compatible ::a.b.c.d
 }

@@ -1,13 +1,16 @@
 //! File tools: `list_dir`, `read_file`, `write_file`, `edit_file`, `file_tree`. Every path is
-//! checked by `confine::check` and opened through the workspace's directory capability. Writes go
-//! to a temporary file in the same directory, then `rename` over the target (atomic), under the
-//! file's lock; they never follow a symlink. `file_tree` walks by host path but shows only entries
-//! the capability resolves to the same inode.
+//! checked by `confine::check` and opened through the workspace's directory capability. Writes
+//! open the target's directory once, component by component with no symlink following, then do
+//! the protection check, the temporary file and the `rename` all relative to that one handle
+//! (atomic, under the file's lock; P10), and never follow a symlink. `file_tree` walks directory
+//! handles (`walk`). Regular files with several hard links are not read (A48, P9).
 
-use super::{str_arg, ToolReply};
+use super::{str_arg, ToolPolicy, ToolReply};
 use crate::proxy::confine::{self, io_error, RelPath, Target};
+use crate::proxy::walk::{self, Budget, Kind, WalkOptions};
 use crate::proxy::workspace::Workspace;
-use cap_std::fs::{OpenOptions, OpenOptionsExt};
+use cap_fs_ext::DirExt;
+use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 
@@ -27,7 +30,11 @@ fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
 
 /// The current file's hash, streamed (no whole-file buffer), or `None` if it does not exist.
 /// Opened non-blocking, and only regular files are read, so a FIFO cannot hang the lock holder.
-fn current_hash(ws: &Workspace, path: &RelPath) -> std::io::Result<Option<String>> {
+fn current_hash(
+    ws: &Workspace,
+    policy: &ToolPolicy,
+    path: &RelPath,
+) -> std::io::Result<Option<String>> {
     let mut options = OpenOptions::new();
     options.read(true).custom_flags(libc::O_NONBLOCK);
     let file = match ws.dir().open_with(path.as_str(), &options) {
@@ -35,8 +42,13 @@ fn current_hash(ws: &Workspace, path: &RelPath) -> std::io::Result<Option<String
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    if !file.metadata()?.is_file() {
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
         return Ok(Some(String::from("not-a-regular-file")));
+    }
+    // The hash of an outside file reached by a hard link would confirm a guess of its content.
+    if metadata.nlink() > 1 && !policy.allow_hard_links {
+        return Ok(Some(String::from("hard-link")));
     }
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, file.into_std());
     let mut hash = FNV_OFFSET;
@@ -52,11 +64,16 @@ fn current_hash(ws: &Workspace, path: &RelPath) -> std::io::Result<Option<String
 }
 
 /// `if_match`: the write applies only if the file still has the hash the caller read.
-fn check_if_match(ws: &Workspace, path: &RelPath, args: &Value) -> Result<(), ToolReply> {
+fn check_if_match(
+    ws: &Workspace,
+    policy: &ToolPolicy,
+    path: &RelPath,
+    args: &Value,
+) -> Result<(), ToolReply> {
     let Some(expected) = args.get("if_match").and_then(Value::as_str) else {
         return Ok(());
     };
-    let current = match current_hash(ws, path) {
+    let current = match current_hash(ws, policy, path) {
         Ok(hash) => hash.unwrap_or_default(),
         Err(e) => return Err(io_error(path, &e).into()),
     };
@@ -146,12 +163,12 @@ pub fn list_dir(ws: &Workspace, args: &Value) -> ToolReply {
     )
 }
 
-pub fn read_file(ws: &Workspace, args: &Value) -> ToolReply {
+pub fn read_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
     let path = match checked(args, "path", Target::File, None) {
         Ok(path) => path,
         Err(reply) => return reply,
     };
-    let bytes = match read_bytes(ws, &path) {
+    let bytes = match read_bytes(ws, policy, &path) {
         Ok(bytes) => bytes,
         Err(reply) => return reply,
     };
@@ -195,7 +212,7 @@ pub fn read_file(ws: &Workspace, args: &Value) -> ToolReply {
     )
 }
 
-fn read_bytes(ws: &Workspace, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
+fn read_bytes(ws: &Workspace, policy: &ToolPolicy, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
     // Non-blocking open: a FIFO without a writer would otherwise hang a blocking thread forever.
     let mut options = OpenOptions::new();
     options.read(true).custom_flags(libc::O_NONBLOCK);
@@ -221,6 +238,17 @@ fn read_bytes(ws: &Workspace, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
             ),
         ));
     }
+    if metadata.nlink() > 1 && !policy.allow_hard_links {
+        return Err(ToolReply::refused(
+            403,
+            "hard_link",
+            format!(
+                "`{}` has {} hard links; one may be a file outside the workspace, so it is not read. Start `palaver serve --allow-hard-links` to allow reading hard-linked files",
+                path.as_str(),
+                metadata.nlink()
+            ),
+        ));
+    }
     if metadata.len() > READ_LIMIT {
         return Err(ToolReply::failed(
             "file_too_large",
@@ -239,7 +267,7 @@ fn read_bytes(ws: &Workspace, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
     Ok(bytes)
 }
 
-pub fn write_file(ws: &Workspace, args: &Value) -> ToolReply {
+pub fn write_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
     let path = match checked(args, "path", Target::File, None) {
         Ok(path) => path,
         Err(reply) => return reply,
@@ -250,7 +278,7 @@ pub fn write_file(ws: &Workspace, args: &Value) -> ToolReply {
     };
     let lock = ws.lock_for(&path);
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Err(reply) = check_if_match(ws, &path, args) {
+    if let Err(reply) = check_if_match(ws, policy, &path, args) {
         return reply;
     }
     match atomic_write(ws, &path, content.as_bytes()) {
@@ -262,7 +290,7 @@ pub fn write_file(ws: &Workspace, args: &Value) -> ToolReply {
     }
 }
 
-pub fn edit_file(ws: &Workspace, args: &Value) -> ToolReply {
+pub fn edit_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
     let path = match checked(args, "path", Target::File, None) {
         Ok(path) => path,
         Err(reply) => return reply,
@@ -282,10 +310,10 @@ pub fn edit_file(ws: &Workspace, args: &Value) -> ToolReply {
     }
     let lock = ws.lock_for(&path);
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Err(reply) = check_if_match(ws, &path, args) {
+    if let Err(reply) = check_if_match(ws, policy, &path, args) {
         return reply;
     }
-    let text = match read_bytes(ws, &path).map(|b| String::from_utf8(b)) {
+    let text = match read_bytes(ws, policy, &path).map(|b| String::from_utf8(b)) {
         Ok(Ok(text)) => text,
         Ok(Err(_)) => {
             return ToolReply::failed("not_utf8", format!("`{}` is not UTF-8 text", path.as_str()))
@@ -344,24 +372,78 @@ fn is_protected(ws: &Workspace, path: &RelPath) -> bool {
 }
 
 fn refuse_protected(ws: &Workspace, path: &RelPath) -> Result<(), ToolReply> {
-    if !is_protected(ws, path) {
-        return Ok(());
+    if is_protected(ws, path) {
+        return Err(protected_refusal(&path.as_str()));
     }
-    Err(ToolReply::refused(
-        403,
-        "protected_path",
-        format!(
-            "`{}` is protected: the tools do not write into .git or .palaver",
-            path.as_str()
-        ),
-    ))
+    Ok(())
 }
 
-/// Writes through a temporary file and a rename, refusing to write through a symlink.
+fn protected_refusal(path: &str) -> ToolReply {
+    ToolReply::refused(
+        403,
+        "protected_path",
+        format!("`{path}` is protected: the tools do not write into .git or .palaver"),
+    )
+}
+
+/// Opens the directory a write lands in, once: each component from its parent's handle with no
+/// symlink following, created when missing, refused when protected. An in-workspace symlink
+/// component is resolved inside the capability and its real path opened the same way, so what
+/// is checked is the directory written to, whatever is swapped in meanwhile (P10).
+fn open_parent(ws: &Workspace, path: &RelPath) -> Result<Dir, ToolReply> {
+    let parent = path.parent().unwrap_or_else(RelPath::root);
+    let mut dir = ws
+        .dir()
+        .try_clone()
+        .map_err(|e| ToolReply::from(io_error(&parent, &e)))?;
+    let mut walked = RelPath::root();
+    for part in parent.as_str().split('/').filter(|p| *p != ".") {
+        walked = walked.join(part);
+        if protected_name(part) {
+            return Err(protected_refusal(&path.as_str()));
+        }
+        dir = match dir.open_dir_nofollow(part) {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                create_and_open(&dir, part).map_err(|e| ToolReply::from(io_error(&walked, &e)))?
+            }
+            Err(_) => open_resolved(ws, path, &walked)?,
+        };
+    }
+    Ok(dir)
+}
+
+fn create_and_open(dir: &Dir, name: &str) -> std::io::Result<Dir> {
+    match dir.create_dir(name) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    dir.open_dir_nofollow(name)
+}
+
+/// A directory reached through an in-workspace symlink: its real path, checked and opened with
+/// no symlink following (a symlink leading out fails in `canonicalize`).
+fn open_resolved(ws: &Workspace, target: &RelPath, walked: &RelPath) -> Result<Dir, ToolReply> {
+    let real = ws
+        .dir()
+        .canonicalize(walked.as_str())
+        .map_err(|e| ToolReply::from(io_error(walked, &e)))?;
+    let real = real.to_str().map(str::to_string).unwrap_or_default();
+    let real = confine::check(&real, Target::RootAllowed).map_err(ToolReply::from)?;
+    if real.as_str().split('/').any(protected_name) {
+        return Err(protected_refusal(&target.as_str()));
+    }
+    walk::open_dir_nofollow(ws.dir(), &real).map_err(|e| ToolReply::from(io_error(walked, &e)))
+}
+
+/// Writes through a temporary file and a rename in one opened directory, refusing to write
+/// through a symlink.
 fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
     refuse_protected(ws, path)?;
-    let dir = ws.dir();
-    if let Ok(meta) = dir.symlink_metadata(path.as_str()) {
+    let dir = open_parent(ws, path)?;
+    let name = path.file_name().unwrap_or(".");
+    if let Ok(meta) = dir.symlink_metadata(name) {
         if meta.file_type().is_symlink() {
             return Err(ToolReply::refused(
                 403,
@@ -379,80 +461,40 @@ fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), Tool
             ));
         }
     }
-    if let Some(parent) = path.parent().filter(|p| !p.is_root()) {
-        if let Err(e) = dir.create_dir_all(parent.as_str()) {
-            // A parent that is a symlink leading out shows up as "exists"; opening it says why.
-            let cause = dir.open_dir(parent.as_str()).err().unwrap_or(e);
-            return Err(io_error(&parent, &cause).into());
-        }
-    }
-    let temp = temp_name(path);
-    let result = write_temp(ws, &temp, bytes).and_then(|()| {
-        dir.rename(temp.as_str(), dir, path.as_str())
-            .map_err(|e| ToolReply::from(io_error(path, &e)))
-    });
+    let temp = temp_name();
+    let result = write_temp(&dir, &temp, bytes)
+        .and_then(|()| dir.rename(&temp, &dir, name))
+        .map_err(|e| ToolReply::from(io_error(path, &e)));
     if result.is_err() {
-        let _ = dir.remove_file(temp.as_str());
+        let _ = dir.remove_file(&temp);
     }
-    result.map(|()| sync_parent(ws, path))
-}
-
-/// Makes the rename durable (A71). Best effort: the write itself already succeeded.
-fn sync_parent(ws: &Workspace, path: &RelPath) {
-    let parent = path.parent().unwrap_or_else(RelPath::root);
-    if let Ok(dir) = ws.dir().open_dir(parent.as_str()) {
+    // Makes the rename durable (A71). Best effort: the write itself already succeeded.
+    result.map(|()| {
         let _ = dir.open(".").and_then(|d| d.sync_all());
-    }
+    })
 }
 
-fn write_temp(ws: &Workspace, temp: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
+fn write_temp(dir: &Dir, temp: &str, bytes: &[u8]) -> std::io::Result<()> {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
-    let file = ws
-        .dir()
-        .open_with(temp.as_str(), &options)
-        .map_err(|e| ToolReply::from(io_error(temp, &e)))?;
-    let mut file = file.into_std();
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| ToolReply::from(io_error(temp, &e)))
+    let mut file = dir.open_with(temp, &options)?.into_std();
+    file.write_all(bytes).and_then(|()| file.sync_all())
 }
 
-fn temp_name(path: &RelPath) -> RelPath {
+/// A short temporary name, whatever the target's length: a 255-byte name must still be writable.
+fn temp_name() -> String {
     let mut nonce = [0u8; 8];
     let _ = getrandom::fill(&mut nonce);
     let suffix: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-    let name = format!(
-        ".{}.palaver-tmp-{suffix}",
-        path.file_name().unwrap_or("file")
-    );
-    path.parent().unwrap_or_else(RelPath::root).join(&name)
+    format!(".palaver-tmp-{suffix}")
 }
 
-/// Whether the workspace capability resolves a walked entry to the inode the walk saw. The walk
-/// goes by host path; a name seen through a directory swapped for a symlink mid-walk fails this
-/// and is not shown (A47).
-fn seen_through_capability(ws: &Workspace, entry: &ignore::DirEntry) -> bool {
-    use cap_std::fs::MetadataExt;
-    let relative = entry
-        .path()
-        .strip_prefix(ws.root())
-        .ok()
-        .and_then(|p| p.to_str());
-    let (Some(relative), Some(ino)) = (relative, entry.ino()) else {
-        return false;
-    };
-    ws.dir()
-        .symlink_metadata(relative)
-        .is_ok_and(|meta| meta.ino() == ino)
-}
-
-pub fn file_tree(ws: &Workspace, args: &Value) -> ToolReply {
+pub fn file_tree(ws: &Workspace, args: &Value, budget: &Budget) -> ToolReply {
     let path = match checked(args, "path", Target::RootAllowed, Some(".")) {
         Ok(path) => path,
         Err(reply) => return reply,
     };
-    if let Err(e) = ws.dir().open_dir(path.as_str()) {
+    if let Err(e) = walk::open_dir_nofollow(ws.dir(), &path) {
         return io_error(&path, &e).into();
     }
     let depth = args
@@ -460,38 +502,34 @@ pub fn file_tree(ws: &Workspace, args: &Value) -> ToolReply {
         .and_then(Value::as_u64)
         .unwrap_or(3)
         .clamp(1, 10) as usize;
-    let walker = ignore::WalkBuilder::new(ws.host_path(&path))
-        .max_depth(Some(depth))
-        .follow_links(false)
-        .require_git(false)
-        .hidden(false)
-        .filter_entry(|e| e.file_name() != ".git")
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .build();
+    let options = WalkOptions {
+        overrides: None,
+        max_depth: Some(depth),
+        sorted: true,
+    };
     let mut lines = Vec::new();
     let mut truncated = false;
-    for entry in walker.flatten().skip(1) {
-        if !seen_through_capability(ws, &entry) {
-            continue;
-        }
+    let walked = walk::walk(ws.dir(), &path, &options, budget, &mut |entry| {
         if lines.len() == TREE_LIMIT {
             truncated = true;
-            break;
+            return false;
         }
-        let name = entry.file_name().to_string_lossy();
-        let indent = "  ".repeat(entry.depth().saturating_sub(1));
-        let slash = if entry.file_type().is_some_and(|t| t.is_dir()) {
-            "/"
-        } else {
-            ""
-        };
-        lines.push(format!("{indent}{name}{slash}"));
-    }
+        let indent = "  ".repeat(entry.depth.saturating_sub(1));
+        let slash = if entry.kind == Kind::Dir { "/" } else { "" };
+        lines.push(format!("{indent}{}{slash}", entry.name));
+        true
+    });
+    let stop = match walked {
+        Ok(stop) => stop,
+        Err(e) => return io_error(&path, &e).into(),
+    };
     if truncated {
         lines.push(format!("[truncated after {TREE_LIMIT} entries]"));
     }
-    ToolReply::ok(
-        lines.join("\n"),
-        Some(json!({"path": path.as_str(), "truncated": truncated})),
-    )
+    let mut data = json!({"path": path.as_str(), "truncated": truncated || stop.is_some()});
+    if let Some(stop) = stop {
+        lines.push(format!("[the listing stopped: {}]", stop.as_str()));
+        data["stopped"] = json!(stop.as_str());
+    }
+    ToolReply::ok(lines.join("\n"), Some(data))
 }

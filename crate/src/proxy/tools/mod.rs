@@ -7,14 +7,24 @@ mod fs;
 mod search;
 mod shell;
 
-pub use fetch::is_forbidden_ip;
+pub use fetch::{is_forbidden_ip, is_own_address, own_addresses};
 pub use shell::run_streaming;
 
 use super::confine::ToolPathRejected;
+use super::walk::{Budget, CancelOnDrop};
 use super::workspace::Workspace;
 use crate::tools::WORKSPACE_TOOLS;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a walking tool (`search`, `file_tree`) may work before it answers with what it has.
+pub const WALK_DEADLINE: Duration = Duration::from_secs(20);
+/// Walking tools running at once; more wait for a slot, then are told the server is busy.
+pub const WALK_SLOTS: usize = 2;
+/// How long a walking call waits for a slot.
+const SLOT_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolReply {
@@ -81,22 +91,78 @@ impl From<ToolPathRejected> for ToolReply {
     }
 }
 
-/// What a tool may do beyond the workspace.
+/// What a tool may do beyond the workspace, and its limits.
 #[derive(Debug, Clone)]
 pub struct ToolPolicy {
     pub allow_shell: bool,
+    /// Read and search regular files with more than one hard link (A48: one may be an outside
+    /// file's second name). Off unless `palaver serve --allow-hard-links`.
+    pub allow_hard_links: bool,
+    /// The deadline of a walking tool.
+    pub walk_deadline: Duration,
+    /// The `palaver` executable, run as the process reaper of `run_command` (its children cannot
+    /// escape it by `setsid` or outlive the server).
+    pub reaper: Option<std::path::PathBuf>,
+}
+
+impl Default for ToolPolicy {
+    fn default() -> Self {
+        ToolPolicy {
+            allow_shell: false,
+            allow_hard_links: false,
+            walk_deadline: WALK_DEADLINE,
+            reaper: None,
+        }
+    }
+}
+
+/// The tools of one server: the workspace, the policy, the slots of the walking tools, and how
+/// many calls run now (shown by `/api/health`, so a test can see abandoned work stop).
+pub struct Tools {
+    pub workspace: Arc<Workspace>,
+    pub policy: ToolPolicy,
+    walk_slots: Arc<tokio::sync::Semaphore>,
+    running: Arc<AtomicUsize>,
+}
+
+/// Counts a running call for as long as it lives (the blocking work included).
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn start(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Running(counter.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Tools {
+    pub fn new(workspace: Arc<Workspace>, policy: ToolPolicy) -> Self {
+        Tools {
+            workspace,
+            policy,
+            walk_slots: Arc::new(tokio::sync::Semaphore::new(WALK_SLOTS)),
+            running: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Tool calls whose work has not ended (blocking work still running counts).
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
+    }
 }
 
 pub fn exists(name: &str, policy: &ToolPolicy) -> bool {
     WORKSPACE_TOOLS.contains(&name) && (name != "run_command" || policy.allow_shell)
 }
 
-pub async fn call(
-    workspace: Arc<Workspace>,
-    policy: &ToolPolicy,
-    name: &str,
-    args: Value,
-) -> ToolReply {
+pub async fn call(tools: &Tools, name: &str, args: Value) -> ToolReply {
+    let (workspace, policy) = (tools.workspace.clone(), &tools.policy);
     if !args.is_object() {
         return ToolReply::refused(
             400,
@@ -110,27 +176,65 @@ pub async fn call(
             "exec_disabled",
             "run_command is disabled; start `palaver serve --allow-shell` to allow it".into(),
         ),
-        "run_command" => shell::run_command(&workspace, &args).await,
-        "fetch_url" => fetch::fetch_url(&args).await,
-        _ => {
-            let name = name.to_string();
-            let run = tokio::task::spawn_blocking(move || blocking_tool(&workspace, &name, &args));
-            run.await.unwrap_or_else(|e| {
-                ToolReply::refused(500, "internal", format!("the tool stopped: {e}"))
-            })
+        "run_command" => {
+            let _running = Running::start(&tools.running);
+            shell::run_command(&workspace, policy, &args).await
         }
+        "fetch_url" => fetch::fetch_url(&args).await,
+        _ => blocking(tools, name, args).await,
     }
 }
 
-/// The tools that do blocking file IO; they run on the blocking pool.
-fn blocking_tool(workspace: &Workspace, name: &str, args: &Value) -> ToolReply {
+/// The tools that do blocking file IO run on the blocking pool, with a budget: a deadline, and a
+/// cancel flag set when this future is dropped (the client left, or the request timed out), so
+/// abandoned work stops at its next check instead of burning a thread (P4, P5).
+async fn blocking(tools: &Tools, name: &str, args: Value) -> ToolReply {
+    let walking = matches!(name, "search" | "file_tree");
+    let _slot = if walking {
+        match tokio::time::timeout(SLOT_WAIT, tools.walk_slots.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Some(permit),
+            _ => {
+                return ToolReply::refused(
+                    503,
+                    "busy",
+                    format!("{WALK_SLOTS} searches are running; try again when one ends"),
+                )
+            }
+        }
+    } else {
+        None
+    };
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let _cancel = CancelOnDrop(cancelled.clone());
+    let budget = Budget::new(Instant::now() + tools.policy.walk_deadline, cancelled);
+    let running = Running::start(&tools.running);
+    let (workspace, policy, name) = (
+        tools.workspace.clone(),
+        tools.policy.clone(),
+        name.to_string(),
+    );
+    let run = tokio::task::spawn_blocking(move || {
+        let _running = running;
+        blocking_tool(&workspace, &policy, &name, &args, &budget)
+    });
+    run.await
+        .unwrap_or_else(|e| ToolReply::refused(500, "internal", format!("the tool stopped: {e}")))
+}
+
+fn blocking_tool(
+    workspace: &Workspace,
+    policy: &ToolPolicy,
+    name: &str,
+    args: &Value,
+    budget: &Budget,
+) -> ToolReply {
     match name {
         "list_dir" => fs::list_dir(workspace, args),
-        "read_file" => fs::read_file(workspace, args),
-        "write_file" => fs::write_file(workspace, args),
-        "edit_file" => fs::edit_file(workspace, args),
-        "file_tree" => fs::file_tree(workspace, args),
-        "search" => search::search(workspace, args),
+        "read_file" => fs::read_file(workspace, policy, args),
+        "write_file" => fs::write_file(workspace, policy, args),
+        "edit_file" => fs::edit_file(workspace, policy, args),
+        "file_tree" => fs::file_tree(workspace, args, budget),
+        "search" => search::search(workspace, policy, args, budget),
         other => ToolReply::refused(404, "unknown_tool", format!("no tool named `{other}`")),
     }
 }

@@ -1,10 +1,12 @@
 //! `run_command` (only with `--allow-shell`): runs an argv — no shell interpreter — in the
 //! workspace, with a scrubbed environment (provider keys and the proxy token never reach the
-//! child), in its own process group that is killed whole at the timeout, and with an output cap.
-//! `run_streaming` sends the output as NDJSON lines while the program runs; when the client goes
-//! away the whole process group is killed at once.
+//! child), under the process reaper (`proxy::reaper`: every descendant, `setsid` ones included,
+//! is killed at the timeout, when the client leaves, and when the server dies), in its own
+//! process group, and with an output cap. A timeout reports the output seen until then.
+//! `run_streaming` sends the output as NDJSON lines while the program runs.
 
-use super::ToolReply;
+use super::{ToolPolicy, ToolReply};
+use crate::proxy::reaper;
 use crate::proxy::workspace::Workspace;
 use serde_json::{json, Value};
 use std::process::Stdio;
@@ -44,11 +46,33 @@ fn parse_argv(args: &Value) -> Result<Vec<String>, ToolReply> {
     Ok(argv)
 }
 
-/// Spawns argv in the workspace: no shell, scrubbed environment, its own process group.
-fn spawn(ws: &Workspace, argv: &[String]) -> Result<tokio::process::Child, ToolReply> {
-    let mut command = Command::new(&argv[0]);
+/// Spawns argv in the workspace: no shell, scrubbed environment, its own process group, under
+/// the reaper when the policy names one.
+fn spawn(
+    ws: &Workspace,
+    policy: &ToolPolicy,
+    argv: &[String],
+) -> Result<tokio::process::Child, ToolReply> {
+    let mut command = match &policy.reaper {
+        Some(reaper) => {
+            // The reaper would only report a missing program through its exit code.
+            if !program_exists(ws, &argv[0]) {
+                return Err(ToolReply::failed(
+                    "spawn_failed",
+                    format!("cannot run `{}`: no such program (PATH or workspace)", argv[0]),
+                ));
+            }
+            let mut command = Command::new(reaper);
+            command.arg("reap").arg("--").args(argv);
+            command
+        }
+        None => {
+            let mut command = Command::new(&argv[0]);
+            command.args(&argv[1..]);
+            command
+        }
+    };
     command
-        .args(&argv[1..])
         .current_dir(ws.root())
         .env_clear()
         .stdin(Stdio::null())
@@ -66,6 +90,22 @@ fn spawn(ws: &Workspace, argv: &[String]) -> Result<tokio::process::Child, ToolR
         .map_err(|e| ToolReply::failed("spawn_failed", format!("cannot run `{}`: {e}", argv[0])))
 }
 
+/// Whether `program` names an executable file: by path (relative to the workspace) when it has a
+/// `/`, else in the `PATH` the child gets.
+fn program_exists(ws: &Workspace, program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &std::path::Path| {
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(&ws.root().join(program));
+    }
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
+    })
+}
+
 fn timeout_of(args: &Value) -> Duration {
     Duration::from_millis(
         args.get("timeout_ms")
@@ -75,13 +115,26 @@ fn timeout_of(args: &Value) -> Duration {
     )
 }
 
-pub async fn run_command(ws: &Workspace, args: &Value) -> ToolReply {
+/// What one output stream gave so far, and whether the cap cut it.
+#[derive(Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    cut: bool,
+}
+
+type Shared = std::sync::Mutex<Captured>;
+
+fn taken(shared: Shared) -> Captured {
+    shared.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
+pub async fn run_command(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
     let argv = match parse_argv(args) {
         Ok(argv) => argv,
         Err(reply) => return reply,
     };
     let timeout = timeout_of(args);
-    let mut child = match spawn(ws, &argv) {
+    let mut child = match spawn(ws, policy, &argv) {
         Ok(child) => child,
         Err(reply) => return reply,
     };
@@ -90,30 +143,38 @@ pub async fn run_command(ws: &Workspace, args: &Value) -> ToolReply {
     // child's own children must not outlive it (A27, A59).
     let _group = GroupKiller(pgid);
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let collect = async {
-        let (out, err) = tokio::join!(read_capped(stdout, pgid), read_capped(stderr, pgid));
-        let status = child.wait().await;
-        (out, err, status.ok().and_then(|s| s.code()))
+    // The output lives outside the reading future, so a timeout still reports what was seen.
+    let (out, err) = (Shared::default(), Shared::default());
+    let code = {
+        let collect = async {
+            tokio::join!(
+                read_capped(stdout, &out, pgid),
+                read_capped(stderr, &err, pgid)
+            );
+            child.wait().await.ok().map(|s| s.code())
+        };
+        tokio::pin!(collect);
+        tokio::select! {
+            code = &mut collect => Some(code.flatten()),
+            () = tokio::time::sleep(timeout) => {
+                kill_group(pgid);
+                // The tree is dead, so its pipes close; what they held still drains.
+                let _ = tokio::time::timeout(KILL_GRACE, &mut collect).await;
+                None
+            }
+        }
     };
-    tokio::pin!(collect);
-    tokio::select! {
-        (out, err, code) = &mut collect => return finished(&argv, out, err, code),
-        () = tokio::time::sleep(timeout) => {}
+    let (out, err) = (taken(out), taken(err));
+    match code {
+        Some(code) => finished(&argv, out, err, code),
+        None => timed_out(&argv, timeout, &out, &err),
     }
-    kill_group(pgid);
-    // The group is dead, so its pipes close; a descendant that left the group could hold them.
-    let partial = tokio::time::timeout(KILL_GRACE, &mut collect).await.ok();
-    timed_out(&argv, timeout, partial)
 }
 
 /// The reply of a program that ended by itself (or was stopped at the output cap).
-fn finished(
-    argv: &[String],
-    (out, out_cut): (Vec<u8>, bool),
-    (err, err_cut): (Vec<u8>, bool),
-    code: Option<i32>,
-) -> ToolReply {
-    let truncated = out_cut || err_cut;
+fn finished(argv: &[String], out: Captured, err: Captured, code: Option<i32>) -> ToolReply {
+    let truncated = out.cut || err.cut;
+    let (out, err) = (out.bytes, err.bytes);
     let mut content = joined_output(&out, &err);
     if truncated {
         content.push_str(&format!(
@@ -130,25 +191,21 @@ fn finished(
 }
 
 /// The reply of a program killed at its deadline, with what it printed until then.
-fn timed_out(argv: &[String], timeout: Duration, partial: Option<Collected>) -> ToolReply {
+fn timed_out(argv: &[String], timeout: Duration, out: &Captured, err: &Captured) -> ToolReply {
     let mut content = format!(
-        "`{}` did not finish within {} ms; its whole process group was killed",
+        "`{}` did not finish within {} ms; it and every process it started were killed",
         argv[0],
         timeout.as_millis()
     );
-    if let Some(((out, _), (err, _), _)) = partial {
-        let output = joined_output(&out, &err);
-        if !output.is_empty() {
-            content.push_str("\n[output before the timeout]\n");
-            content.push_str(&output);
-        }
+    let output = joined_output(&out.bytes, &err.bytes);
+    if !output.is_empty() {
+        content.push_str("\n[output before the timeout]\n");
+        content.push_str(&output);
     }
     let mut reply = ToolReply::failed("timeout", content);
     reply.data = Some(json!({"exit_code": null, "timed_out": true, "argv": argv}));
     reply
 }
-
-type Collected = ((Vec<u8>, bool), (Vec<u8>, bool), Option<i32>);
 
 fn joined_output(out: &[u8], err: &[u8]) -> String {
     let mut content = String::from_utf8_lossy(out).to_string();
@@ -161,26 +218,24 @@ fn joined_output(out: &[u8], err: &[u8]) -> String {
 
 /// Reads up to the cap; at the cap the whole process group is killed, so a producer that
 /// ignores `SIGPIPE` cannot keep the call open until its timeout.
-async fn read_capped<R: AsyncRead + Unpin>(
-    reader: Option<R>,
-    pgid: Option<i32>,
-) -> (Vec<u8>, bool) {
+async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, into: &Shared, pgid: Option<i32>) {
     let Some(mut reader) = reader else {
-        return (Vec::new(), false);
+        return;
     };
-    let mut out = Vec::new();
     let mut buffer = [0u8; 8192];
     loop {
-        match reader.read(&mut buffer).await {
-            Ok(0) | Err(_) => return (out, false),
-            Ok(n) => {
-                let room = OUTPUT_CAP - out.len();
-                out.extend_from_slice(&buffer[..n.min(room)]);
-                if n >= room {
-                    kill_group(pgid);
-                    return (out, true);
-                }
-            }
+        let n = match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let mut captured = into.lock().unwrap_or_else(|p| p.into_inner());
+        let room = OUTPUT_CAP - captured.bytes.len();
+        captured.bytes.extend_from_slice(&buffer[..n.min(room)]);
+        if n >= room {
+            captured.cut = true;
+            drop(captured);
+            kill_group(pgid);
+            return;
         }
     }
 }
@@ -194,9 +249,11 @@ impl Drop for GroupKiller {
     }
 }
 
-/// Kills the child's whole process group (its children too), whatever state it is in.
+/// Kills the child (the reaper) with every descendant — `setsid` ones too, which the reaper
+/// holds as their subreaper — then its whole process group, whatever state they are in.
 fn kill_group(pgid: Option<i32>) {
     if let Some(pgid) = pgid.filter(|p| *p > 1) {
+        reaper::kill_tree(pgid);
         // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
         unsafe {
             libc::kill(-pgid, libc::SIGKILL);
@@ -208,11 +265,12 @@ fn kill_group(pgid: Option<i32>) {
 /// `{"type":"result", content, data, is_error}` line. Per-stream output is capped.
 pub fn run_streaming(
     ws: &Workspace,
+    policy: &ToolPolicy,
     args: &Value,
 ) -> Result<tokio::sync::mpsc::Receiver<String>, ToolReply> {
     let argv = parse_argv(args)?;
     let timeout = timeout_of(args);
-    let mut child = spawn(ws, &argv)?;
+    let mut child = spawn(ws, policy, &argv)?;
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
     tokio::spawn(async move {
         let pgid = child.id().map(|id| id as i32);

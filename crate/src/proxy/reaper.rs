@@ -1,0 +1,221 @@
+//! The process reaper of `run_command` (SECURITY P7). A process group alone does not hold a
+//! command: a child that calls `setsid` leaves it, and a SIGKILLed server leaves everything
+//! running. So every command runs under `palaver reap -- ARGV…`, a small supervisor that
+//! - makes itself a *child subreaper*: every orphaned descendant, `setsid` or not, is re-parented
+//!   to it, so the whole tree stays below it;
+//! - kills that whole tree when the program ends, when it is told to stop (SIGTERM/SIGINT/SIGHUP),
+//!   or when its parent (`palaver serve`) is gone — noticed by polling `getppid`, not by
+//!   `PR_SET_PDEATHSIG`, which fires when the *thread* that spawned it exits;
+//! - exits as the program did (its code, or re-raising its signal).
+//!
+//! The server itself uses `kill_tree` on the reaper's pid at a timeout or a vanished client: it
+//! walks `/proc` for every descendant while the subreaper still holds them, kills them, then the
+//! reaper. Linux only, like the rest of the proxy's process handling.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+
+/// How often the reaper checks that its parent is alive.
+const PARENT_POLL: Duration = Duration::from_millis(100);
+/// Rounds of "find descendants, kill them" (a forking process may add some between rounds).
+const KILL_ROUNDS: usize = 50;
+
+/// Every descendant of `root`, by the parent links in `/proc`.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some(ppid) = parent_of(pid) {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            found.push(child);
+            queue.push(child);
+        }
+    }
+    found
+}
+
+/// The parent pid from `/proc/PID/stat` (the field after the `)` that ends the command name).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn sigkill(pid: i32) {
+    if pid > 1 {
+        // SAFETY: kill(2) only sends a signal; no memory is touched.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Kills every descendant of `root` (repeatedly, until none is left), then `root` itself.
+pub fn kill_tree(root: i32) {
+    if root <= 1 {
+        return;
+    }
+    for _ in 0..KILL_ROUNDS {
+        let found = descendants(root);
+        let alive: Vec<i32> = found.into_iter().filter(|p| !is_zombie(*p)).collect();
+        if alive.is_empty() {
+            break;
+        }
+        for pid in alive {
+            sigkill(pid);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    sigkill(root);
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().next().map(|state| state == "Z")
+        })
+        .unwrap_or(true)
+}
+
+/// Reaps every exited child; returns the status of `main` if it was among them.
+fn reap_children(main: i32) -> Option<i32> {
+    let mut main_status = None;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only into `status`.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return main_status;
+        }
+        if pid == main {
+            main_status = Some(status);
+        }
+    }
+}
+
+fn signal_set(signals: &[i32]) -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &signal in signals {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    }
+}
+
+/// Runs `argv` under supervision and returns its exit code (see the module comment).
+pub fn run(argv: &[String]) -> std::process::ExitCode {
+    let Some((program, args)) = argv.split_first() else {
+        eprintln!("palaver reap: no program given");
+        return std::process::ExitCode::from(2);
+    };
+    let parent = std::os::unix::process::parent_id() as i32;
+    let watched = signal_set(&[libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]);
+    // SAFETY: process-wide settings of this single-threaded supervisor; no memory is shared.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        libc::sigprocmask(libc::SIG_BLOCK, &watched, std::ptr::null_mut());
+    }
+    let mut command = Command::new(program);
+    command.args(args);
+    // SAFETY: the closure runs in the forked child before exec and only calls async-signal-safe
+    // functions: it unblocks the signals the supervisor blocked (a program must get SIGTERM).
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            let empty = signal_set(&[]);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("cannot run `{program}`: {e}");
+            return std::process::ExitCode::from(127);
+        }
+    };
+    let main = child.id() as i32;
+    let status = supervise(main, parent, &watched);
+    kill_tree_below_self();
+    exit_like(status)
+}
+
+/// Waits for the program to end, or for a stop signal, or for the parent to go away.
+fn supervise(main: i32, parent: i32, watched: &libc::sigset_t) -> Option<i32> {
+    let timeout = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: PARENT_POLL.as_nanos() as libc::c_long,
+    };
+    loop {
+        if let Some(status) = reap_children(main) {
+            return Some(status);
+        }
+        if std::os::unix::process::parent_id() as i32 != parent {
+            return None;
+        }
+        // SAFETY: sigtimedwait reads the set and the timeout; no info is requested.
+        let signal = unsafe { libc::sigtimedwait(watched, std::ptr::null_mut(), &timeout) };
+        if matches!(signal, libc::SIGTERM | libc::SIGINT | libc::SIGHUP) {
+            return None;
+        }
+    }
+}
+
+/// Kills every descendant of this supervisor (the subreaper holds them all) and reaps them.
+fn kill_tree_below_self() {
+    let me = std::process::id() as i32;
+    for _ in 0..KILL_ROUNDS {
+        let alive: Vec<i32> = descendants(me)
+            .into_iter()
+            .filter(|p| !is_zombie(*p))
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+        for pid in alive {
+            sigkill(pid);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        reap_children(-1);
+    }
+    reap_children(-1);
+}
+
+/// Ends the supervisor the way the program ended: its exit code, or its signal re-raised.
+fn exit_like(status: Option<i32>) -> std::process::ExitCode {
+    let Some(status) = status else {
+        return std::process::ExitCode::from(137);
+    };
+    if libc::WIFEXITED(status) {
+        return std::process::ExitCode::from(libc::WEXITSTATUS(status) as u8);
+    }
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        // SAFETY: restores the default action of one signal, unblocks it and raises it, so the
+        // supervisor dies of the program's signal; nothing else is touched.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            let set = signal_set(&[signal]);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::raise(signal);
+        }
+    }
+    std::process::ExitCode::from(1)
+}
