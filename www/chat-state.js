@@ -94,7 +94,10 @@ const HANDLERS = {
     chat.dirty.messages = true;
   },
   thread_updated(chat, e) {
-    chat.thread = { ...chat.thread, ...e.patch };
+    // A null in the patch unsets that key (the engine's ChatView does the same).
+    const thread = { ...chat.thread, ...e.patch };
+    for (const [key, value] of Object.entries(e.patch ?? {})) if (value === null) delete thread[key];
+    chat.thread = thread;
     chat.dirty.runtime = true;
   },
   queue_updated(chat, e) {

@@ -44,6 +44,7 @@ mod native {
             base_url: "https://provider.invalid/v1".into(),
             model: "m".into(),
             headers: Default::default(),
+            ..Default::default()
         };
         let thread = ThreadParams {
             provider: kind,

@@ -158,6 +158,9 @@ pub enum Input {
         /// The response headers, if there was a response; names in any case.
         #[serde(default)]
         headers: BTreeMap<String, String>,
+        /// A context window the error body states (llama.cpp's `n_ctx`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context_window: Option<u64>,
     },
     ToolResult {
         chat_id: String,
@@ -291,6 +294,7 @@ impl Engine {
                 message,
                 retry_after_ms,
                 headers,
+                context_window,
             } => {
                 let failure = RequestFailure {
                     status,
@@ -298,6 +302,7 @@ impl Engine {
                     message,
                     retry_after_ms,
                     headers,
+                    context_window,
                 };
                 self.to_request(now, &request_id, Trigger::RequestFailed(failure), &mut step);
             }

@@ -13,6 +13,7 @@ pub mod history_limit;
 pub mod linearize;
 pub mod message;
 pub mod plan;
+pub mod prompt;
 pub mod provider;
 pub mod queue;
 pub mod render;

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 
-/// Where a provider lives, without its key (SPEC §6.1).
+/// Where a provider lives, without its key (SPEC §6.1), and the model settings the user chose
+/// for it; a chat's own params (`set_params`) take precedence over each.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct ProviderConfig {
     pub kind: ProviderKind,
@@ -21,6 +22,41 @@ pub struct ProviderConfig {
     pub model: String,
     #[serde(default)]
     pub headers: Map<String, Value>,
+    /// The model's context window, from the provider (`/models`, `/props`) or the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_ctx: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// OpenAI chat and Responses: `low` / `medium` / `high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Anthropic and Gemini: thinking tokens; set, it turns thinking on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u64>,
+}
+
+impl ProviderConfig {
+    /// The thread's params with each model setting it leaves unset taken from this provider.
+    pub fn effective<'a>(&self, thread: &'a ThreadParams) -> Cow<'a, ThreadParams> {
+        let unset = (thread.max_tokens.is_none() && self.max_tokens.is_some())
+            || (thread.temperature.is_none() && self.temperature.is_some())
+            || (thread.reasoning_effort.is_none() && self.reasoning_effort.is_some())
+            || (thread.thinking_budget.is_none() && self.thinking_budget.is_some());
+        if !unset {
+            return Cow::Borrowed(thread);
+        }
+        let mut params = thread.clone();
+        params.max_tokens = params.max_tokens.or(self.max_tokens);
+        params.temperature = params.temperature.or(self.temperature);
+        params.reasoning_effort = params
+            .reasoning_effort
+            .clone()
+            .or_else(|| self.reasoning_effort.clone());
+        params.thinking_budget = params.thinking_budget.or(self.thinking_budget);
+        Cow::Owned(params)
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -77,12 +77,16 @@ fn place_cache_breakpoints(
     messages: &mut [Value],
 ) {
     let marker = || json!({"type": "ephemeral"});
-    if let Some(last_tool) = tools.last_mut() {
+    // Anthropic's prefix is tools, then system, then messages: a breakpoint on the system prompt
+    // caches the tools with it (SPEC §6.5: "after the system prompt and tools").
+    let system_block = match body.get_mut("system") {
+        Some(Value::Array(system)) => system.last_mut(),
+        _ => None,
+    };
+    if let Some(block) = system_block {
+        block["cache_control"] = marker();
+    } else if let Some(last_tool) = tools.last_mut() {
         last_tool["cache_control"] = marker();
-    } else if let Some(Value::Array(system)) = body.get_mut("system") {
-        if let Some(block) = system.last_mut() {
-            block["cache_control"] = marker();
-        }
     }
     let n = messages.len();
     let mut positions: Vec<usize> = STABLE_TIERS

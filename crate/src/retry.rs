@@ -266,3 +266,75 @@ fn mix(seed: u64, attempt: u32) -> u64 {
     x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     x ^ (x >> 33)
 }
+
+/// What a "context too long" refusal says: that it is one, and the window it reports if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextOverflow {
+    pub window: Option<u64>,
+}
+
+/// Phrases providers use when the prompt does not fit the model's window: OpenAI
+/// (`context_length_exceeded`, "maximum context length is N tokens"), Anthropic ("prompt is too
+/// long: X tokens > N maximum"), Gemini ("input token count (X) exceeds the maximum number of
+/// tokens allowed (N)"), llama.cpp (`exceed_context_size_error`, "exceeds the available context
+/// size", `n_ctx` in the body), Ollama ("input length exceeds the context length"), vLLM and
+/// LM Studio ("maximum context length", "context length of only N tokens", "context overflow").
+const OVERFLOW_PHRASES: [&str; 9] = [
+    "prompt is too long",
+    "maximum context length",
+    "context length exceeded",
+    "exceeds the maximum number of tokens",
+    "exceeds the available context size",
+    "exceeds the context length",
+    "exceeds the context window",
+    "context length of only",
+    "context overflow",
+];
+const OVERFLOW_TYPES: [&str; 3] = [
+    "context_length_exceeded",
+    "exceed_context_size_error",
+    "string_above_max_length",
+];
+
+/// Whether a failed request says the prompt exceeds the model's context window; `reported` is a
+/// window the host found in the body (llama.cpp's `n_ctx`).
+pub fn context_overflow(
+    error_type: Option<&str>,
+    message: &str,
+    reported: Option<u64>,
+) -> Option<ContextOverflow> {
+    let lower = message.to_ascii_lowercase();
+    let named = error_type.is_some_and(|t| OVERFLOW_TYPES.contains(&t))
+        || OVERFLOW_PHRASES.iter().any(|p| lower.contains(p));
+    named.then(|| ContextOverflow {
+        window: reported.filter(|w| *w > 0).or_else(|| window_in(&lower)),
+    })
+}
+
+/// The window a provider's message names: the number after "maximum context length is", before
+/// "maximum" in "X tokens > N maximum", in "tokens allowed (N)", after "context length of only".
+fn window_in(lower: &str) -> Option<u64> {
+    let after = |marker: &str| -> Option<u64> {
+        let rest = &lower[lower.find(marker)? + marker.len()..];
+        first_number(rest)
+    };
+    after("maximum context length is")
+        .or_else(|| after("tokens allowed ("))
+        .or_else(|| after("context length of only"))
+        .or_else(|| after("context length is"))
+        .or_else(|| {
+            let end = lower.find(" maximum")?;
+            let start = lower[..end].rfind('>')?;
+            first_number(&lower[start + 1..end])
+        })
+}
+
+fn first_number(text: &str) -> Option<u64> {
+    let start = text.find(|c: char| c.is_ascii_digit())?;
+    let digits: String = text[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok().filter(|n| *n > 0)
+}

@@ -38,6 +38,9 @@ pub struct ThreadParams {
     pub thinking_budget: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_tokens_cap: Option<u64>,
+    /// This chat's system prompt, replacing the host's (SPEC §7); `None`: the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
     #[serde(default = "default_max_tool_rounds")]
     pub max_tool_rounds: u32,
     #[serde(default)]
@@ -74,6 +77,7 @@ impl Default for ThreadParams {
             reasoning_effort: None,
             thinking_budget: None,
             context_tokens_cap: None,
+            system_prompt: None,
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             tool_policy: BTreeMap::new(),
             parent_id: None,
@@ -95,7 +99,12 @@ impl ThreadParams {
         let mut value = self.to_json();
         if let Value::Object(map) = &mut value {
             for (key, v) in patch {
-                map.insert(key.clone(), v.clone());
+                // `null` unsets a key: an optional one becomes absent, another its default.
+                if v.is_null() {
+                    map.remove(key);
+                } else {
+                    map.insert(key.clone(), v.clone());
+                }
             }
         }
         serde_json::from_value(value).map_err(|e| Refusal::InvalidCommand {

@@ -106,7 +106,13 @@ impl ChatView {
             Event::MessagesTruncated { from_index } => self.messages.truncate(*from_index),
             Event::ThreadUpdated { patch } => {
                 if let Value::Object(thread) = &mut self.thread {
-                    thread.extend(patch.clone());
+                    for (key, value) in patch {
+                        if value.is_null() {
+                            thread.remove(key);
+                        } else {
+                            thread.insert(key.clone(), value.clone());
+                        }
+                    }
                 }
             }
             Event::QueueUpdated {

@@ -70,6 +70,7 @@ pub fn run(args: LinearizeArgs) -> ExitCode {
         base_url: "https://provider.invalid/v1".into(),
         model: "model".into(),
         headers: Default::default(),
+        ..Default::default()
     };
     let tools = all_tools();
     let system = args.system.as_deref();

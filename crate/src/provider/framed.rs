@@ -79,10 +79,11 @@ impl<E: Events> Framed<E> {
     }
 }
 
-/// The event's data as a JSON object; `None` for an empty data field.
+/// The event's data as a JSON object; `None` for an empty data field, and for the `[DONE]` line
+/// that OpenAI-compatible routers (and the official SDKs) add after any provider's own end.
 pub fn json_object(event: &SseEvent, provider: &str) -> Result<Option<Value>, StreamDecodeError> {
     let data = event.data.trim();
-    if data.is_empty() {
+    if data.is_empty() || data == "[DONE]" {
         return Ok(None);
     }
     let value: Value =

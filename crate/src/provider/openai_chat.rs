@@ -64,7 +64,7 @@ impl State {
             if let Some(delta) = choice.get("delta") {
                 self.decode_delta(delta, items);
             }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            if let Some(reason) = non_empty_str(choice.get("finish_reason")) {
                 items.push(DecodeItem::Finish(reason.to_string()));
             }
         }
@@ -114,7 +114,7 @@ impl State {
             let index = fragment
                 .get("index")
                 .and_then(Value::as_u64)
-                .unwrap_or(position as u64);
+                .unwrap_or_else(|| self.index_without_one(fragment, position));
             let call = self
                 .tool_calls
                 .entry(index)
@@ -123,6 +123,24 @@ impl State {
         }
         let tool_calls = self.tool_calls.values().cloned().collect();
         items.push(DecodeItem::Op(DeltaOp::SetToolCalls { tool_calls }));
+    }
+}
+
+impl State {
+    /// Some servers (Gemini's and Ollama's OpenAI endpoints, small routers) send no `index`:
+    /// a fragment with a known `id` continues that call, one with a new `id` starts the next
+    /// call, and one with neither continues the last call (or is the call at its position).
+    fn index_without_one(&self, fragment: &Value, position: usize) -> u64 {
+        let last = self.tool_calls.keys().next_back().copied();
+        match non_empty_str(fragment.get("id")) {
+            Some(id) => self
+                .tool_calls
+                .iter()
+                .find(|(_, call)| call.id == id)
+                .map(|(index, _)| *index)
+                .unwrap_or_else(|| last.map_or(position as u64, |i| (i + 1).max(position as u64))),
+            None => last.unwrap_or(position as u64).max(position as u64),
+        }
     }
 }
 

@@ -126,6 +126,7 @@ impl ChatSession {
             request_id,
             phase: StreamPhase::Streaming(Box::new(Streaming::new(decoder, ctx.now))),
             last_failure: None,
+            overflow_retried: false,
             compaction: Some(Box::new(Compaction {
                 source_ids,
                 draft: Draft::default(),

@@ -42,6 +42,8 @@ pub struct RequestFailure {
     pub retry_after_ms: Option<u64>,
     /// Response headers (`retry-after`, `retry-after-ms`, `x-should-retry`).
     pub headers: std::collections::BTreeMap<String, String>,
+    /// A context window the error body states.
+    pub context_window: Option<u64>,
 }
 
 /// The inputs that move the state machine.
@@ -87,6 +89,8 @@ pub struct ChatSession {
     pub(crate) draft_checkpoint_at: u64,
     /// The history limit's strength for the last chat request sent.
     last_strength: Option<crate::history_limit::CompressionStrength>,
+    /// A context window a provider reported in a context-too-long error (it caps `n_ctx`).
+    pub(crate) learned_n_ctx: Option<u64>,
     events: Vec<EventEnvelope>,
     effects: Vec<Effect>,
 }
@@ -111,6 +115,7 @@ impl ChatSession {
             last_strength: None,
             draft_checkpoint: None,
             draft_checkpoint_at: 0,
+            learned_n_ctx: None,
             events: Vec::new(),
             effects: Vec::new(),
         }
@@ -275,12 +280,30 @@ impl ChatSession {
             .sum::<u64>()
     }
 
-    /// The context window: the thread's cap, else the engine default.
+    /// The context window: the thread's cap, else its provider's window, else the engine default;
+    /// never more than a window a provider reported in a context-too-long error.
     pub(crate) fn n_ctx(&self, config: &EngineConfig) -> u64 {
-        self.thread
+        let configured = self
+            .thread
             .context_tokens_cap
-            .unwrap_or(config.default_n_ctx)
+            .or_else(|| {
+                config
+                    .provider_for(self.thread.provider)
+                    .and_then(|p| p.n_ctx)
+            })
+            .unwrap_or(config.default_n_ctx);
+        self.learned_n_ctx
+            .map_or(configured, |learned| configured.min(learned))
             .max(1)
+    }
+
+    /// The system prompt of this chat: its own (`set_params`), else the host's.
+    pub(crate) fn system_prompt<'a>(&'a self, config: &'a EngineConfig) -> Option<&'a str> {
+        self.thread
+            .system_prompt
+            .as_deref()
+            .filter(|p| !p.trim().is_empty())
+            .or(config.system_prompt.as_deref())
     }
 
     /// A reply recovered from a checkpoint on load: saved as a message, checkpoint cleared.
@@ -370,11 +393,25 @@ impl ChatSession {
         self.emit(Event::MessagesTruncated { from_index });
     }
 
+    /// Applies admitted params. The event's patch is normalized to what the thread now holds: a
+    /// `null` that reset a key to its default carries that default, and a `null` that unset an
+    /// optional key stays `null`, which a view applies as "remove" (`ChatView`).
     pub(crate) fn patch_thread(
         &mut self,
         patch: serde_json::Map<String, Value>,
         next: ThreadParams,
     ) {
+        let now = next.to_json();
+        let patch = patch
+            .into_iter()
+            .map(|(key, value)| {
+                let value = match value {
+                    Value::Null => now.get(&key).cloned().unwrap_or(Value::Null),
+                    other => other,
+                };
+                (key, value)
+            })
+            .collect();
         self.thread = next;
         self.book.touch_thread();
         self.emit(Event::ThreadUpdated { patch });

@@ -56,6 +56,8 @@ pub struct Generating {
     pub last_failure: Option<AttemptFailure>,
     /// Set when this request asks for a summary instead of a reply (SPEC §5).
     pub compaction: Option<Box<Compaction>>,
+    /// This round was already sent again after a "context too long" refusal (once only).
+    pub overflow_retried: bool,
 }
 
 /// A compaction request under way: its sources, the summary streaming in, and what comes after.

@@ -97,6 +97,7 @@ impl ChatSession {
             phase: StreamPhase::Streaming(Box::new(Streaming::new(decoder, ctx.now))),
             last_failure,
             compaction: None,
+            overflow_retried: false,
         })
     }
 
@@ -119,10 +120,11 @@ impl ChatSession {
         let mut tools = engine_tool_specs();
         tools.extend(ctx.config.workspace_tools.iter().cloned());
         tools.extend(ctx.config.host_tools.iter().cloned());
-        let system_prompt = ctx.config.system_prompt.as_deref();
+        let system_prompt = self.system_prompt(ctx.config);
+        let thread = provider.effective(&self.thread);
         build_request(&RequestInput {
             provider,
-            thread: &self.thread,
+            thread: &thread,
             system_prompt,
             tools: &tools,
             history: &self.messages,
@@ -145,9 +147,14 @@ impl ChatSession {
         system_prompt: Option<&str>,
         tools: &[crate::tools::ToolSpec],
     ) -> u64 {
+        let max_tokens = self.thread.max_tokens.or_else(|| {
+            ctx.config
+                .provider_for(self.thread.provider)
+                .and_then(|p| p.max_tokens)
+        });
         crate::history_limit::history_budget(
             self.n_ctx(ctx.config),
-            self.thread.max_tokens,
+            max_tokens,
             crate::request::fixed_chars(system_prompt, tools),
         )
     }
@@ -296,11 +303,22 @@ impl ChatSession {
         g: Generating,
         failure: RequestFailure,
     ) -> SessionState {
-        let verdict = retry::classify_request(
+        let overflow = retry::context_overflow(
+            failure.error_type.as_deref(),
+            &failure.message,
+            failure.context_window,
+        );
+        let mut verdict = retry::classify_request(
             failure.status,
             failure.error_type.as_deref(),
             &failure.headers,
         );
+        if overflow.is_some() {
+            verdict = Verdict {
+                class: ErrorClass::RequestTooLarge,
+                retryable: false,
+            };
+        }
         let code = failure
             .error_type
             .clone()
@@ -319,11 +337,46 @@ impl ChatSession {
         if visible || g.compaction.is_some() {
             return self.fail_stream(ctx, g, attempt_failure.into_stream_failure(), verdict);
         }
+        if let Some(overflow) = overflow {
+            return self.on_context_overflow(ctx, g, overflow, attempt_failure);
+        }
         // "Context too long": the model summarizes first, then the round is sent again.
         if verdict.class == ErrorClass::RequestTooLarge && self.can_compact(ctx) {
             return self.start_compaction(ctx, Resume::Round(g.round));
         }
         self.retry_or_fail(ctx, g, "llm_error", attempt_failure, verdict, asked_wait)
+    }
+
+    /// The provider says the prompt exceeds the model's window: the window it reports (else three
+    /// quarters of the one assumed) is learned, and the round is sent once more after the
+    /// history limit — or compaction, when the history is long enough for it — fits it.
+    fn on_context_overflow(
+        &mut self,
+        ctx: &mut Ctx,
+        g: Generating,
+        overflow: retry::ContextOverflow,
+        failure: AttemptFailure,
+    ) -> SessionState {
+        if g.overflow_retried {
+            let info = failed("llm_error", failure, false, g.attempt);
+            return self.end_with_error(ctx, info);
+        }
+        let assumed = self.n_ctx(ctx.config);
+        let window = overflow
+            .window
+            .filter(|w| *w < assumed)
+            .unwrap_or(assumed / 4 * 3);
+        self.learned_n_ctx = Some(window.max(1));
+        if self.can_compact(ctx) {
+            return self.start_compaction(ctx, Resume::Round(g.round));
+        }
+        // When the history cannot fit even the learned window, `send_round` ends the turn in
+        // `error` saying so (the history limit's own message).
+        let mut next = self.send_round(ctx, g.round, g.attempt + 1, Some(failure));
+        if let SessionState::Generating(sent) = &mut next {
+            sent.overflow_retried = true;
+        }
+        next
     }
 
     /// A stream broke: retried when nothing reached the user, else the partial is kept and

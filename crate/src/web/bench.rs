@@ -54,6 +54,7 @@ impl WasmContextBench {
             base_url: "https://provider.invalid/v1".into(),
             model: "m".into(),
             headers: Default::default(),
+            ..Default::default()
         };
         let thread = ThreadParams {
             provider: kind,

@@ -121,6 +121,7 @@ fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Ste
                     .cloned()
                     .and_then(|h| serde_json::from_value(h).ok())
                     .unwrap_or_default(),
+                context_window: step.get("context_window").and_then(Value::as_u64),
             })
         }
         "tool_result" => h.handle(Input::ToolResult {

@@ -727,6 +727,7 @@ fn a_failed_compaction_falls_back_to_the_four_stages() {
         message: "boom".into(),
         retry_after_ms: None,
         headers: Default::default(),
+        context_window: None,
     });
     assert_eq!(purpose_of(&step), ["chat"]);
     assert_eq!(runtime(&h)["compression_phase"], "failed");
@@ -754,6 +755,7 @@ fn context_too_long_from_the_provider_compacts_then_resends() {
         message: "This model's maximum context length is 8192 tokens".into(),
         retry_after_ms: None,
         headers: Default::default(),
+        context_window: None,
     });
     assert_eq!(purpose_of(&step), ["compaction"]);
     let step = reply(&mut h, json!({"text": "summary"}));
@@ -762,4 +764,145 @@ fn context_too_long_from_the_provider_compacts_then_resends() {
         ["chat"],
         "the round is sent again after the summary"
     );
+}
+
+/// Issue 14 §10: every provider's "context too long" is recognised, with the window it states.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn context_too_long_errors_of_every_provider_are_recognised_with_their_window() {
+    use palaver::retry::context_overflow;
+    let cases: [(Option<&str>, &str, Option<u64>, Option<u64>); 7] = [
+        (Some("exceed_context_size_error"), "the request exceeds the available context size, try increasing it", Some(4096), Some(4096)),
+        (Some("context_length_exceeded"), "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.", None, Some(128000)),
+        (Some("invalid_request_error"), "prompt is too long: 210417 tokens > 200000 maximum", None, Some(200000)),
+        (Some("INVALID_ARGUMENT"), "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", None, Some(1048576)),
+        (None, "input length exceeds the context length", None, None),
+        (Some("BadRequestError"), "This model's maximum context length is 4,096 tokens.", None, Some(4096)),
+        (None, "Trying to keep the first 5000 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens", None, Some(4096)),
+    ];
+    for (kind, message, reported, window) in cases {
+        let found = context_overflow(kind, message, reported);
+        assert_eq!(found.map(|o| o.window), Some(window), "{message}");
+    }
+    assert_eq!(context_overflow(Some("invalid_request_error"), "messages: text content blocks must be non-empty", None), None);
+    assert_eq!(context_overflow(None, "rate limited", None), None);
+}
+
+/// Issue 14 §10: llama.cpp's refusal teaches the window; the round is sent again once, limited
+/// to it; a second refusal ends the turn with the provider's words.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_context_refusal_teaches_the_window_and_the_round_is_resent_once() {
+    let mut h = Harness::with_config_patch(&json!({"compact_at": null}));
+    let mut messages = Vec::new();
+    for turn in 0..30 {
+        messages.push(json!({"message_id": format!("u{turn}"), "role": "user", "content": format!("question {turn} {}", "words ".repeat(60))}));
+        messages.push(json!({"message_id": format!("a{turn}"), "role": "assistant", "content": format!("answer {turn} {}", "words ".repeat(60))}));
+    }
+    h.open("c1", Some(json!({"id": "c1", "messages": messages})));
+    let first = send(&mut h, "u-new", "and now?");
+    let first_len = request_body(&first)["messages"].as_array().map_or(0, Vec::len);
+    assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 128000);
+    let request_id = h.request_id();
+    let step = h.handle(Input::RequestFailed {
+        request_id,
+        status: Some(400),
+        error_type: Some("exceed_context_size_error".into()),
+        message: "the request exceeds the available context size, try increasing it".into(),
+        retry_after_ms: None,
+        headers: Default::default(),
+        context_window: Some(2048),
+    });
+    assert_eq!(purpose_of(&step), ["chat"], "the round is sent again at once");
+    assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 2048, "the window is learned");
+    let resent = request_body(&step)["messages"].as_array().map_or(0, Vec::len);
+    assert!(resent < first_len, "the history limit cut to the learned window ({resent} < {first_len})");
+    let request_id = h.request_id();
+    let step = h.handle(Input::RequestFailed {
+        request_id,
+        status: Some(400),
+        error_type: Some("exceed_context_size_error".into()),
+        message: "the request exceeds the available context size, try increasing it".into(),
+        retry_after_ms: None,
+        headers: Default::default(),
+        context_window: Some(2048),
+    });
+    assert!(purpose_of(&step).is_empty(), "only once");
+    assert_eq!(runtime(&h)["state"], "error");
+    assert_eq!(runtime(&h)["error"]["class"], "request_too_large");
+}
+
+/// Issue 14 §3: the provider's model settings reach every request in its own shape; a chat's
+/// params win; the provider's window drives the gauge and the limit.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn provider_model_settings_and_the_chats_system_prompt_reach_the_request() {
+    let providers = json!([
+        {"kind": "openai-chat", "base_url": "http://127.0.0.1:9/v1", "model": "m", "n_ctx": 4096, "max_tokens": 300, "temperature": 0.2, "reasoning_effort": "low"},
+        {"kind": "anthropic", "base_url": "http://127.0.0.1:9/v1", "model": "claude", "max_tokens": 2000, "thinking_budget": 1024},
+        {"kind": "gemini", "base_url": "http://127.0.0.1:9/v1beta", "model": "gemini", "n_ctx": 1048576, "max_tokens": 700, "thinking_budget": 512},
+        {"kind": "openai-responses", "base_url": "http://127.0.0.1:9/v1", "model": "o4", "max_tokens": 900, "reasoning_effort": "high"},
+    ]);
+    let mut h = Harness::with_config_patch(&json!({"providers": providers, "system_prompt": "HOST PROMPT"}));
+    h.open("c1", None);
+    let step = send(&mut h, "u1", "hi");
+    let body = request_body(&step);
+    assert_eq!((body["max_tokens"].clone(), body["temperature"].clone(), body["reasoning_effort"].clone()), (json!(300), json!(0.2), json!("low")), "{body}");
+    assert_eq!(body["messages"][0]["content"], "HOST PROMPT");
+    assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 4096, "the provider's window");
+    reply(&mut h, json!({"text": "ok"}));
+    let patch = json!({"type": "set_params", "client_request_id": "p1", "patch": {"provider": "anthropic", "system_prompt": "CHAT PROMPT"}});
+    h.command("c1", patch);
+    let body = request_body(&send(&mut h, "u2", "again"));
+    assert_eq!(body["max_tokens"], 2000);
+    assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
+    assert_eq!(body["system"][0]["text"], "CHAT PROMPT", "the chat's prompt replaces the host's");
+    assert!(body["system"][0].get("cache_control").is_some(), "the system prompt carries the first breakpoint: {}", body["system"]);
+    assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 128000, "anthropic names no window: the default");
+    h.handle(Input::RequestFailed { request_id: h.request_id(), status: Some(401), error_type: None, message: "x".into(), retry_after_ms: None, headers: Default::default(), context_window: None });
+    for (kind, check) in [("gemini", "gemini"), ("openai-responses", "responses")] {
+        h.command("c1", json!({"type": "set_params", "client_request_id": format!("p-{kind}"), "patch": {"provider": kind, "max_tokens": null}}));
+        let body = request_body(&send(&mut h, &format!("u-{kind}"), "once more"));
+        match check {
+            "gemini" => {
+                assert_eq!(body["generationConfig"]["maxOutputTokens"], 700, "{body}");
+                assert_eq!(body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 512, "{body}");
+                assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 1048576);
+            }
+            _ => {
+                assert_eq!(body["max_output_tokens"], 900, "{body}");
+                assert_eq!(body["reasoning"]["effort"], "high", "{body}");
+            }
+        }
+        h.handle(Input::RequestFailed { request_id: h.request_id(), status: Some(401), error_type: None, message: "x".into(), retry_after_ms: None, headers: Default::default(), context_window: None });
+    }
+    // A chat's own max_tokens beats its provider's.
+    h.command("c1", json!({"type": "set_params", "client_request_id": "p-own", "patch": {"provider": "openai-chat", "max_tokens": 55}}));
+    let body = request_body(&send(&mut h, "u-own", "last"));
+    assert_eq!(body["max_tokens"], 55);
+}
+
+/// Issue 14 §2: the system prompt assembled from the agent prompt and the workspace context.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_system_prompt_carries_the_instructions_the_sorted_file_tree_and_the_date() {
+    use palaver::prompt::{assemble, InstructionFile, WorkspaceContext, DEFAULT_AGENT_PROMPT, FILE_TREE_CAP, INSTRUCTION_FILE_CAP};
+    let mut files: Vec<String> = (0..FILE_TREE_CAP + 5).map(|i| format!("src/f{i:04}.rs")).collect();
+    files.push("README.md".into());
+    files.reverse();
+    let context = WorkspaceContext {
+        instructions: vec![InstructionFile { path: "AGENTS.md".into(), text: format!("Use tabs.\n{}", "x".repeat(INSTRUCTION_FILE_CAP + 100)) }],
+        files,
+        files_truncated: false,
+        date: "2026-11-23".into(),
+    };
+    let prompt = assemble(None, &context);
+    assert!(prompt.starts_with(DEFAULT_AGENT_PROMPT));
+    assert!(prompt.contains("## AGENTS.md\n\nUse tabs."));
+    assert!(prompt.contains("[… AGENTS.md cut at"));
+    assert!(prompt.contains(&format!("# File Tree ({} files)\n\nREADME.md\nsrc/f0000.rs\n", FILE_TREE_CAP + 6)), "flat and sorted");
+    assert!(prompt.contains("[… 6 more files"));
+    assert!(prompt.ends_with("Today's date: 2026-11-23."));
+    let own = assemble(Some("Be terse."), &WorkspaceContext::default());
+    assert_eq!(own, "Be terse.");
 }

@@ -69,6 +69,7 @@ fn fail(
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        context_window: None,
     })
 }
 

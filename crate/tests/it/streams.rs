@@ -222,3 +222,58 @@ fn an_anthropic_block_index_of_ten_thousand_is_one_call() {
         "{\"a\":1}"
     );
 }
+
+/// Issue 14 §7: what local servers and routers add. llama.cpp: `timings`, `logprobs: null`, a
+/// usage-only last chunk with `choices: []`, empty `finish_reason` strings; Ollama/Gemini-compat:
+/// tool calls with no `index`, each in its own chunk; routers: comment lines, a repeated `role`.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn local_server_and_router_quirks_decode_to_the_plain_message() {
+    let message = assembled(concat!(
+        ": OPENROUTER PROCESSING\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Reading\"},\"logprobs\":null,\"finish_reason\":\"\"}]}\n\n",
+        ": keep-alive\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"read_file\",\"arguments\":\"{\\\"path\\\":\\\"a\\\"}\"}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"read_file\",\"arguments\":\"{\\\"path\\\":\\\"b\\\"}\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}],\"timings\":{\"prompt_n\":12,\"predicted_per_second\":40.5}}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":9,\"total_tokens\":21}}\n\n",
+        "data: [DONE]\n\n"
+    ));
+    assert_eq!(message["content"], "Reading");
+    let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(calls.len(), 2, "two calls without index stay two: {calls:?}");
+    assert_eq!(calls[0]["id"], "c1");
+    assert_eq!(calls[1]["function"]["arguments"], "{\"path\":\"b\"}");
+    assert_eq!(message["finish_reason"], "tool_calls");
+    assert_eq!(message["usage"]["total_tokens"], 21);
+}
+
+/// Issue 14 §7: a Responses (and Anthropic, Gemini) stream served through an OpenAI-compatible
+/// router can end with `data: [DONE]`, which the official SDKs accept.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_done_line_after_any_providers_stream_is_accepted() {
+    let cases: [(ProviderKind, &str); 3] = [
+        (ProviderKind::OpenaiResponses, concat!(
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"hi\"}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":1,\"total_tokens\":4}}}\n\n",
+            "data: [DONE]\n\n")),
+        (ProviderKind::Anthropic, concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+            "data: [DONE]\n\n")),
+        (ProviderKind::Gemini, concat!(
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}]}\n\n",
+            "data: [DONE]\n\n")),
+    ];
+    for (kind, sse) in cases {
+        let decoded = decode_stream(kind, &[sse.as_bytes()])
+            .unwrap_or_else(|e| panic!("{kind:?}: [DONE] must not be an error: {e:?}"));
+        assert_eq!(decoded.assembled["content"], "hi", "{kind:?}");
+        assert!(decoded.complete, "{kind:?}: the stream is complete");
+    }
+}

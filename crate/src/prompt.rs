@@ -1,0 +1,139 @@
+//! The system prompt (SPEC §7, seed 002 "prompt assembly"): the agent prompt — the default below,
+//! or the user's own from Settings or `set_params` — then the workspace context the host fetched
+//! through the proxy: its instruction files (capped), a flat sorted file list
+//! (`# File Tree (N files)`, capped) and the date. The whole text is the stable, cached prefix of
+//! every request (Anthropic's first breakpoint sits after it), so it changes only when the
+//! workspace's files or the day change. Pure: the host brings the texts, this only assembles.
+
+use serde::{Deserialize, Serialize};
+
+/// The agent prompt used when the user sets none.
+pub const DEFAULT_AGENT_PROMPT: &str = "You are Palaver, a coding agent working in the user's workspace through tools.
+
+- Look before you act: use `file_tree`, `search`, `list_dir` and `read_file` to learn the code you are asked about. Quote paths as they appear in the workspace.
+- Change files with `edit_file` (one exact replacement) or `write_file` (a whole file). Writes, edits, shell commands and web fetches are shown to the user, who approves each one unless they chose otherwise: say what you are about to change and why before you call the tool.
+- `run_command` runs a program without a shell (an argv list) when the user started `palaver serve --allow-shell`; `fetch_url` reads a public web page.
+- For work of several steps, keep a plan with `set_plan` and `update_plan`; ask the user with `ask_questions` when a decision is theirs.
+- Keep answers short and concrete. Use fenced code blocks with a language. When you are unsure, say so.";
+
+/// The instruction files a workspace may carry, in the order they are looked for; the README is
+/// read only when none of them exists.
+pub const INSTRUCTION_FILES: [&str; 4] = [
+    "AGENTS.md",
+    "CLAUDE.md",
+    ".cursorrules",
+    ".github/copilot-instructions.md",
+];
+pub const README_FALLBACK: &str = "README.md";
+
+/// Characters of one instruction file, and of all of them together.
+pub const INSTRUCTION_FILE_CAP: usize = 8_000;
+pub const INSTRUCTIONS_CAP: usize = 16_000;
+/// Files listed in the tree (the count still says how many there are).
+pub const FILE_TREE_CAP: usize = 400;
+
+/// What the host learned about the workspace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct WorkspaceContext {
+    /// Instruction files found: `{path, text}`.
+    #[serde(default)]
+    pub instructions: Vec<InstructionFile>,
+    /// Every file of the workspace (relative paths); sorted and capped here.
+    #[serde(default)]
+    pub files: Vec<String>,
+    /// Whether the host's listing itself was cut (so the count is a lower bound).
+    #[serde(default)]
+    pub files_truncated: bool,
+    /// Today's date as the host sees it (`2026-11-23`); the core reads no clock.
+    #[serde(default)]
+    pub date: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct InstructionFile {
+    pub path: String,
+    pub text: String,
+}
+
+/// The system prompt: the agent prompt (`None` or blank: the default), then the context.
+pub fn assemble(agent_prompt: Option<&str>, context: &WorkspaceContext) -> String {
+    let agent = agent_prompt
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .unwrap_or(DEFAULT_AGENT_PROMPT);
+    let mut parts = vec![agent.to_string()];
+    if let Some(instructions) = instructions_section(&context.instructions) {
+        parts.push(instructions);
+    }
+    if let Some(tree) = file_tree_section(&context.files, context.files_truncated) {
+        parts.push(tree);
+    }
+    if !context.date.trim().is_empty() {
+        parts.push(format!("Today's date: {}.", context.date.trim()));
+    }
+    parts.join("\n\n")
+}
+
+fn instructions_section(files: &[InstructionFile]) -> Option<String> {
+    let mut room = INSTRUCTIONS_CAP;
+    let mut blocks = Vec::new();
+    for file in files.iter().filter(|f| !f.text.trim().is_empty()) {
+        if room == 0 {
+            break;
+        }
+        let cap = INSTRUCTION_FILE_CAP.min(room);
+        let (text, cut) = cut_at(file.text.trim(), cap);
+        room = room.saturating_sub(text.len());
+        let marker = if cut {
+            format!("\n[… {} cut at {cap} characters]", file.path)
+        } else {
+            String::new()
+        };
+        blocks.push(format!("## {}\n\n{text}{marker}", file.path));
+    }
+    (!blocks.is_empty()).then(|| {
+        format!(
+            "# Workspace Instructions\n\nThe workspace's own instructions for agents:\n\n{}",
+            blocks.join("\n\n")
+        )
+    })
+}
+
+fn file_tree_section(files: &[String], truncated: bool) -> Option<String> {
+    let mut sorted: Vec<&str> = files
+        .iter()
+        .map(|f| f.trim())
+        .filter(|f| !f.is_empty())
+        .collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_unstable();
+    sorted.dedup();
+    let count = sorted.len();
+    let shown = &sorted[..count.min(FILE_TREE_CAP)];
+    let plus = if truncated { "+" } else { "" };
+    let mut text = format!(
+        "# Repository Files\n\nComplete list of files in the repository:\n\n# File Tree ({count}{plus} files)\n\n{}",
+        shown.join("\n")
+    );
+    if count > shown.len() {
+        text.push_str(&format!(
+            "\n[… {} more files; use file_tree or search to see them]",
+            count - shown.len()
+        ));
+    }
+    Some(text)
+}
+
+/// At most `cap` bytes of `text`, cut at a character boundary; whether it was cut.
+fn cut_at(text: &str, cap: usize) -> (&str, bool) {
+    if text.len() <= cap {
+        return (text, false);
+    }
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], true)
+}
