@@ -6,6 +6,7 @@ import init, { Palaver, Engine, renderMarkdown } from '../pkg/palaver.js';
 import { ChatState } from './chat-state.js';
 import { el, button, TranscriptView, PAGE, currentPlan, renderPlan, approvalCard, askUserCard, pendingQuestions, queueItems, contextUsage } from './view.js';
 import * as settingsStore from './settings.js';
+import * as agent from './agent.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -37,14 +38,39 @@ const app = {
 function engineConfig(settings) {
   const providers = Object.entries(settings.providers)
     .filter(([kind, p]) => settingsStore.PROVIDER_KINDS.includes(kind) && p?.base_url)
-    .map(([kind, p]) => ({ kind, base_url: p.base_url, model: p.model ?? '' }));
+    .map(([kind, p]) => ({ kind, base_url: p.base_url, model: p.model ?? '', ...settingsStore.modelSettings(p) }));
   return providers.length ? { providers } : {};
+}
+
+/**
+ * What makes the engine an agent: the workspace tools of the paired `palaver serve` and the
+ * system prompt (the user's agent prompt, then the workspace's instructions, file list and the
+ * date, assembled by the engine). Without a proxy the model gets no workspace tools, and the
+ * page says why in one line.
+ */
+async function agentConfig(settings) {
+  const proxy = agent.proxyOf(settings);
+  const [{ tools, problem }, context] = await Promise.all([
+    agent.workspaceTools(proxy),
+    agent.workspaceContext(proxy, Engine.instructionFiles()).catch(() => ({ date: new Date().toISOString().slice(0, 10) })),
+  ]);
+  app.toolsProblem = problem;
+  app.workspaceFiles = context.files ?? [];
+  $('tools-status').textContent = problem ?? '';
+  $('tools-status').hidden = !problem;
+  const prompt = Engine.assembleSystemPrompt(settings.system_prompt?.trim() || null, tools.length ? context : { date: context.date });
+  return { workspace_tools: tools, system_prompt: prompt };
 }
 
 async function openEngine() {
   const settings = settingsStore.loadSettings();
-  if (app.palaver) app.palaver.close();
-  app.palaver = await Palaver.open(engineConfig(settings), undefined, (message) => status(message, true));
+  if (app.palaver) {
+    // Every save acknowledged first: closing drops what arrives later.
+    await app.palaver.flush().catch(() => {});
+    app.palaver.close();
+  }
+  const config = { ...engineConfig(settings), ...(await agentConfig(settings)) };
+  app.palaver = await Palaver.open(config, undefined, (message) => status(message, true));
   for (const [kind, config] of Object.entries(settings.providers)) {
     const origin = settingsStore.originOf(config?.base_url ?? '');
     if (!app.keys[kind] && settings.remember_key) {
@@ -55,14 +81,18 @@ async function openEngine() {
     // A key goes only to the origin it was given for (E1).
     if (keyFor(kind, config?.base_url ?? '')) app.palaver.setProviderKey(kind, app.keys[kind]);
   }
-  const proxy = settings.proxy_url ? { url: settings.proxy_url, token: settings.proxy_token ?? '' } : null;
+  const proxy = agent.proxyOf(settings);
   if (proxy) app.palaver.setProxy(proxy.url, proxy.token);
-  const open = app.chat?.id;
+  // The chat that was open, also after a reload, a crash or reopening the app.
+  const open = app.chat?.id ?? localStorage.getItem(OPEN_CHAT_KEY);
   app.chat = null;
   app.subscription = null;
   await showChats();
-  if (open) await selectChat(open);
+  if (open && app.chats.some((c) => c.id === open)) await selectChat(open);
 }
+
+const OPEN_CHAT_KEY = 'palaver.open_chat';
+const scrollKey = (chatId) => `palaver.scroll.${chatId}`;
 
 function command(body) {
   if (!app.chat) return null;
@@ -126,6 +156,11 @@ async function openChatView(id) {
   await app.palaver.openChat(id);
   app.chat = new ChatState(id);
   app.view.reset();
+  localStorage.setItem(OPEN_CHAT_KEY, id);
+  // The transcript returns to where it was scrolled, once its first frame is drawn.
+  app.restoreScroll = Number(localStorage.getItem(scrollKey(id)) ?? NaN);
+  $('model-view').open = false;
+  $('chat-prompt').open = false;
   subscribe();
   $('chat-actions').hidden = false;
   renderChatList();
@@ -171,7 +206,12 @@ function render() {
   const chat = app.chat;
   if (!chat) return;
   $('chat-title').textContent = chat.thread.title || 'Untitled chat';
+  renderModelLine(chat);
   app.view.render(chat);
+  if (Number.isFinite(app.restoreScroll) && chat.messages.length) {
+    $('transcript').scrollTop = app.restoreScroll;
+    app.restoreScroll = NaN;
+  }
   if (chat.dirty.messages) renderPlan($('plan'), currentPlan(chat.messages), html);
   if (chat.dirty.messages || chat.dirty.runtime) renderControls(chat);
   chat.dirty = { messages: false, draft: false, runtime: false };
@@ -198,6 +238,15 @@ function renderControls(chat) {
   else if (runtime.storage_error) status(`Not saved yet: ${runtime.storage_error}`, true);
   else if (runtime.is_compressing) status('Compressing the context…');
   else status(app.palaver.tabRole(chat.id)?.role === 'follower' ? 'This chat is live in another tab; this tab follows it.' : '');
+}
+
+/** The chat header's model line: the model answering this chat and its context window. */
+function renderModelLine(chat) {
+  const settings = settingsStore.loadSettings();
+  const kind = chat.thread.provider || settings.kind;
+  const model = chat.thread.model || settings.providers?.[kind]?.model || '';
+  const window = chat.runtime?.context_usage?.n_ctx;
+  $('chat-model').textContent = model ? `${model}${window ? ` · ${window.toLocaleString('en')} tokens of context` : ''}` : '';
 }
 
 /** Send turns into Stop while the chat is busy; with text typed, Send stays to queue it. */
@@ -228,6 +277,9 @@ async function send(event, priority = false) {
   const text = $('composer').value.trim();
   if (!text) return;
   if (!app.chat) {
+    // Cleared before the new chat opens: opening saves the composer as the previous view's
+    // draft, and a sent message must never come back as one.
+    $('composer').value = '';
     localStorage.removeItem(draftKey(null));
     await newChat();
   }
@@ -459,6 +511,9 @@ function openSettings() {
     $('proposal-notice').textContent = `A link proposes these ${kind} settings, sending requests to ${host}. Nothing changes until you Save; your key is not sent there unless you type it.`;
   }
   $('remember-key').checked = Boolean(settings.remember_key);
+  $('system-prompt').value = settings.system_prompt ?? '';
+  $('system-prompt').placeholder = Engine.defaultAgentPrompt();
+  $('model-status').textContent = '';
   $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
   $('proxy-token').value = settings.proxy_token ?? '';
   const policy = settingsStore.toolPolicy(settings, Engine.defaultToolRules());
@@ -473,7 +528,55 @@ function fillProviderFields(settings, kind, proposal = null) {
   const fromLink = proposal && (proposal.kind ?? settings.kind) === kind ? proposal : {};
   $('provider-base-url').value = fromLink.base_url ?? config.base_url ?? '';
   $('provider-model').value = fromLink.model ?? config.model ?? '';
+  $('provider-n-ctx').value = config.n_ctx ?? '';
+  $('provider-max-tokens').value = config.max_tokens ?? '';
+  $('provider-temperature').value = config.temperature ?? '';
+  $('provider-reasoning').value = config.reasoning_effort ?? '';
+  $('provider-thinking').value = config.thinking_budget ?? '';
+  $('model-list').replaceChildren();
+  app.models = [];
   showKeyFor(kind);
+}
+
+/** The model settings fields, as stored (numbers; '' left out). */
+function modelSettingsFields() {
+  const number = (id) => ($(id).value === '' ? undefined : Number($(id).value));
+  const fields = {
+    n_ctx: number('provider-n-ctx'), max_tokens: number('provider-max-tokens'), temperature: number('provider-temperature'),
+    reasoning_effort: $('provider-reasoning').value || undefined, thinking_budget: number('provider-thinking'),
+  };
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined && !Number.isNaN(v)));
+}
+
+/** Lists the provider's models into the model field's suggestions; says what is wrong if it fails. */
+async function listProviderModels() {
+  const kind = $('provider-kind').value;
+  const baseUrl = $('provider-base-url').value.trim();
+  const key = $('provider-key').value || keyFor(kind, baseUrl);
+  $('model-status').textContent = 'Asking the provider…';
+  $('model-status').className = '';
+  try {
+    app.models = await agent.listModels(kind, baseUrl, key);
+    $('model-list').replaceChildren(...app.models.map((m) => new Option(m.n_ctx ? `${m.n_ctx.toLocaleString('en')} tokens` : '', m.id)));
+    $('model-status').textContent = app.models.length ? `${app.models.length} models: pick one in the Model field.` : 'The provider lists no models; type a model name.';
+    if (app.models.length && !$('provider-model').value) $('provider-model').value = app.models[0].id;
+    fillWindowFromModel();
+  } catch (error) {
+    app.models = [];
+    $('model-list').replaceChildren();
+    $('model-status').textContent = error.message;
+    $('model-status').className = 'error';
+  }
+}
+
+/** The context window of the chosen model, when the provider or the built-in table knows it. */
+function fillWindowFromModel() {
+  const model = $('provider-model').value.trim();
+  const known = app.models?.find((m) => m.id === model)?.n_ctx ?? agent.knownWindow(model);
+  if (known && (!$('provider-n-ctx').value || $('provider-n-ctx').dataset.auto === 'true')) {
+    $('provider-n-ctx').value = known;
+    $('provider-n-ctx').dataset.auto = 'true';
+  }
 }
 
 /** The key field shows a key only for the origin it was given for, and says so otherwise. */
@@ -494,9 +597,10 @@ async function saveSettingsForm(event) {
   const pasted = settingsStore.parseProxyUrl($('proxy-url').value);
   const tool_policy = {};
   for (const select of $('tool-policy').querySelectorAll('select')) tool_policy[select.dataset.tool] = select.value;
-  const stored = settingsStore.withProvider(settingsStore.loadSettings(), kind, $('provider-base-url').value.trim(), $('provider-model').value.trim());
+  const stored = settingsStore.withProvider(settingsStore.loadSettings(), kind, $('provider-base-url').value.trim(), $('provider-model').value.trim(), modelSettingsFields());
   const settings = {
     ...stored,
+    system_prompt: $('system-prompt').value.trim(),
     remember_key: $('remember-key').checked,
     proxy_url: pasted?.url ?? '',
     proxy_token: $('proxy-token').value.trim() || pasted?.token || '',
@@ -524,6 +628,15 @@ async function saveSettingsForm(event) {
   document.body.dataset.ready = 'false';
   await openEngine();
   document.body.dataset.ready = 'true';
+}
+
+/** "What the model sees": the chat's last request as sent, the key redacted by the host. */
+function showModelView() {
+  if (!$('model-view').open || !app.chat) return;
+  const request = app.palaver.lastRequest(app.chat.id);
+  $('model-view-body').textContent = request
+    ? JSON.stringify(request, null, 2)
+    : 'No request was sent for this chat since the page opened. Send a message, then look again.';
 }
 
 /**
@@ -573,6 +686,25 @@ function wire() {
   $('settings-form').addEventListener('submit', saveSettingsForm);
   $('provider-kind').addEventListener('change', () => fillProviderFields(settingsStore.loadSettings(), $('provider-kind').value, app.proposal));
   $('provider-base-url').addEventListener('input', () => showKeyFor($('provider-kind').value));
+  $('list-models').addEventListener('click', listProviderModels);
+  $('provider-model').addEventListener('change', fillWindowFromModel);
+  $('provider-n-ctx').addEventListener('input', () => { $('provider-n-ctx').dataset.auto = 'false'; });
+  $('model-view').addEventListener('toggle', showModelView);
+  $('chat-prompt').addEventListener('toggle', () => {
+    if ($('chat-prompt').open && app.chat) $('chat-prompt-text').value = app.chat.thread.system_prompt ?? '';
+  });
+  $('chat-prompt-save').addEventListener('click', () => {
+    const text = $('chat-prompt-text').value.trim();
+    command({ type: 'set_params', patch: { system_prompt: text || null } });
+    $('chat-prompt').open = false;
+    status(text ? 'This chat now has its own system prompt.' : 'This chat uses the system prompt from Settings again.');
+  });
+  $('transcript').addEventListener('scroll', () => {
+    if (!app.chat) return;
+    clearTimeout(app.scrollSave);
+    const [id, top] = [app.chat.id, $('transcript').scrollTop];
+    app.scrollSave = setTimeout(() => localStorage.setItem(scrollKey(id), String(Math.round(top))), 150);
+  }, { passive: true });
   $('cancel-settings').addEventListener('click', () => {
     app.proposal = null;
     $('settings').open = false;

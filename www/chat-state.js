@@ -11,6 +11,7 @@ export class ChatState {
     this.messages = [];
     this.draft = null;
     this.versions = new Map(); // message_id → how often it changed (keys the view's cache)
+    this.progress = new Map(); // tool_call_id → output lines of a running tool (never stored)
     this.dirty = { messages: true, draft: true, runtime: true };
   }
 
@@ -61,6 +62,9 @@ const DELTA_OPS = {
 function newDraft(messageId) {
   return { message_id: messageId, content: '', reasoning_content: '', tool_calls: [], thinking_blocks: [], citations: [], usage: null };
 }
+
+/** Lines of a running tool's output kept for the activity block (its result has them all). */
+const PROGRESS_LINES = 200;
 
 const HANDLERS = {
   stream_started(chat, e) {
@@ -113,6 +117,13 @@ const HANDLERS = {
   pause_required(chat, e) {
     chat.runtime = { ...chat.runtime, pause_reasons: e.reasons };
     chat.dirty.runtime = true;
+  },
+  tool_progress(chat, e) {
+    const lines = chat.progress.get(e.tool_call_id) ?? [];
+    lines.push(e.stream === 'stderr' ? `[stderr] ${e.text}` : e.text);
+    if (lines.length > PROGRESS_LINES) lines.splice(0, lines.length - PROGRESS_LINES);
+    chat.progress.set(e.tool_call_id, lines);
+    chat.dirty.messages = true;
   },
   pause_cleared(chat) {
     chat.runtime = { ...chat.runtime, pause_reasons: [] };

@@ -25,15 +25,32 @@ export function loadSettings() {
   return { ...rest, kind, providers };
 }
 
-/** The active provider: `{kind, base_url, model}` (empty strings when not configured). */
+/** The model settings a provider may carry besides its URL and model (numbers or a string). */
+export const MODEL_SETTINGS = ['n_ctx', 'max_tokens', 'temperature', 'reasoning_effort', 'thinking_budget'];
+
+/** The active provider: `{kind, base_url, model, …model settings}` ('' when not configured). */
 export function activeProvider(settings) {
   const config = settings.providers?.[settings.kind] ?? {};
-  return { kind: settings.kind, base_url: config.base_url ?? '', model: config.model ?? '' };
+  return { ...config, kind: settings.kind, base_url: config.base_url ?? '', model: config.model ?? '' };
 }
 
-/** `settings` with `kind` active and configured as given. */
-export function withProvider(settings, kind, baseUrl, model) {
-  return { ...settings, kind, providers: { ...settings.providers, [kind]: { base_url: baseUrl, model } } };
+/** `settings` with `kind` active and configured as given (`extra`: its model settings). */
+export function withProvider(settings, kind, baseUrl, model, extra = null) {
+  const kept = extra ?? Object.fromEntries(MODEL_SETTINGS.filter((k) => settings.providers?.[kind]?.[k] !== undefined).map((k) => [k, settings.providers[kind][k]]));
+  return { ...settings, kind, providers: { ...settings.providers, [kind]: { base_url: baseUrl, model, ...kept } } };
+}
+
+/** A provider's model settings as the engine takes them: valid numbers and efforts only. */
+export function modelSettings(config) {
+  const out = {};
+  for (const key of ['n_ctx', 'max_tokens', 'thinking_budget']) {
+    const n = Number(config?.[key]);
+    if (config?.[key] !== '' && config?.[key] != null && Number.isInteger(n) && n > 0) out[key] = n;
+  }
+  const t = Number(config?.temperature);
+  if (config?.temperature !== '' && config?.temperature != null && Number.isFinite(t) && t >= 0 && t <= 2) out.temperature = t;
+  if (['low', 'medium', 'high'].includes(config?.reasoning_effort)) out.reasoning_effort = config.reasoning_effort;
+  return out;
 }
 
 export function saveSettings(settings) {

@@ -87,7 +87,7 @@ export class TranscriptView {
           nodes.push(turn.node);
         }
         turn.calls.push(...message.tool_calls);
-        fillToolActivity(turn.node, turn.calls, results, chat.runtime.pause_reasons ?? []);
+        fillToolActivity(turn.node, turn.calls, results, chat.runtime.pause_reasons ?? [], chat.progress);
       }
     }
     this.cache = keep;
@@ -229,16 +229,22 @@ function reasoningNode(reasoning) {
   return el('details', { class: 'reasoning', testid: 'reasoning' }, el('summary', { text: 'Reasoning' }), el('div', { class: 'text', text: reasoning }));
 }
 
-function fillToolActivity(node, calls, results, pauseReasons) {
+function fillToolActivity(node, calls, results, pauseReasons, progress = new Map()) {
   const awaiting = new Set(pauseReasons.map((r) => r.tool_call_id));
+  let live = false;
   const items = calls.map((call) => {
     const result = results.get(call.id);
     const status = result ? (result.tool_failed ? 'failed' : 'done') : awaiting.has(call.id) ? 'awaiting approval' : 'running';
+    // A running tool's output, line by line as it comes (run_command); its result replaces it.
+    const lines = !result && progress.get(call.id);
+    live ||= Boolean(lines?.length);
     return el('li', { testid: 'tool-call', 'data-tool': call.function?.name ?? '', 'data-status': status.split(' ')[0] },
       el('code', { text: call.function?.name ?? '?' }), ' ', el('span', { class: 'args', text: summarizeArgs(call.function?.arguments) }),
       el('span', { class: `status ${status.split(' ')[0]}`, text: ` — ${status}` }),
+      lines?.length ? el('pre', { class: 'progress', testid: 'tool-progress', text: lines.join('\n') }) : null,
       result ? el('pre', { class: 'result', testid: 'tool-result', text: textOf(result.content) }) : null);
   });
+  if (live) node.open = true;
   const done = items.filter((i) => i.dataset.status === 'done' || i.dataset.status === 'failed').length;
   node.replaceChildren(el('summary', { text: `Tools: ${calls.length} call${calls.length === 1 ? '' : 's'} (${done} finished)` }), el('ol', {}, ...items));
 }

@@ -171,6 +171,14 @@ pub enum Input {
         #[serde(default)]
         data: Option<Value>,
     },
+    /// A line of output from a running workspace tool (`run_command`'s NDJSON, MCP progress).
+    ToolProgress {
+        chat_id: String,
+        tool_call_id: String,
+        #[serde(default)]
+        stream: String,
+        text: String,
+    },
     SaveAcked {
         chat_id: String,
         version: u64,
@@ -328,6 +336,14 @@ impl Engine {
                     )
                 });
             }
+            Input::ToolProgress {
+                chat_id,
+                tool_call_id,
+                stream,
+                text,
+            } => self.to_chat(now, &chat_id, &mut step, |s, _| {
+                s.on_tool_progress(tool_call_id, stream, text)
+            }),
             Input::SaveAcked { chat_id, version } => {
                 self.to_chat(now, &chat_id, &mut step, |s, _| s.on_save_acked(version))
             }

@@ -89,6 +89,14 @@ pub enum Event {
         tool_name: String,
         args: Value,
     },
+    /// A line of a running tool's output (seed 004 ToolProgress): shown live, never stored —
+    /// the tool's result holds the output once it ends.
+    ToolProgress {
+        tool_call_id: String,
+        #[serde(default)]
+        stream: String,
+        text: String,
+    },
     Ack {
         client_request_id: String,
         accepted: bool,
@@ -114,6 +122,7 @@ impl Event {
             Event::PauseRequired { .. } => "pause_required",
             Event::PauseCleared {} => "pause_cleared",
             Event::IdeToolRequired { .. } => "ide_tool_required",
+            Event::ToolProgress { .. } => "tool_progress",
             Event::Ack { .. } => "ack",
         }
     }

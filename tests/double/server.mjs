@@ -10,6 +10,12 @@
 //   POST /__script/{id}                   body {"responses":[Response, …]}; replaces the script
 //   ANY  /s/{id}/<rest>                   pops the next scripted Response (the last one repeats)
 //   GET  /__log/{id}                      the requests of that id (replays log under "wire")
+//   POST /decide/{id}/chat/completions    an openai-chat model that decides from the request:
+//        offered `read_file` and no tool result yet → calls it on the first `.txt` file of the
+//        system prompt's file tree; after a result → answers with it; offered no tool → says so
+//   ANY  /m/{kind}/{mode}/<rest>          a provider of that kind: GET …/models lists models in the
+//        kind's own shape (mode ok), or fails (401, 404, bad = not JSON); GET …/props answers as
+//        llama.cpp; POST replays the kind's text transcript; requests are logged under "m"
 //
 // Response = {status?: 200, headers?: {}, wire?: "provider/case", body?: string,
 //             chunk_bytes?: N, delay_ms?: N, stall_after_bytes?: N, close_after_bytes?: N}
@@ -120,6 +126,68 @@ async function respond(req, res, spec, entry) {
   });
 }
 
+const SSE = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+
+function chunk(delta, finish = null) {
+  return `data: ${JSON.stringify({ id: 'd1', object: 'chat.completion.chunk', model: 'decider', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+}
+
+let decided = 0;
+
+/** The deciding model's reply to one openai-chat request body, as SSE. */
+function decide(body) {
+  const tools = (body?.tools ?? []).map((t) => t.function?.name);
+  const messages = body?.messages ?? [];
+  const lastUser = messages.map((m) => m.role).lastIndexOf('user');
+  const last = messages.slice(lastUser + 1).filter((m) => m.role === 'tool').at(-1);
+  const usage = `data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 50, completion_tokens: 5, total_tokens: 55 } })}\n\n`;
+  if (last) {
+    const text = `The file says: ${String(last.content).slice(0, 200)}`;
+    return chunk({ role: 'assistant', content: text }) + chunk({}, 'stop') + usage + 'data: [DONE]\n\n';
+  }
+  if (!tools.includes('read_file')) {
+    return chunk({ role: 'assistant', content: 'I have no tools to look at your files.' }) + chunk({}, 'stop') + usage + 'data: [DONE]\n\n';
+  }
+  const system = String(messages.find((m) => m.role === 'system')?.content ?? '');
+  const tree = system.split('# File Tree')[1] ?? '';
+  const file = tree.split('\n').map((l) => l.trim()).find((l) => l.endsWith('.txt')) ?? 'missing.txt';
+  decided += 1;
+  const call = { index: 0, id: `call_decide_${decided}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: file }) } };
+  return chunk({ role: 'assistant', tool_calls: [call] }) + chunk({}, 'tool_calls') + usage + 'data: [DONE]\n\n';
+}
+
+const TEXT_WIRE = { 'openai-chat': 'openai-chat/text_gpt4o', anthropic: 'anthropic/text_basic', gemini: 'gemini/text', 'openai-responses': 'openai-responses/text' };
+
+/** A model list in each provider's own shape. */
+function modelList(kind) {
+  if (kind === 'gemini') {
+    return { models: [
+      { name: 'models/gemini-test', inputTokenLimit: 1048576, supportedGenerationMethods: ['generateContent'] },
+      { name: 'models/embedding-test', inputTokenLimit: 2048, supportedGenerationMethods: ['embedContent'] },
+    ] };
+  }
+  if (kind === 'anthropic') return { data: [{ id: 'claude-test', type: 'model' }, { id: 'claude-other', type: 'model' }], has_more: false };
+  if (kind === 'llama') return { object: 'list', data: [{ id: 'smollm2', object: 'model' }] };
+  return { object: 'list', data: [{ id: 'small-model', context_length: 4096 }, { id: 'big-model', context_length: 200000 }] };
+}
+
+async function provider(req, res, parts, body) {
+  const [, kind, mode] = parts;
+  const rest = parts.slice(3).join('/');
+  const entry = logEntry('m', req, body);
+  if (req.method === 'GET' && rest.endsWith('models')) {
+    if (mode === '401') return json(res, 401, { error: { type: 'authentication_error', message: 'invalid x-api-key' } });
+    if (mode === '404') return json(res, 404, { error: { type: 'not_found', message: 'no such route' } });
+    if (mode === 'bad') {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      return res.end('<html>a login page</html>');
+    }
+    return json(res, 200, modelList(kind));
+  }
+  if (req.method === 'GET' && rest.endsWith('props')) return json(res, 200, { default_generation_settings: { n_ctx: 4096 } });
+  await respond(req, res, { wire: TEXT_WIRE[kind === 'llama' ? 'openai-chat' : kind] ?? TEXT_WIRE['openai-chat'] }, entry);
+}
+
 async function handle(req, res) {
   cors(res);
   if (req.method === 'OPTIONS') {
@@ -143,6 +211,18 @@ async function handle(req, res) {
   }
   if (parts[0] === '__log' && parts[1]) {
     json(res, 200, logs.get(parts[1]) ?? []);
+    return;
+  }
+  if (parts[0] === 'decide' && parts[1] && req.method === 'POST') {
+    const entry = logEntry(parts[1], req, body);
+    res.writeHead(200, SSE);
+    res.end(decide(parseMaybe(body)), () => {
+      entry.finished = true;
+    });
+    return;
+  }
+  if (parts[0] === 'm' && parts.length >= 3) {
+    await provider(req, res, parts, body);
     return;
   }
   if (parts[0] === 'wire' && parts.length >= 3) {

@@ -417,6 +417,19 @@ impl ChatSession {
         self.emit(Event::ThreadUpdated { patch });
     }
 
+    /// A running tool's output line becomes a `tool_progress` event; a line for a call that is
+    /// not running (late, unknown, another chat's) is dropped — progress is only for the eye.
+    pub fn on_tool_progress(&mut self, tool_call_id: String, stream: String, text: String) {
+        let running = matches!(&self.state, SessionState::ExecutingTools(step) if step.in_flight.contains(&tool_call_id));
+        if running {
+            self.emit(Event::ToolProgress {
+                tool_call_id,
+                stream,
+                text,
+            });
+        }
+    }
+
     pub(crate) fn message_index(&self, message_id: &str) -> Option<usize> {
         self.messages
             .iter()

@@ -55,6 +55,11 @@ struct Shared {
     data_lost: bool,
     /// When set, saves fail with this reason (tests simulate a quota error).
     fail_saves: Option<String>,
+    /// The last provider request of each chat as sent, the key redacted ("what the model sees").
+    last_requests: HashMap<String, Value>,
+    /// Set by `close`: late inputs (a tool's answer, a timer) are dropped instead of reaching an
+    /// engine whose database is closed.
+    closed: bool,
 }
 
 type Handle = Rc<RefCell<Shared>>;
@@ -124,6 +129,8 @@ impl Host {
                 .is_none()
                 .then(|| "Web Locks are missing in this browser: this tab assumes it is the only one with these chats open".to_string()),
             fail_saves: None,
+            last_requests: HashMap::new(),
+            closed: false,
             marker_set: local_storage_get(&marker).as_deref() == Some("1") && !data_lost,
             marker,
             data_lost,
@@ -314,6 +321,17 @@ impl Host {
 
     /// A chat as `refact` (trajectory JSON), `openai` (messages JSON) or `markdown`; keys are
     /// never part of it.
+    /// The last provider request of a chat as sent (URL, headers with the key redacted, body):
+    /// the "what the model sees" view. `undefined` before the first request of this session.
+    #[wasm_bindgen(js_name = lastRequest)]
+    pub fn last_request(&self, chat_id: &str) -> JsValue {
+        self.shared
+            .borrow()
+            .last_requests
+            .get(chat_id)
+            .map_or(JsValue::UNDEFINED, to_js)
+    }
+
     #[wasm_bindgen(js_name = exportChat)]
     pub fn export_chat(&self, chat_id: String, format: String) -> Promise {
         let shared = self.shared.clone();
@@ -454,9 +472,14 @@ impl Host {
     }
 
     /// Closes the database (tests reopen to check what was stored).
+    /// Closes this engine: requests and tool calls are cancelled, later inputs dropped, and the
+    /// database closed (the page reopens one with new settings; call `flush` first to keep every
+    /// save).
     pub fn close(&self) {
-        let mut shared = self.shared.borrow_mut();
-        for (_, controller) in shared.requests.drain() {
+        let mut borrowed = self.shared.borrow_mut();
+        let shared = &mut *borrowed;
+        shared.closed = true;
+        for (_, controller) in shared.requests.drain().chain(shared.tools.drain()) {
             controller.abort();
         }
         for (_, role) in shared.roles.drain() {
@@ -538,6 +561,9 @@ async fn load_trajectory(shared: &Handle, chat_id: &str) -> Result<Value, JsValu
 
 /// Feeds one input to the engine, then delivers its events and performs its effects.
 fn handle(shared: &Handle, input: Input) -> Step {
+    if shared.borrow().closed {
+        return Step::default();
+    }
     let step = shared.borrow_mut().engine.handle(now(), input);
     deliver(shared, &step);
     for effect in step.effects.clone() {
@@ -584,10 +610,14 @@ fn deliver(shared: &Handle, step: &Step) {
 fn perform(shared: &Handle, effect: Effect) {
     match effect {
         Effect::StartRequest {
+            chat_id,
             request_id,
             request,
             ..
-        } => start_request(shared, request_id, request),
+        } => {
+            remember_request(shared, &chat_id, &request);
+            start_request(shared, request_id, request)
+        }
         Effect::CancelRequest { request_id } => {
             if let Some(controller) = shared.borrow_mut().requests.remove(&request_id) {
                 controller.abort();
@@ -618,6 +648,23 @@ fn wake_at(shared: &Handle, at_ms: u64) {
     let _ = js_sys::global().dyn_into::<web_sys::Window>().map(|w| {
         w.set_timeout_with_callback_and_timeout_and_arguments_0(tick.unchecked_ref(), delay)
     });
+}
+
+/// Keeps the request as it goes out, for the "what the model sees" view: the URL, the headers
+/// with the auth header's value replaced (the key never enters this record), and the body.
+fn remember_request(shared: &Handle, chat_id: &str, request: &ProviderRequest) {
+    let mut headers = request.headers.clone();
+    headers.insert("content-type".into(), "application/json".into());
+    let kind = request.provider.name();
+    let has_key = shared.borrow().keys.get(kind).is_some_and(|k| !k.is_empty());
+    if let Some((name, _)) = auth_header(kind, "redacted").filter(|_| has_key) {
+        headers.insert(name.into(), "[redacted]".into());
+    }
+    let record = json!({"provider": kind, "url": request.url, "headers": headers, "body": request.body});
+    shared
+        .borrow_mut()
+        .last_requests
+        .insert(chat_id.to_string(), record);
 }
 
 /// The provider's auth header for a key: never in the URL (SECURITY C13, C15).
@@ -715,13 +762,17 @@ async fn fetch_stream(
             Err(_) => String::new(),
         };
         let (error_type, message) = provider_error(&text);
-        fail_request(
+        handle(
             shared,
-            request_id,
-            Some(status),
-            message.unwrap_or_else(|| format!("HTTP {status}")),
-            response_headers,
-            error_type,
+            Input::RequestFailed {
+                request_id: request_id.into(),
+                status: Some(status),
+                error_type,
+                message: message.unwrap_or_else(|| format!("HTTP {status}")),
+                retry_after_ms: None,
+                headers: response_headers,
+                context_window: context_window_in(&text),
+            },
         );
         return Ok(());
     }
@@ -784,6 +835,16 @@ fn headers_of(response: &Response) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A context window an error body states: llama.cpp's `n_ctx` (in `error` or at the top).
+fn context_window_in(text: &str) -> Option<u64> {
+    let value: Value = serde_json::from_str(text).ok()?;
+    let error = value.get("error").unwrap_or(&value);
+    error
+        .get("n_ctx")
+        .or_else(|| value.get("n_ctx"))
+        .and_then(Value::as_u64)
+}
+
 /// `(error type, message)` from a provider's error body: `{error: {type|code|status, message}}`.
 fn provider_error(text: &str) -> (Option<String>, Option<String>) {
     let Ok(value) = serde_json::from_str::<Value>(text) else {
@@ -821,15 +882,17 @@ fn fail_request(
             message,
             retry_after_ms: None,
             headers,
+            context_window: None,
         },
     );
 }
 
 /// A workspace tool through the proxy: `POST {proxy}/api/tools/{name}` with the bearer token.
+/// `run_command` asks for NDJSON, so its output lines reach the page while it runs.
 fn run_tool(shared: &Handle, chat_id: String, tool_call_id: String, name: String, args: Value) {
     let proxy = shared.borrow().proxy.clone();
     let Some((url, token)) = proxy else {
-        tool_result(shared, chat_id, tool_call_id, "No workspace proxy is connected: run `palaver serve` and paste its URL in the settings.".into(), true);
+        tool_result(shared, chat_id, tool_call_id, ToolReply::failed("No workspace proxy is connected: run `palaver serve` and open the URL it prints (or paste it in Settings)."));
         return;
     };
     let Ok(controller) = AbortController::new() else {
@@ -841,41 +904,98 @@ fn run_tool(shared: &Handle, chat_id: String, tool_call_id: String, name: String
         .insert(tool_call_id.clone(), controller.clone());
     let shared = shared.clone();
     spawn_local(async move {
-        let outcome = call_proxy(&url, &token, &name, &args, &controller).await;
+        let call = ProxyCall {
+            url: &url,
+            token: &token,
+            name: &name,
+            args: &args,
+            controller: &controller,
+        };
+        let outcome = if name == "run_command" {
+            call_proxy_streaming(&shared, &chat_id, &tool_call_id, &call).await
+        } else {
+            call_proxy(&call).await
+        };
         shared.borrow_mut().tools.remove(&tool_call_id);
         if controller.signal().aborted() {
             return;
         }
-        let (content, failed) =
-            outcome.unwrap_or_else(|e| (format!("The proxy could not be reached: {e}"), true));
-        tool_result(&shared, chat_id, tool_call_id, content, failed);
+        let reply = outcome
+            .unwrap_or_else(|e| ToolReply::failed(&format!("The proxy could not be reached: {e}")));
+        tool_result(&shared, chat_id, tool_call_id, reply);
     });
 }
 
-async fn call_proxy(
-    url: &str,
-    token: &str,
-    name: &str,
-    args: &Value,
-    controller: &AbortController,
-) -> Result<(String, bool), String> {
+/// What a tool answered: its text for the model, whether it failed, and its `data`.
+struct ToolReply {
+    content: String,
+    failed: bool,
+    data: Option<Value>,
+}
+
+impl ToolReply {
+    fn failed(message: &str) -> Self {
+        ToolReply {
+            content: message.to_string(),
+            failed: true,
+            data: None,
+        }
+    }
+
+    /// From the proxy's JSON reply (`{content, is_error, data?, error?}`).
+    fn from_json(reply: &Value, http_ok: bool) -> Self {
+        let content = reply
+            .get("content")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| reply.get("error").map(|e| e.to_string()))
+            .unwrap_or_default();
+        let failed = !http_ok
+            || reply
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+        ToolReply {
+            content,
+            failed,
+            data: reply.get("data").filter(|d| !d.is_null()).cloned(),
+        }
+    }
+}
+
+struct ProxyCall<'a> {
+    url: &'a str,
+    token: &'a str,
+    name: &'a str,
+    args: &'a Value,
+    controller: &'a AbortController,
+}
+
+async fn proxy_response(call: &ProxyCall<'_>, accept: &str) -> Result<Response, String> {
     let headers = Headers::new().map_err(describe)?;
     let _ = headers.set("content-type", "application/json");
-    let _ = headers.set("authorization", &format!("Bearer {token}"));
+    let _ = headers.set("accept", accept);
+    let _ = headers.set("authorization", &format!("Bearer {}", call.token));
     let init = RequestInit::new();
     init.set_method("POST");
     init.set_headers(&headers);
-    init.set_body(&JsValue::from_str(&args.to_string()));
-    init.set_signal(Some(&controller.signal()));
+    init.set_body(&JsValue::from_str(&call.args.to_string()));
+    init.set_signal(Some(&call.controller.signal()));
     let window = js_sys::global()
         .dyn_into::<web_sys::Window>()
         .map_err(|_| "no window".to_string())?;
-    let response: Response =
-        JsFuture::from(window.fetch_with_str_and_init(&format!("{url}/api/tools/{name}"), &init))
-            .await
-            .map_err(describe)?
-            .dyn_into()
-            .map_err(describe)?;
+    JsFuture::from(window.fetch_with_str_and_init(
+        &format!("{}/api/tools/{}", call.url, call.name),
+        &init,
+    ))
+    .await
+    .map_err(describe)?
+    .dyn_into()
+    .map_err(describe)
+}
+
+async fn call_proxy(call: &ProxyCall<'_>) -> Result<ToolReply, String> {
+    let response = proxy_response(call, "application/json").await?;
     let text = JsFuture::from(response.text().map_err(describe)?)
         .await
         .map_err(describe)?
@@ -883,35 +1003,100 @@ async fn call_proxy(
         .unwrap_or_default();
     let reply: Value =
         serde_json::from_str(&text).unwrap_or_else(|_| json!({"content": text, "is_error": true}));
-    let content = reply
-        .get("content")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| reply.get("error").map(|e| e.to_string()))
-        .unwrap_or_default();
-    let failed = !response.ok()
-        || reply
-            .get("is_error")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-    Ok((content, failed))
+    Ok(ToolReply::from_json(&reply, response.ok()))
 }
 
-fn tool_result(
+/// `run_command` as NDJSON: each `line` becomes a `tool_progress` input while the program runs;
+/// the final `result` line is the tool's reply, with the whole output for the model.
+async fn call_proxy_streaming(
     shared: &Handle,
-    chat_id: String,
-    tool_call_id: String,
-    content: String,
-    failed: bool,
-) {
+    chat_id: &str,
+    tool_call_id: &str,
+    call: &ProxyCall<'_>,
+) -> Result<ToolReply, String> {
+    let response = proxy_response(call, "application/x-ndjson").await?;
+    let streamed = response
+        .headers()
+        .get("content-type")
+        .ok()
+        .flatten()
+        .is_some_and(|t| t.contains("ndjson"));
+    let Some(body) = response.body().filter(|_| streamed && response.ok()) else {
+        // A refusal (403 exec_disabled, 400 bad argv) comes as one JSON reply.
+        let text = JsFuture::from(response.text().map_err(describe)?)
+            .await
+            .map_err(describe)?
+            .as_string()
+            .unwrap_or_default();
+        let reply: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| json!({"content": text, "is_error": true}));
+        return Ok(ToolReply::from_json(&reply, response.ok()));
+    };
+    let reader: web_sys::ReadableStreamDefaultReader =
+        body.get_reader().dyn_into().map_err(|e| describe(e.into()))?;
+    let mut pending = Vec::new();
+    let mut output = String::new();
+    let mut result = None;
+    loop {
+        let chunk = JsFuture::from(reader.read()).await.map_err(describe)?;
+        if Reflect::get(&chunk, &"done".into())
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true)
+        {
+            break;
+        }
+        let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
+        pending.extend(Uint8Array::new(&value).to_vec());
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let Ok(event) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            match event.get("type").and_then(Value::as_str) {
+                Some("line") => {
+                    let stream = event["stream"].as_str().unwrap_or("stdout").to_string();
+                    let text = event["text"].as_str().unwrap_or("").to_string();
+                    if stream == "stderr" {
+                        output.push_str("[stderr] ");
+                    }
+                    output.push_str(&text);
+                    output.push('\n');
+                    handle(
+                        shared,
+                        Input::ToolProgress {
+                            chat_id: chat_id.to_string(),
+                            tool_call_id: tool_call_id.to_string(),
+                            stream,
+                            text,
+                        },
+                    );
+                }
+                Some("result") => result = Some(event),
+                _ => {}
+            }
+        }
+    }
+    let Some(result) = result else {
+        return Ok(ToolReply::failed(&format!(
+            "The command's output ended without a result.\n{output}"
+        )));
+    };
+    let mut reply = ToolReply::from_json(&result, true);
+    // The result line carries the exit status; the model needs the output too.
+    reply.content = format!("{output}[{}]", reply.content);
+    Ok(reply)
+}
+
+fn tool_result(shared: &Handle, chat_id: String, tool_call_id: String, reply: ToolReply) {
     handle(
         shared,
         Input::ToolResult {
             chat_id,
             tool_call_id,
-            content,
-            tool_failed: failed,
-            data: None,
+            content: reply.content,
+            tool_failed: reply.failed,
+            data: reply.data,
         },
     );
 }

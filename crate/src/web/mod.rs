@@ -17,7 +17,9 @@ use wasm_bindgen::prelude::*;
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 /** A provider endpoint without its key; the host adds the auth header. */
-export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses"; base_url: string; model: string; headers?: Record<string, string>; }
+export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; }
+/** What the host learned about the workspace for the system prompt (`Engine.assembleSystemPrompt`). */
+export interface WorkspaceContext { instructions?: { path: string; text: string }[]; files?: string[]; files_truncated?: boolean; date?: string; }
 export interface ToolSpec { name: string; description?: string; parameters?: object; }
 export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; }
 /** The error classes of SECURITY D24, in `runtime.error.class` and `runtime.retry.class`. */
@@ -29,8 +31,9 @@ export type Input =
   | { input: "command"; chat_id: string; command: { type: string; client_request_id: string; priority?: boolean; [key: string]: unknown } }
   | { input: "stream_bytes"; request_id: string; bytes: string | number[] }
   | { input: "stream_end"; request_id: string }
-  | { input: "request_failed"; request_id: string; status?: number; error_type?: string; message?: string; retry_after_ms?: number; headers?: Record<string, string> }
+  | { input: "request_failed"; request_id: string; status?: number; error_type?: string; message?: string; retry_after_ms?: number; headers?: Record<string, string>; context_window?: number }
   | { input: "tool_result"; chat_id: string; tool_call_id: string; content: string; tool_failed?: boolean; data?: unknown }
+  | { input: "tool_progress"; chat_id: string; tool_call_id: string; stream?: string; text: string }
   | { input: "save_acked"; chat_id: string; version: number }
   | { input: "save_failed"; chat_id: string; version: number; reason?: string }
   | { input: "tick" };
@@ -142,6 +145,37 @@ impl WasmEngine {
             })
             .collect();
         to_js(&serde_json::Value::Object(rules))
+    }
+
+    /// The agent prompt used when the user sets none (Settings shows it as the starting text).
+    #[wasm_bindgen(js_name = defaultAgentPrompt)]
+    pub fn default_agent_prompt() -> String {
+        crate::prompt::DEFAULT_AGENT_PROMPT.to_string()
+    }
+
+    /// The instruction files looked for in a workspace, in order, then the README fallback.
+    #[wasm_bindgen(js_name = instructionFiles, unchecked_return_type = "string[]")]
+    pub fn instruction_files() -> Result<JsValue, JsValue> {
+        let mut files: Vec<&str> = crate::prompt::INSTRUCTION_FILES.to_vec();
+        files.push(crate::prompt::README_FALLBACK);
+        to_js(&files)
+    }
+
+    /// The system prompt: the agent prompt (empty: the default) and the workspace context
+    /// (instruction files, the flat sorted file tree, the date), capped (SPEC §7).
+    #[wasm_bindgen(js_name = assembleSystemPrompt)]
+    pub fn assemble_system_prompt(
+        agent_prompt: Option<String>,
+        #[wasm_bindgen(unchecked_param_type = "WorkspaceContext")] context: JsValue,
+    ) -> Result<String, JsValue> {
+        let context: crate::prompt::WorkspaceContext =
+            if context.is_undefined() || context.is_null() {
+                Default::default()
+            } else {
+                serde_wasm_bindgen::from_value(context)
+                    .map_err(|e| js_error("BadInput", &e.to_string()))?
+            };
+        Ok(crate::prompt::assemble(agent_prompt.as_deref(), &context))
     }
 
     fn step(&mut self, now: f64, input: Input) -> Result<JsValue, JsValue> {

@@ -906,3 +906,27 @@ fn the_system_prompt_carries_the_instructions_the_sorted_file_tree_and_the_date(
     let own = assemble(Some("Be terse."), &WorkspaceContext::default());
     assert_eq!(own, "Be terse.");
 }
+
+/// Issue 14 §5: a running tool's output lines reach subscribers as `tool_progress` events while
+/// it runs, and are dropped once it ended (they are never stored).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn tool_progress_lines_reach_subscribers_only_while_the_tool_runs() {
+    let mut h = harness();
+    send(&mut h, "u1", "read it");
+    reply(&mut h, json!({"tool_calls": [call("t1", "read_file", json!({"path": "a"}))]}));
+    let progress = |h: &mut Harness, text: &str| {
+        h.handle(Input::ToolProgress { chat_id: "c1".into(), tool_call_id: "t1".into(), stream: "stdout".into(), text: text.into() })
+    };
+    let step = progress(&mut h, "line one");
+    let names: Vec<&str> = step.events.iter().map(|e| e.event.name()).collect();
+    assert_eq!(names, ["tool_progress"]);
+    let stored = messages(&h).len();
+    h.handle(Input::ToolResult { chat_id: "c1".into(), tool_call_id: "t1".into(), content: "done".into(), tool_failed: false, data: Some(json!({"exit_code": 0})) });
+    let late = progress(&mut h, "late line");
+    assert!(late.events.is_empty(), "after its result a tool's progress is dropped");
+    assert!(messages(&h).len() > stored);
+    assert!(!serde_json::to_string(&messages(&h)).unwrap_or_default().contains("line one"), "progress is never stored");
+    let tool = messages(&h).into_iter().find(|m| m["role"] == "tool").unwrap_or_default();
+    assert_eq!(tool["data"]["exit_code"], 0, "the tool's data is kept with its result: {tool}");
+}

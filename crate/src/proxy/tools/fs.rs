@@ -497,10 +497,13 @@ pub fn file_tree(ws: &Workspace, args: &Value, budget: &Budget) -> ToolReply {
     if let Err(e) = walk::open_dir_nofollow(ws.dir(), &path) {
         return io_error(&path, &e).into();
     }
+    // `flat`: one workspace-relative file path per line, no directories (the system prompt's
+    // file tree, seed 002); otherwise an indented tree of names.
+    let flat = args.get("flat").and_then(Value::as_bool).unwrap_or(false);
     let depth = args
         .get("max_depth")
         .and_then(Value::as_u64)
-        .unwrap_or(3)
+        .unwrap_or(if flat { 10 } else { 3 })
         .clamp(1, 10) as usize;
     let options = WalkOptions {
         overrides: None,
@@ -510,9 +513,16 @@ pub fn file_tree(ws: &Workspace, args: &Value, budget: &Budget) -> ToolReply {
     let mut lines = Vec::new();
     let mut truncated = false;
     let walked = walk::walk(ws.dir(), &path, &options, budget, &mut |entry| {
+        if flat && entry.kind == Kind::Dir {
+            return true;
+        }
         if lines.len() == TREE_LIMIT {
             truncated = true;
             return false;
+        }
+        if flat {
+            lines.push(entry.path);
+            return true;
         }
         let indent = "  ".repeat(entry.depth.saturating_sub(1));
         let slash = if entry.kind == Kind::Dir { "/" } else { "" };

@@ -258,7 +258,7 @@ pub fn specs(policy: &ToolPolicy) -> Vec<Value> {
         spec("write_file", "Create or replace a file with the given content (atomic).", json!({"path": path, "content": {"type": "string"}, "if_match": {"type": "string", "description": "Write only if the file still has this hash (from read_file's data.hash)."}}), &["path", "content"]),
         spec("edit_file", "Replace exactly one occurrence of old_text with new_text in a file.", json!({"path": path, "old_text": {"type": "string"}, "new_text": {"type": "string"}, "if_match": {"type": "string"}}), &["path", "old_text", "new_text"]),
         spec("search", "Search file contents (regex, or literal text) under a directory, respecting .gitignore.", json!({"pattern": {"type": "string"}, "literal": {"type": "boolean"}, "glob": {"type": "string"}, "path": path, "case_insensitive": {"type": "boolean"}, "max_results": {"type": "integer", "minimum": 1, "maximum": 2000}}), &["pattern"]),
-        spec("file_tree", "Show the directory tree under a path, respecting .gitignore.", json!({"path": path, "max_depth": {"type": "integer", "minimum": 1, "maximum": 10}}), &[]),
+        spec("file_tree", "Show the directory tree under a path, respecting .gitignore (flat: one file path per line).", json!({"path": path, "max_depth": {"type": "integer", "minimum": 1, "maximum": 10}, "flat": {"type": "boolean"}}), &[]),
         spec("fetch_url", "Fetch an http(s) URL on the public internet (text, size- and time-capped).", json!({"url": {"type": "string"}}), &["url"]),
     ];
     if policy.allow_shell {

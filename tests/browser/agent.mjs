@@ -1,0 +1,241 @@
+// Issue 14: a real agent, as a user meets it, through the real `palaver serve` on a temporary
+// workspace. The provider double plays providers: a model that decides from the request it gets
+// (it calls `read_file` only when offered it), and each provider kind's model list and stream.
+// node tests/browser/agent.mjs   (after build_pkg and `cargo build`; uses /usr/bin/chromium)
+import { writeFile, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup,
+  openaiStream, setProvider, ready, sendAndWait, waitIdle,
+} from './harness.mjs';
+
+watchdog(300, 'the agent test');
+const KEY = 'sk-agent-CANARY';
+const workspace = await tempDir('palaver-agent-ws-');
+await writeFile(join(workspace, 'notes.txt'), 'The secret word is pelican.\n');
+await writeFile(join(workspace, 'AGENTS.md'), 'Always answer in English.\n');
+await mkdir(join(workspace, 'src'));
+await writeFile(join(workspace, 'src', 'main.rs'), 'fn main() {}\n');
+const double = await startDouble();
+const serve = await startServe(workspace, ['--allow-shell']);
+const profile = await tempDir('palaver-agent-');
+const context = await launch(profile);
+const pageErrors = [];
+
+async function newPage() {
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  return page;
+}
+
+const assistantTexts = (page) => page.locator('[data-testid=message][data-role=assistant]:not([data-streaming])').allTextContents();
+const apiTools = async () => (await fetch(`${serve.origin}/api/tools`, { headers: { authorization: `Bearer ${serve.token}` } })).json();
+const posts = async (id) => (await double.log(id)).filter((e) => e.method === 'POST');
+
+/** The system prompt and tool names of a request body, in each provider kind's shape. */
+function requestParts(kind, body) {
+  switch (kind) {
+    case 'anthropic':
+      return { system: body.system?.map((b) => b.text).join('') ?? '', tools: (body.tools ?? []).map((t) => t.name), schemas: (body.tools ?? []).map((t) => t.input_schema) };
+    case 'gemini': {
+      const declarations = body.tools?.flatMap((t) => t.functionDeclarations ?? []) ?? [];
+      return { system: body.systemInstruction?.parts?.map((p) => p.text).join('') ?? '', tools: declarations.map((d) => d.name), schemas: declarations.map((d) => d.parameters) };
+    }
+    case 'openai-responses':
+      return { system: body.instructions ?? '', tools: (body.tools ?? []).map((t) => t.name), schemas: (body.tools ?? []).map((t) => t.parameters) };
+    default:
+      return { system: body.messages?.find((m) => m.role === 'system')?.content ?? '', tools: (body.tools ?? []).map((t) => t.function?.name), schemas: (body.tools ?? []).map((t) => t.function?.parameters) };
+  }
+}
+
+async function modelDecides(page) {
+  await page.goto(serve.printed);
+  await ready(page);
+  check(await page.isHidden('[data-testid=tools-status]'), 'paired: no "no tools" notice');
+  await setProvider(page, { baseUrl: `${double.url}/decide/d1`, key: KEY, model: 'decider' });
+  // The call itself has no text to show (it is in the activity block): one answer is visible.
+  await sendAndWait(page, 'What is in my notes?', 1);
+  const texts = await assistantTexts(page);
+  check(texts.at(-1).includes('pelican'), `the model called read_file and answered from the real file (${JSON.stringify(texts.at(-1))})`);
+  check(await page.locator('[data-testid=tool-call][data-tool=read_file][data-status=done]').count() === 1, 'the call shows in the activity block');
+  const [first] = await posts('d1');
+  const offered = requestParts('openai-chat', first.body);
+  const served = await apiTools();
+  const missing = served.filter((t) => !offered.tools.includes(t.name)).map((t) => t.name);
+  check(served.length >= 7 && missing.length === 0, `every /api/tools tool is offered (${offered.tools.join(', ')}; missing: ${missing.join(', ')})`);
+  const schema = first.body.tools.find((t) => t.function.name === 'read_file')?.function.parameters;
+  check(JSON.stringify(schema) === JSON.stringify(served.find((t) => t.name === 'read_file').parameters), 'with its JSON schema');
+  check(offered.system.includes('Palaver') && offered.system.includes('Always answer in English.') && offered.system.includes('notes.txt') && offered.system.includes('src/main.rs'),
+    'the system prompt carries the agent prompt, AGENTS.md and the file tree');
+  check(offered.system.includes(`Today's date: ${new Date().toISOString().slice(0, 10)}`), 'and the date');
+  // What the model sees: the request exactly as sent, the key redacted.
+  await page.click('[data-testid=model-view] summary');
+  await page.waitForFunction(() => document.getElementById('model-view-body').textContent.length > 0);
+  const seen = await page.textContent('[data-testid=model-view-body]');
+  check(seen.includes('Always answer in English.') && seen.includes('"read_file"') && seen.includes('[redacted]') && !seen.includes(KEY), `the "what the model sees" view shows the last request, key redacted (${seen.slice(0, 120)}…)`);
+  await page.click('[data-testid=model-view] summary');
+  // The chat's own system prompt replaces the one from Settings.
+  await page.click('[data-testid=chat-prompt] summary');
+  await page.fill('[data-testid=chat-prompt-text]', 'CHAT-ONLY PROMPT: be brief.');
+  await page.click('[data-testid=chat-prompt-save]');
+  await sendAndWait(page, 'And again?', 2);
+  const last = (await posts('d1')).at(-2);
+  check(requestParts('openai-chat', last.body).system === 'CHAT-ONLY PROMPT: be brief.', 'set_params system_prompt: the chat\'s own prompt is sent');
+}
+
+async function unpaired() {
+  const other = await launch(await tempDir('palaver-agent-unpaired-'));
+  try {
+    const page = await other.newPage();
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    await page.goto(`${serve.origin}/`);
+    await ready(page);
+    const notice = await page.textContent('[data-testid=tools-status]');
+    check(await page.isVisible('[data-testid=tools-status]') && notice.includes('no workspace tools') && notice.includes('palaver serve'), `unpaired: one line says why there are no tools and how to pair (${notice})`);
+    await setProvider(page, { baseUrl: `${double.url}/decide/d2`, key: KEY, model: 'decider' });
+    await sendAndWait(page, 'What is in my notes?', 1);
+    const [request] = await posts('d2');
+    check(!requestParts('openai-chat', request.body).tools.includes('read_file'), 'the model is offered no workspace tool');
+    check((await assistantTexts(page)).at(-1).includes('no tools'), 'and answers without one');
+  } finally {
+    await other.close();
+  }
+}
+
+const KINDS = {
+  'openai-chat': { models: ['big-model', 'small-model'], pick: 'small-model', window: 4096 },
+  anthropic: { models: ['claude-other', 'claude-test'], pick: 'claude-test', window: 200000 },
+  gemini: { models: ['gemini-test'], pick: 'gemini-test', window: 1048576 },
+  'openai-responses': { models: ['big-model', 'small-model'], pick: 'big-model', window: 200000 },
+};
+
+async function modelListsAndRequestContract(page) {
+  const served = (await apiTools()).map((t) => t.name);
+  for (const [kind, expect] of Object.entries(KINDS)) {
+    await page.click('[data-testid=settings]');
+    await page.selectOption('[data-testid=provider-kind]', kind);
+    await page.fill('[data-testid=provider-base-url]', `${double.url}/m/${kind}/ok`);
+    await page.fill('[data-testid=provider-key]', KEY);
+    await page.fill('[data-testid=provider-model]', '');
+    await page.fill('[data-testid=provider-n-ctx]', '');
+    await page.click('[data-testid=list-models]');
+    await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+    const listed = await page.evaluate(() => [...document.querySelectorAll('#model-list option')].map((o) => o.value));
+    check(JSON.stringify(listed) === JSON.stringify(expect.models), `${kind}: the model list comes from the provider (${listed.join(', ')})`);
+    await page.fill('[data-testid=provider-model]', expect.pick);
+    await page.dispatchEvent('[data-testid=provider-model]', 'change');
+    const window = Number(await page.inputValue('[data-testid=provider-n-ctx]'));
+    check(window === expect.window, `${kind}: the context window of ${expect.pick} is filled in (${window})`);
+    await page.fill('[data-testid=provider-max-tokens]', '321');
+    const thinking = kind === 'anthropic' || kind === 'gemini';
+    await page.fill('[data-testid=provider-thinking]', thinking ? '1024' : '');
+    await page.selectOption('[data-testid=provider-reasoning]', thinking ? '' : 'low');
+    await page.click('[data-testid=save-settings]');
+    await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
+    await ready(page);
+    await page.click('[data-testid=new-chat]');
+    await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
+    const before = (await posts('m')).length;
+    await sendAndWait(page, `Hello ${kind}`, 1);
+    const request = (await posts('m'))[before];
+    const body = request?.body ?? {};
+    const parts = requestParts(kind, body);
+    const missing = served.filter((name) => !parts.tools.includes(name));
+    check(missing.length === 0 && parts.schemas.every((s) => s && typeof s === 'object'), `${kind}: every workspace tool with its schema, in this provider's shape (missing: ${missing.join(', ')})`);
+    check(parts.system.includes('notes.txt'), `${kind}: the system prompt names a workspace file`);
+    const model = kind === 'gemini' ? request.path.includes(`/models/${expect.pick}:`) : body.model === expect.pick;
+    check(model, `${kind}: the chosen model is asked (${body.model ?? request.path})`);
+    const settingsShape = {
+      'openai-chat': () => body.max_tokens === 321 && body.reasoning_effort === 'low',
+      anthropic: () => body.max_tokens === 321 && body.thinking?.type === 'enabled' && body.thinking.budget_tokens === 1024,
+      gemini: () => body.generationConfig?.maxOutputTokens === 321 && body.generationConfig?.thinkingConfig?.thinkingBudget === 1024,
+      'openai-responses': () => body.max_output_tokens === 321 && body.reasoning?.effort === 'low',
+    }[kind];
+    check(settingsShape(), `${kind}: max tokens and the thinking/reasoning setting in this provider's shape (${JSON.stringify({ max_tokens: body.max_tokens, thinking: body.thinking, generationConfig: body.generationConfig, max_output_tokens: body.max_output_tokens, reasoning: body.reasoning, reasoning_effort: body.reasoning_effort })})`);
+    const header = await page.textContent('[data-testid=chat-model]');
+    check(header.includes(expect.pick) && header.includes(expect.window.toLocaleString('en')), `${kind}: the chat header shows the model and its window (${header})`);
+    const gauge = await page.getAttribute('[data-testid=context-usage]', 'data-n-ctx');
+    check(gauge === null || Number(gauge) === expect.window, `${kind}: the gauge uses the real window (${gauge})`);
+  }
+}
+
+async function modelListFailures(page) {
+  const cases = [
+    ['401', /refused the key/],
+    ['404', /check the base URL/],
+    ['bad', /did not answer with a model list/],
+  ];
+  await page.click('[data-testid=settings]');
+  await page.selectOption('[data-testid=provider-kind]', 'openai-chat');
+  for (const [mode, expected] of cases) {
+    await page.fill('[data-testid=provider-base-url]', `${double.url}/m/openai-chat/${mode}`);
+    await page.click('[data-testid=list-models]');
+    await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+    const text = await page.textContent('[data-testid=model-status]');
+    check(expected.test(text), `a model list that fails (${mode}) says what is wrong in one sentence (${text})`);
+  }
+  await page.fill('[data-testid=provider-base-url]', 'http://127.0.0.1:9/v1');
+  await page.click('[data-testid=list-models]');
+  await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+  check(/Nothing answered/.test(await page.textContent('[data-testid=model-status]')), 'a server that is down is named as such');
+  await page.click('[data-testid=cancel-settings]');
+  // llama.cpp: the window comes from /props.
+  await page.click('[data-testid=settings]');
+  await page.selectOption('[data-testid=provider-kind]', 'openai-chat');
+  await page.fill('[data-testid=provider-base-url]', `${double.url}/m/llama/ok/v1`);
+  await page.fill('[data-testid=provider-n-ctx]', '');
+  await page.fill('[data-testid=provider-model]', '');
+  await page.click('[data-testid=list-models]');
+  await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+  check(Number(await page.inputValue('[data-testid=provider-n-ctx]')) === 4096, 'llama.cpp: the window is its /props n_ctx');
+  await page.click('[data-testid=cancel-settings]');
+}
+
+async function toolProgress(page) {
+  const script = 'for i in 1 2 3; do echo progress-$i; sleep 0.6; done';
+  const url = await double.script('progress', [
+    { body: openaiStream({ toolCalls: [{ id: 'call_run', name: 'run_command', args: { argv: ['sh', '-c', script] } }] }), headers: { 'content-type': 'text/event-stream' } },
+    { body: openaiStream({ text: 'The command ran.' }), headers: { 'content-type': 'text/event-stream' } },
+  ]);
+  await page.click('[data-testid=settings]');
+  await page.selectOption('[data-testid=policy-run_command]', 'auto');
+  await page.click('[data-testid=cancel-settings]');
+  await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
+  await page.click('[data-testid=settings]');
+  await page.selectOption('[data-testid=policy-run_command]', 'auto');
+  await page.click('[data-testid=save-settings]');
+  await ready(page);
+  await page.click('[data-testid=new-chat]');
+  await page.fill('[data-testid=composer]', 'Run it');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=tool-progress]', { timeout: 15_000 });
+  const early = await page.textContent('[data-testid=tool-progress]');
+  const running = await page.locator('[data-testid=tool-call][data-tool=run_command][data-status=running]').count();
+  check(early.includes('progress-1') && running === 1, `run_command's lines reach the activity block while it runs (${JSON.stringify(early)})`);
+  await waitIdle(page, 1);
+  const result = await page.textContent('[data-testid=tool-result]');
+  check(result.includes('progress-3') && result.includes('exit code 0'), 'its result has the whole output and the exit code');
+}
+
+try {
+  const page = await newPage();
+  for (const [name, run] of [['the model decides', modelDecides], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress]]) {
+    console.log(`-- ${name}`);
+    try {
+      await run(page);
+    } catch (error) {
+      check(false, `${name}: ${error.message.split('\n')[0]}`);
+      const state = await page.evaluate(() => ({ runtime: globalThis.palaverApp.chat?.runtime, messages: globalThis.palaverApp.chat?.messages?.map((m) => `${m.role}:${String(m.content).slice(0, 80)}`) })).catch(() => null);
+      console.log('   state:', JSON.stringify(state).slice(0, 300));
+      const logged = (await posts('d1')).at(-1);
+      console.log('   last request:', JSON.stringify(logged?.body?.messages?.map((m) => [m.role, String(m.content).slice(0, 60)])).slice(0, 1500));
+    }
+  }
+  check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
+} finally {
+  await context.close().catch(() => {});
+  serve.child.kill();
+  double.child.kill();
+  await cleanup(profile, workspace);
+}
+process.exit(failed() ? 1 : 0);
