@@ -116,6 +116,7 @@ export class TranscriptView {
       if (!text && !message.reasoning_content && !message.stopped) return null;
       const node = this.adoptDraft(message, text, base) ?? el('article', base, reasoningNode(message.reasoning_content), this.markdown(text));
       if (message.stopped) node.append(marker('stopped', 'stopped'));
+      if (message.finish_reason === 'length') node.append(marker('length', 'cut at the output limit — raise "Max output tokens" in Settings, or ask it to continue'));
       if (message.finish_reason === 'interrupted') node.append(marker('interrupted', 'interrupted — the page closed while this streamed'));
       if (message.stream_error || message.finish_reason === 'stream_error') node.append(marker('error', 'the stream failed'));
       node.append(el('div', { class: 'actions' }, button('branch', 'Branch', 'branch')));
@@ -323,13 +324,23 @@ export function pendingQuestions(chat) {
   return null;
 }
 
-export function queueItems(node, items, onCancel, onSteer) {
+/**
+ * The queued messages. After a Stop they are held: shown as paused, with "Send now" (runs them
+ * as they would have run) and "Discard" each; otherwise Cancel and Steer now.
+ */
+export function queueItems(node, items, onCancel, onSteer, held = false, onResume = null) {
   const messages = items.filter((i) => i.type === 'user_message');
   node.hidden = messages.length === 0;
-  node.replaceChildren(...messages.map((item) => el('li', { testid: 'queued', 'data-id': item.client_request_id, 'data-priority': String(item.priority) },
+  node.dataset.held = String(held);
+  const header = held && messages.length
+    ? el('li', { class: 'held', testid: 'queue-held' },
+      el('span', { text: `Paused after Stop: ${messages.length} message${messages.length === 1 ? '' : 's'} not sent yet. ` }),
+      Object.assign(button('send-held', 'Send now', 'send-held'), { onclick: () => onResume?.() }))
+    : null;
+  node.replaceChildren(...[header, ...messages.map((item) => el('li', { testid: 'queued', 'data-id': item.client_request_id, 'data-priority': String(item.priority) },
     el('span', { class: 'preview', text: item.preview ?? '(message)' }), item.priority ? el('small', { text: ' (steering)' }) : null,
-    Object.assign(button('cancel-queued', 'Cancel', 'cancel-queued'), { onclick: () => onCancel(item) }),
-    item.priority ? null : Object.assign(button('steer-now', 'Steer now', 'steer-now'), { onclick: () => onSteer(item) }))));
+    Object.assign(button('cancel-queued', held ? 'Discard' : 'Cancel', 'cancel-queued'), { onclick: () => onCancel(item) }),
+    item.priority || held ? null : Object.assign(button('steer-now', 'Steer now', 'steer-now'), { onclick: () => onSteer(item) })))].filter(Boolean));
 }
 
 export function contextUsage(node, chat) {

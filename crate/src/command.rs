@@ -80,6 +80,8 @@ pub enum Command {
     },
     /// Removes the queued command whose id is this envelope's `client_request_id`.
     CancelQueued {},
+    /// Runs the commands held since an `abort` (the page's "send now").
+    ResumeQueue {},
 }
 
 impl Command {
@@ -98,6 +100,7 @@ impl Command {
             Command::RestoreFromTrajectory { .. } => "restore_from_trajectory",
             Command::ClearDraft {} => "clear_draft",
             Command::SetDraft { .. } => "set_draft",
+            Command::ResumeQueue {} => "resume_queue",
             Command::Regenerate {} => "regenerate",
             Command::IdeToolResult { .. } => "ide_tool_result",
             Command::CancelQueued {} => "cancel_queued",

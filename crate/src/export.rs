@@ -77,6 +77,25 @@ fn markdown(trajectory: &Value) -> String {
                 call.function.name, call.function.arguments
             ));
         }
+        if let Some(note) = ending_note(message) {
+            out.push_str(&format!("\n> {note}\n"));
+        }
     }
     out
+}
+
+/// How an answer ended when it did not end by itself: stopped by the user, cut at the output
+/// limit, interrupted (issue 14 §9: marked in every export, as in the page).
+fn ending_note(message: &crate::message::ChatMessage) -> Option<&'static str> {
+    if message.role != Role::Assistant {
+        return None;
+    }
+    if message.extra.get("stopped").and_then(serde_json::Value::as_bool) == Some(true) {
+        return Some("[stopped by the user: this answer is incomplete]");
+    }
+    match message.finish_reason.as_deref() {
+        Some("length") => Some("[cut at the output token limit: this answer is incomplete]"),
+        Some("interrupted") => Some("[interrupted: the page closed while this answer streamed]"),
+        _ => None,
+    }
 }

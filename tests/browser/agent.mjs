@@ -217,9 +217,70 @@ async function toolProgress(page) {
   check(result.includes('progress-3') && result.includes('exit code 0'), 'its result has the whole output and the exit code');
 }
 
+const SSE = { 'content-type': 'text/event-stream' };
+
+async function stopQueueAndMarkers(page) {
+  const story = Array.from({ length: 300 }, (_, i) => `word${i}`).join(' ');
+  const url = await double.script('held', [
+    { body: openaiStream({ text: story, pieces: 150 }), headers: SSE, chunk_bytes: 400, delay_ms: 60 },
+    { body: openaiStream({ text: 'Regenerated once.' }), headers: SSE },
+    { body: openaiStream({ text: 'Answer to the held message.' }), headers: SSE },
+    { body: openaiStream({ text: 'This answer was cut', finish: 'length' }), headers: SSE },
+  ]);
+  await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
+  await page.click('[data-testid=new-chat]');
+  await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
+  await page.fill('[data-testid=composer]', 'Tell me a story');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=message][data-streaming]');
+  await page.fill('[data-testid=composer]', 'held one');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=queued]');
+  await page.click('[data-testid=stop]');
+  await page.waitForSelector('[data-testid=queue-held]');
+  check(await page.locator('[data-testid=queued] [data-testid=cancel-queued]').textContent() === 'Discard', 'after Stop the queued message is shown paused, with Send now and Discard');
+  await page.click('[data-testid=regenerate]');
+  // (waitIdle also waits for an empty queue; here one message is meant to stay held.)
+  await page.waitForFunction(() => !globalThis.palaverApp.chat.busy && document.querySelector('[data-testid=message][data-role=assistant]:not([data-streaming])')?.textContent.includes('Regenerated once.'));
+  const regenerated = (await posts('held')).at(-1);
+  const users = regenerated.body.messages.filter((m) => m.role === 'user').map((m) => m.content);
+  check(JSON.stringify(users) === '["Tell me a story"]' && (await posts('held')).length === 2, `one click on Regenerate runs exactly one turn (${JSON.stringify(users)})`);
+  check(await page.isVisible('[data-testid=queue-held]'), 'the held message still waits');
+  await page.click('[data-testid=send-held]');
+  await waitIdle(page, 2);
+  const sent = (await posts('held')).at(-1);
+  check(sent.body.messages.at(-1).content === 'held one', 'Send now sends the held message');
+  await sendAndWait(page, 'Write a lot', 3);
+  check(await page.locator('[data-testid=marker-length]').count() === 1, 'an answer cut at the output limit is marked');
+  const markdown = await page.evaluate((id) => globalThis.palaverApp.palaver.exportChat(id, 'markdown'), await page.evaluate(() => globalThis.palaverApp.chat.id));
+  check(markdown.includes('[cut at the output token limit'), 'the Markdown export marks the cut answer');
+}
+
+async function keepsItsPlace(page) {
+  const url = await double.script('place', [{ body: openaiStream({ text: Array.from({ length: 400 }, (_, i) => `Line ${i}.`).join('\n\n') }), headers: SSE }]);
+  await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
+  // A first message typed with no chat open starts one; it never comes back as a draft.
+  await page.evaluate(() => localStorage.removeItem('palaver.open_chat'));
+  await page.reload();
+  await ready(page);
+  check(await page.evaluate(() => globalThis.palaverApp.chat === null), 'with no chat remembered, none is open');
+  await sendAndWait(page, 'A first message', 1);
+  const id = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  await page.evaluate(() => { document.getElementById('transcript').scrollTop = 700; document.getElementById('transcript').dispatchEvent(new Event('scroll')); });
+  await page.waitForTimeout(400);
+  await page.reload();
+  await ready(page);
+  await page.waitForSelector('[data-testid=message][data-role=assistant]');
+  check(await page.evaluate(() => globalThis.palaverApp.chat?.id) === id, 'after a reload the chat that was open is open again');
+  check(await page.inputValue('[data-testid=composer]') === '' && await page.evaluate(() => localStorage.getItem('palaver.draft.new')) === null, 'the sent message did not come back as a draft');
+  await page.waitForTimeout(200);
+  const top = await page.evaluate(() => document.getElementById('transcript').scrollTop);
+  check(Math.abs(top - 700) < 5, `and scrolled to where it was (${top})`);
+}
+
 try {
   const page = await newPage();
-  for (const [name, run] of [['the model decides', modelDecides], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress]]) {
+  for (const [name, run] of [['the model decides', modelDecides], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress], ['stop, queue and markers', stopQueueAndMarkers], ['keeps its place', keepsItsPlace]]) {
     console.log(`-- ${name}`);
     try {
       await run(page);

@@ -249,7 +249,8 @@ async function errorAndRetry(page) {
   await page.fill('[data-testid=composer]', 'Hello?');
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=message][data-role=error]', { timeout: 10_000 });
-  check((await page.textContent('[data-testid=status]')).includes('auth'), `an auth error is named in the status line (${await page.textContent('[data-testid=status]')})`);
+  const said = await page.textContent('[data-testid=status]');
+  check(said.startsWith('The provider refused the API key.') && said.includes('Incorrect API key'), `an auth error is a sentence that says what to fix, with the provider's words (${said})`);
   await page.click('[data-testid=retry]');
   await waitIdle(page, 1);
   check((await assistantTexts(page))[0].includes('Back on track.'), 'retry from the error marker runs the turn again');

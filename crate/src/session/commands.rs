@@ -31,7 +31,7 @@ pub struct BranchSource {
     pub root_chat_id: String,
 }
 
-const ALWAYS: [&str; 13] = [
+const ALWAYS: [&str; 14] = [
     "user_message",
     "set_params",
     "update_message",
@@ -45,6 +45,7 @@ const ALWAYS: [&str; 13] = [
     "set_draft",
     "regenerate",
     "cancel_queued",
+    "resume_queue",
 ];
 
 impl ChatSession {
@@ -68,6 +69,9 @@ impl ChatSession {
         branch: Option<BranchSource>,
     ) {
         let id = envelope.client_request_id.clone();
+        if self.hold_queue && redoes_a_turn(&envelope.command) && self.state.can_start_turn() {
+            return self.run_alone(ctx, envelope);
+        }
         match self.admit(envelope, branch) {
             Ok(admitted) => {
                 self.emit(Event::Ack {
@@ -79,6 +83,32 @@ impl ChatSession {
             }
             Err(refusal) => self.refuse(&id, &refusal),
         }
+    }
+
+    /// After a Stop the queue is held; a command that redoes a turn (regenerate, edit-and-resend)
+    /// runs on its own then, exactly one turn, and the held messages stay held until the user
+    /// sends them or discards them (issue 14 §9).
+    fn run_alone(&mut self, ctx: &mut Ctx, envelope: CommandEnvelope) {
+        let id = envelope.client_request_id.clone();
+        let admitted = envelope
+            .command
+            .validate()
+            .and_then(|()| self.check_state_accepts(&envelope.command))
+            .and_then(|()| self.queue.remember(&id));
+        if let Err(refusal) = admitted {
+            return self.refuse(&id, &refusal);
+        }
+        self.emit(Event::Ack {
+            client_request_id: id,
+            accepted: true,
+            reason: None,
+        });
+        self.execute(ctx, envelope);
+    }
+
+    /// Whether the queue is held since an `abort` (shown as "paused" with send now / discard).
+    pub fn queue_held(&self) -> bool {
+        self.hold_queue && !self.queue.is_empty()
     }
 
     pub(crate) fn refuse(&mut self, client_request_id: &str, refusal: &Refusal) {
@@ -106,6 +136,11 @@ impl ChatSession {
                 .queue
                 .cancel(&envelope.client_request_id)
                 .map(|_| Admitted::Done);
+        }
+        if let Command::ResumeQueue {} = envelope.command {
+            self.queue.remember(&envelope.client_request_id)?;
+            self.hold_queue = false;
+            return Ok(Admitted::Done);
         }
         let admitted = match &envelope.command {
             Command::Abort {} => Admitted::Abort,
@@ -301,7 +336,8 @@ impl ChatSession {
             Command::SetParams { .. }
             | Command::Abort {}
             | Command::BranchFromChat { .. }
-            | Command::CancelQueued {} => {}
+            | Command::CancelQueued {}
+            | Command::ResumeQueue {} => {}
         }
     }
 
@@ -429,4 +465,21 @@ fn with_attachments(content: Content, attachments: Vec<Value>) -> Content {
     };
     parts.extend(attachments);
     Content::Parts(parts)
+}
+
+/// Commands that start the last turn again instead of adding to the conversation.
+fn redoes_a_turn(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Regenerate {}
+            | Command::RetryFromIndex { .. }
+            | Command::UpdateMessage {
+                regenerate: true,
+                ..
+            }
+            | Command::RemoveMessage {
+                regenerate: true,
+                ..
+            }
+    )
 }

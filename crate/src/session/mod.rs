@@ -221,6 +221,7 @@ impl ChatSession {
             },
             queue_size: queued_items.len(),
             queued_items,
+            queue_held: self.queue_held(),
             context_usage: self.context_usage(config),
             is_compressing: matches!(&self.state, SessionState::Generating(g) if g.compaction.is_some()),
             compression_phase: self.compression_phase.clone(),

@@ -24,6 +24,9 @@ pub struct Runtime {
     pub queue_size: usize,
     #[serde(default)]
     pub queued_items: Vec<QueuedItemSummary>,
+    /// The queued commands wait since a Stop, until `resume_queue` or a new command.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queue_held: bool,
     pub context_usage: ContextUsage,
     #[serde(default)]
     pub is_compressing: bool,

@@ -930,3 +930,56 @@ fn tool_progress_lines_reach_subscribers_only_while_the_tool_runs() {
     let tool = messages(&h).into_iter().find(|m| m["role"] == "tool").unwrap_or_default();
     assert_eq!(tool["data"]["exit_code"], 0, "the tool's data is kept with its result: {tool}");
 }
+
+/// Issue 14 §9: after Stop the queued messages are held (`queue_held`); Regenerate then runs
+/// exactly one turn, the held messages untouched; `resume_queue` sends them; a discarded one
+/// never runs.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn after_stop_held_messages_wait_and_regenerate_runs_one_turn() {
+    let mut h = harness();
+    send(&mut h, "u1", "first question");
+    h.stream(openai_reply(&json!({"text": "partial"})).as_bytes().get(..60).unwrap_or_default());
+    send(&mut h, "q1", "held one");
+    send(&mut h, "q2", "held two");
+    h.command("c1", json!({"type": "abort", "client_request_id": "stop"}));
+    let rt = runtime(&h);
+    assert_eq!(rt["queue_held"], true, "{rt}");
+    assert_eq!(rt["queue_size"], 2);
+    let step = h.command("c1", json!({"type": "regenerate", "client_request_id": "regen"}));
+    let body = request_body(&step);
+    let users: Vec<String> = body["messages"].as_array().cloned().unwrap_or_default().iter()
+        .filter(|m| m["role"] == "user").map(|m| m["content"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(users, ["first question"], "one turn: the held messages are not merged in");
+    reply(&mut h, json!({"text": "a full answer"}));
+    let rt = runtime(&h);
+    assert_eq!((rt["queue_size"].clone(), rt["queue_held"].clone()), (json!(2), json!(true)), "still held after the regenerated turn: {rt}");
+    h.command("c1", json!({"type": "cancel_queued", "client_request_id": "q2"}));
+    let step = h.command("c1", json!({"type": "resume_queue", "client_request_id": "go"}));
+    let body = request_body(&step);
+    let last = body["messages"].as_array().and_then(|m| m.last().cloned()).unwrap_or_default();
+    assert_eq!(last["content"], "held one", "send now runs what was held");
+    assert!(!body.to_string().contains("held two"), "the discarded one never runs");
+    assert!(runtime(&h).get("queue_held").is_none());
+}
+
+/// Issue 14 §9: a stopped answer and one cut at the output limit are marked in the Markdown
+/// export; the Refact export keeps `stopped` and `finish_reason` as they are.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn exports_mark_stopped_and_cut_answers() {
+    let trajectory = json!({"id": "c1", "title": "t", "messages": [
+        {"message_id": "u1", "role": "user", "content": "q"},
+        {"message_id": "a1", "role": "assistant", "content": "half", "stopped": true, "finish_reason": "abort"},
+        {"message_id": "u2", "role": "user", "content": "q2"},
+        {"message_id": "a2", "role": "assistant", "content": "cut", "finish_reason": "length"},
+        {"message_id": "u3", "role": "user", "content": "q3"},
+        {"message_id": "a3", "role": "assistant", "content": "whole", "finish_reason": "stop"},
+    ]});
+    let markdown = palaver::export::render(&trajectory, "markdown").unwrap_or_default();
+    assert_eq!(markdown.matches("[stopped by the user").count(), 1, "{markdown}");
+    assert_eq!(markdown.matches("[cut at the output token limit").count(), 1, "{markdown}");
+    let refact = palaver::export::render(&trajectory, "refact").unwrap_or_default();
+    assert!(refact.contains("\"stopped\": true") || refact.contains("\"stopped\":true"), "{refact}");
+    assert!(refact.contains("length"));
+}
