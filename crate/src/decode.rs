@@ -2,9 +2,10 @@
 //! message (SPEC §6.3). Used by `palaver decode`, the conformance suite and the benchmarks; the
 //! session does the same step by step.
 
-use crate::delta::{DeltaOp, Draft, StreamFailure};
+use crate::collector::Collector;
+use crate::delta::{DeltaOp, Draft};
 use crate::error::StreamDecodeError;
-use crate::provider::{DecodeItem, ProviderKind, StreamDecoder};
+use crate::provider::{ProviderKind, StreamDecoder};
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -36,100 +37,68 @@ pub fn decode_stream(kind: ProviderKind, chunks: &[&[u8]]) -> Result<Decoded, De
 }
 
 /// A stream decoded as its bytes arrive: feed chunks, then `finish` for the assembled message.
-/// The first decode error stops it; `finish` then reports it with what came before.
+/// The first decode error stops it; `finish` then reports it with what came before. The items
+/// go through the session's own `Collector` and `Draft`, so what this checks is what runs.
 pub struct StreamAssembly {
+    kind: ProviderKind,
     decoder: StreamDecoder,
-    acc: Accumulator,
+    collector: Collector,
+    draft: Draft,
+    ops: Vec<DeltaOp>,
     error: Option<StreamDecodeError>,
 }
 
 impl StreamAssembly {
     pub fn new(kind: ProviderKind) -> Option<Self> {
         Some(StreamAssembly {
+            kind,
             decoder: StreamDecoder::for_kind(kind)?,
-            acc: Accumulator {
-                kind,
-                draft: Draft::default(),
-                ops: Vec::new(),
-                finish_reason: None,
-                failure: None,
-                done: false,
-            },
+            collector: Collector::default(),
+            draft: Draft::default(),
+            ops: Vec::new(),
             error: None,
         })
     }
 
+    fn stopped(&self) -> bool {
+        self.collector.failure.is_some() || self.error.is_some()
+    }
+
+    fn take(&mut self, items: Vec<crate::provider::DecodeItem>) {
+        for op in self.collector.collect(items) {
+            self.draft.apply(&op);
+            self.ops.push(op);
+        }
+    }
+
     pub fn feed(&mut self, chunk: &[u8]) {
-        if self.acc.stopped() || self.error.is_some() {
+        if self.stopped() {
             return;
         }
         match self.decoder.feed(chunk) {
-            Ok(items) => self.acc.take(items),
+            Ok(items) => self.take(items),
             Err(error) => self.error = Some(error),
         }
     }
 
     pub fn finish(mut self) -> Result<Decoded, DecodeError> {
-        if !self.acc.stopped() && self.error.is_none() {
+        if !self.stopped() {
             match self.decoder.finish() {
-                Ok(items) => self.acc.take(items),
+                Ok(items) => self.take(items),
                 Err(error) => self.error = Some(error),
             }
         }
+        let decoded = Decoded {
+            assembled: self.collector.assembled(&self.draft),
+            complete: self.collector.completion(self.kind).is_some(),
+            ops: self.ops,
+        };
         match self.error {
             Some(error) => Err(DecodeError::Stream {
                 error,
-                partial: self.acc.finish(),
+                partial: decoded,
             }),
-            None => Ok(self.acc.finish()),
-        }
-    }
-}
-
-struct Accumulator {
-    kind: ProviderKind,
-    done: bool,
-    draft: Draft,
-    ops: Vec<DeltaOp>,
-    finish_reason: Option<String>,
-    failure: Option<StreamFailure>,
-}
-
-impl Accumulator {
-    fn stopped(&self) -> bool {
-        self.failure.is_some()
-    }
-
-    fn take(&mut self, items: Vec<DecodeItem>) {
-        for item in items {
-            match item {
-                DecodeItem::Op(op) => {
-                    self.draft.apply(&op);
-                    self.ops.push(op);
-                }
-                DecodeItem::Finish(reason) => self.finish_reason = Some(reason),
-                DecodeItem::Failure(failure) => {
-                    self.failure = Some(failure);
-                    return;
-                }
-                DecodeItem::Done => self.done = true,
-            }
-        }
-    }
-
-    fn finish(self) -> Decoded {
-        let finish_reason = if self.failure.is_some() {
-            Some("error")
-        } else {
-            self.finish_reason.as_deref()
-        };
-        let complete = self.failure.is_none()
-            && StreamDecoder::completion(self.kind, self.finish_reason.as_deref(), self.done)
-                .is_some();
-        Decoded {
-            assembled: self.draft.assembled(finish_reason, self.failure.as_ref()),
-            ops: self.ops,
-            complete,
+            None => Ok(decoded),
         }
     }
 }

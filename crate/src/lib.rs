@@ -2,6 +2,7 @@
 //! `Engine::handle(now, Input) -> Step { events, effects }`. Hosts perform the effects:
 //! `web` in the browser (wasm32 only), `proxy` and `cli` natively. See ARCHITECTURE.md.
 
+pub mod collector;
 pub mod command;
 pub mod decode;
 pub mod delta;

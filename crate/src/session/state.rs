@@ -1,6 +1,5 @@
 //! The session states of SPEC §2.1, each with the data it waits on (GUIDE §2).
 
-use crate::delta::StreamFailure;
 use crate::event::PauseReason;
 use crate::provider::StreamDecoder;
 use crate::retry::ErrorClass;
@@ -101,11 +100,8 @@ pub struct Streaming {
     pub last_bytes_at: u64,
     /// Any byte at all arrived: until then the first-byte timeout applies, after it the idle one.
     pub got_bytes: bool,
-    /// Something the user can see has streamed: a retry would no longer be silent.
-    pub visible: bool,
-    pub finish_reason: Option<String>,
-    pub failure: Option<StreamFailure>,
-    pub done: bool,
+    /// What the decoded items meant so far (the same collector `decode` uses).
+    pub collected: crate::collector::Collector,
 }
 
 impl Streaming {
@@ -114,10 +110,7 @@ impl Streaming {
             decoder,
             last_bytes_at: now,
             got_bytes: false,
-            visible: false,
-            finish_reason: None,
-            failure: None,
-            done: false,
+            collected: Default::default(),
         }
     }
 }

@@ -168,7 +168,7 @@ impl ChatSession {
         let StreamPhase::Streaming(streaming) = &mut g.phase else {
             return SessionState::Generating(g);
         };
-        if streaming.failure.is_some() || streaming.done {
+        if streaming.collected.failure.is_some() || streaming.collected.done {
             return SessionState::Generating(g);
         }
         streaming.last_bytes_at = ctx.now;
@@ -181,7 +181,7 @@ impl ChatSession {
         let StreamPhase::Streaming(streaming) = &mut g.phase else {
             return SessionState::Generating(g);
         };
-        let decoded = if streaming.failure.is_some() {
+        let decoded = if streaming.collected.failure.is_some() {
             Ok(Vec::new())
         } else {
             streaming.decoder.finish()
@@ -213,7 +213,7 @@ impl ChatSession {
         let StreamPhase::Streaming(streaming) = &mut g.phase else {
             return SessionState::Generating(g);
         };
-        let ops = collect_ops(items, streaming);
+        let ops = streaming.collected.collect(items);
         match g.compaction.as_mut() {
             Some(job) => ops.iter().for_each(|op| job.draft.apply(op)),
             None if !ops.is_empty() => {
@@ -222,7 +222,7 @@ impl ChatSession {
             }
             None => {}
         }
-        let failure = streaming.failure.clone();
+        let failure = streaming.collected.failure.clone();
         match failure {
             Some(failure) => {
                 let verdict = retry::classify_stream(&failure.code);
@@ -249,21 +249,13 @@ impl ChatSession {
             return self.send_round(ctx, g.round, g.attempt, g.last_failure);
         };
         if let Some(job) = g.compaction.take() {
-            let complete = StreamDecoder::completion(
-                streaming.decoder.kind(),
-                streaming.finish_reason.as_deref(),
-                streaming.done,
-            );
+            let complete = streaming.collected.completion(streaming.decoder.kind());
             return match complete {
                 Some(_) => self.finish_compaction(ctx, *job),
                 None => self.compaction_failed(ctx, *job),
             };
         }
-        let Some(finish_reason) = StreamDecoder::completion(
-            streaming.decoder.kind(),
-            streaming.finish_reason.as_deref(),
-            streaming.done,
-        ) else {
+        let Some(finish_reason) = streaming.collected.completion(streaming.decoder.kind()) else {
             let failure = StreamFailure {
                 code: "truncated".into(),
                 message: "the stream ended before the provider finished".into(),
@@ -333,7 +325,7 @@ impl ChatSession {
             code,
             message: failure.message,
         };
-        let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.visible);
+        let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.collected.visible);
         if visible || g.compaction.is_some() {
             return self.fail_stream(ctx, g, attempt_failure.into_stream_failure(), verdict);
         }
@@ -394,7 +386,7 @@ impl ChatSession {
             });
             return self.compaction_failed(ctx, *job);
         }
-        let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.visible);
+        let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.collected.visible);
         let attempt_failure = AttemptFailure {
             class: verdict.class,
             code: failure.code,
@@ -583,41 +575,6 @@ fn partial_message(draft: Draft, finish_reason: &str, now: u64) -> ChatMessage {
         message.extra.insert("stopped".into(), Value::Bool(true));
     }
     message
-}
-
-/// Turns decoder items into ops (adjacent appends batched) and records the rest on `streaming`.
-fn collect_ops(items: Vec<DecodeItem>, streaming: &mut Streaming) -> Vec<DeltaOp> {
-    let mut ops: Vec<DeltaOp> = Vec::new();
-    for item in items {
-        match item {
-            DecodeItem::Op(op) => {
-                streaming.visible |= op.is_visible_content();
-                push_batched(&mut ops, op);
-            }
-            DecodeItem::Finish(reason) => streaming.finish_reason = Some(reason),
-            DecodeItem::Done => streaming.done = true,
-            DecodeItem::Failure(failure) => {
-                streaming.failure = Some(failure);
-                break;
-            }
-        }
-    }
-    ops
-}
-
-fn push_batched(ops: &mut Vec<DeltaOp>, op: DeltaOp) {
-    match (ops.last_mut(), op) {
-        (Some(DeltaOp::AppendContent { text }), DeltaOp::AppendContent { text: more }) => {
-            text.push_str(&more)
-        }
-        (Some(DeltaOp::AppendReasoning { text }), DeltaOp::AppendReasoning { text: more }) => {
-            text.push_str(&more)
-        }
-        (Some(last @ DeltaOp::SetToolCalls { .. }), op @ DeltaOp::SetToolCalls { .. }) => {
-            *last = op
-        }
-        (_, op) => ops.push(op),
-    }
 }
 
 fn error(kind: &str, code: &str, message: &str, class: ErrorClass) -> ErrorInfo {

@@ -143,3 +143,55 @@ fn wire_cases_match_their_oracles() {
         failures.join("\n")
     );
 }
+
+/// Issue 14 §6, one accumulation path: every transcript through `Engine::handle` — the bytes fed
+/// as the browser host feeds them, in the case's splits — and the reply the engine streams to its
+/// subscribers (its `stream_delta` ops applied to a draft, its `stream_finished` reason) compared
+/// with the SDK oracle. Cases that end in a provider failure are the stream-failure suite's
+/// (`security_streams`, D1–D24): there the engine keeps a partial by SPEC §6.5's rules instead.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn wire_cases_through_the_engine_match_their_oracles() {
+    use crate::support::harness::Harness;
+    use palaver::delta::Draft;
+    use palaver::event::Event;
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for case in cases()
+        .iter()
+        .filter(|c| c.expected["finish_reason"] != "error")
+    {
+        let kind = case.provider.name();
+        let mut h = Harness::with_config_patch(&serde_json::json!({
+            "providers": [{"kind": kind, "base_url": "http://127.0.0.1:9/v1", "model": "m"}],
+        }));
+        h.open("c1", None);
+        h.command("c1", serde_json::json!({"type": "set_params", "client_request_id": "p", "patch": {"provider": kind}}));
+        h.command("c1", serde_json::json!({"type": "user_message", "client_request_id": "u", "content": "hi"}));
+        let mut steps = Vec::new();
+        for chunk in chunks_at(case.sse.as_bytes(), case.splits.as_deref().unwrap_or(&[])) {
+            steps.push(h.stream(chunk));
+        }
+        steps.push(h.stream_end());
+        let mut draft = Draft::default();
+        let mut finish = None;
+        for event in steps.iter().flat_map(|s| s.events.iter()) {
+            match &event.event {
+                Event::StreamDelta { ops, .. } => ops.iter().for_each(|op| draft.apply(op)),
+                Event::StreamFinished { finish_reason, .. } => finish = Some(finish_reason.clone()),
+                _ => {}
+            }
+        }
+        let Some(finish) = finish else {
+            failures.push(format!("{kind}/{}: the engine did not finish the stream", case.name));
+            continue;
+        };
+        let assembled = draft.assembled(Some(&finish), None);
+        if let Err(e) = compare_assembled(&case.expected, &assembled) {
+            failures.push(format!("{kind}/{}: {e}", case.name));
+        }
+        checked += 1;
+    }
+    assert!(checked >= 30, "only {checked} cases went through the engine");
+    assert!(failures.is_empty(), "{} cases differ through the engine:\n{}", failures.len(), failures.join("\n"));
+}
