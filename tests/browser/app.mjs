@@ -280,6 +280,8 @@ async function exportImportDelete(page) {
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before);
   await page.click('[data-testid=undo-delete]');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before + 1);
+  // The list shows the restored chat a moment before it opens in the transcript.
+  await page.waitForFunction((t) => document.getElementById('chat-title').textContent === t, title, { timeout: 5_000 }).catch(() => {});
   const restoredTitle = await page.textContent('[data-testid=chat-title]');
   check(restoredTitle === title, `delete, then undo, brings the chat back (${restoredTitle} vs ${title})`);
   await page.fill('[data-testid=chat-search]', title.slice(0, 12));
