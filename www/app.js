@@ -7,6 +7,7 @@ import { ChatState } from './chat-state.js';
 import { el, button, TranscriptView, PAGE, currentPlan, renderPlan, approvalCard, askUserCard, pendingQuestions, queueItems, contextUsage } from './view.js';
 import * as settingsStore from './settings.js';
 import * as agent from './agent.js';
+import { Attachments } from './attachments.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -302,7 +303,15 @@ function saveComposerDraft() {
 async function send(event, priority = false) {
   event?.preventDefault();
   const text = $('composer').value.trim();
-  if (!text) return;
+  if (!text && app.attachments.empty) return;
+  // Files named with @ are read now; a refusal sends nothing and keeps what was typed.
+  let extra;
+  try {
+    extra = await app.attachments.collect(text);
+  } catch (error) {
+    status(error.message, true);
+    return;
+  }
   if (!app.chat) {
     // Cleared before the new chat opens: opening saves the composer as the previous view's
     // draft, and a sent message must never come back as one.
@@ -311,8 +320,12 @@ async function send(event, priority = false) {
     await newChat();
   }
   applyParams(text);
-  const id = command({ type: 'user_message', content: text, priority });
+  const message = { type: 'user_message', content: text, priority };
+  if (extra.attachments.length) message.attachments = extra.attachments;
+  if (extra.context_files.length) message.context_files = extra.context_files;
+  const id = command(message);
   if (id) app.sent.set(id, text);
+  app.attachments.clear();
   $('composer').value = '';
   saveComposerDraft();
   updateComposerButtons();
@@ -697,11 +710,29 @@ function registerServiceWorker() {
 function wire() {
   $('composer-form').addEventListener('submit', (event) => send(event));
   $('composer').addEventListener('keydown', (event) => {
+    if (app.attachments.onKeydown(event, $('composer'))) return;
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) send(event);
   });
   $('composer').addEventListener('input', () => {
+    app.attachments.onInput($('composer'));
     saveComposerDraft();
     updateComposerButtons();
+  });
+  $('composer').addEventListener('paste', (event) => {
+    const images = [...(event.clipboardData?.files ?? [])].filter((f) => f.type.startsWith('image/'));
+    if (!images.length) return;
+    event.preventDefault();
+    app.attachments.addFiles(images);
+  });
+  $('composer-form').addEventListener('dragover', (event) => event.preventDefault());
+  $('composer-form').addEventListener('drop', (event) => {
+    event.preventDefault();
+    app.attachments.addFiles([...(event.dataTransfer?.files ?? [])]);
+  });
+  $('attach-image').addEventListener('click', () => $('image-file').click());
+  $('image-file').addEventListener('change', () => {
+    app.attachments.addFiles([...$('image-file').files]);
+    $('image-file').value = '';
   });
   $('stop').addEventListener('click', () => command({ type: 'abort' }));
   $('new-chat').addEventListener('click', () => newChat());
@@ -758,6 +789,16 @@ function wire() {
 
 async function main() {
   app.view = new TranscriptView($('transcript'), html);
+  app.attachments = new Attachments({
+    tray: $('attachments'),
+    menu: $('mention-list'),
+    say: (text, error) => status(text, error),
+    proxy: () => {
+      const proxy = agent.proxyOf(settingsStore.loadSettings());
+      return proxy ? { tool: (name, args) => agent.proxyTool(proxy, name, args) } : null;
+    },
+    files: () => app.workspaceFiles,
+  });
   applyFragment();
   await init();
   $('engine-version').textContent = Engine.version();

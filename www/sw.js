@@ -3,9 +3,9 @@
 // cache when the network is gone, so the app opens and past chats (in IndexedDB) are readable
 // offline. Provider streams, the proxy API and other origins are never touched. The cache name
 // carries a version; activating this worker deletes every other Palaver cache.
-const VERSION = 'palaver-shell-v2';
+const VERSION = 'palaver-shell-v3';
 const SHELL = [
-  './', 'index.html', 'app.js', 'agent.js', 'chat-state.js', 'view.js', 'settings.js', 'style.css',
+  './', 'index.html', 'app.js', 'agent.js', 'attachments.js', 'chat-state.js', 'view.js', 'settings.js', 'style.css',
   'manifest.webmanifest', 'icon.svg', '../pkg/palaver.js', '../pkg/palaver_bg.wasm',
 ];
 

@@ -278,9 +278,68 @@ async function keepsItsPlace(page) {
   check(Math.abs(top - 700) < 5, `and scrolled to where it was (${top})`);
 }
 
+async function attachments(page) {
+  const url = await double.script('attach', [{ body: openaiStream({ text: 'Seen.' }), headers: SSE }]);
+  await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
+  await page.click('[data-testid=new-chat]');
+  await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
+  // An image pasted: downscaled to 1568 px, shown as a chip, sent as an image part.
+  await page.evaluate(async () => {
+    const canvas = new OffscreenCanvas(3000, 2000);
+    const g = canvas.getContext('2d');
+    g.fillStyle = '#3a7'; g.fillRect(0, 0, 3000, 2000);
+    const blob = await canvas.convertToBlob({ type: 'image/png' });
+    const data = new DataTransfer();
+    data.items.add(new File([blob], 'big.png', { type: 'image/png' }));
+    document.getElementById('composer').dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+  });
+  await page.waitForSelector('[data-testid=chip-image] img');
+  const size = await page.evaluate(() => { const img = document.querySelector('[data-testid=chip-image] img'); return [Number(img.dataset.width), Number(img.dataset.height)]; });
+  check(size[0] === 1568 && size[1] === 1045, `a pasted 3000×2000 image is downscaled to fit 1568 px (${size})`);
+  // A workspace file by @, completed from the proxy's file list.
+  await page.click('[data-testid=composer]');
+  await page.keyboard.type('Look at @not');
+  await page.waitForSelector('[data-testid=mention-option]');
+  await page.click('[data-testid=mention-option][data-path="notes.txt"]');
+  check(await page.inputValue('[data-testid=composer]') === 'Look at @notes.txt ' && await page.locator('[data-testid=chip-file]').count() === 1, 'typing @ offers the workspace\'s files; picking one adds a chip');
+  // A chip can be removed before sending.
+  await page.keyboard.type('and https://example.test/page');
+  await page.waitForSelector('[data-testid=chip-url]');
+  await page.click('[data-testid=chip-url] [data-testid=remove-attachment]');
+  check(await page.locator('[data-testid=chip-url]').count() === 0, 'an offered URL can be removed before sending');
+  const before = (await posts('attach')).length;
+  await page.click('[data-testid=send]');
+  await waitIdle(page, 1);
+  const sent = (await posts('attach'))[before].body;
+  const user = sent.messages.filter((m) => m.role === 'user').at(-1);
+  const parts = Array.isArray(user.content) ? user.content : [];
+  const image = parts.find((p) => p.type === 'image_url');
+  check(image?.image_url?.url.startsWith('data:image/jpeg;base64,'), 'the image reached the request as an image part');
+  check(JSON.stringify(sent.messages).includes('pelican'), 'the @file reached the request as context (its content)');
+  check(await page.locator('[data-testid=chip-image], [data-testid=chip-file]').count() === 0, 'sent attachments leave the tray');
+  // Bad input: an image over the cap, a path outside the workspace, a URL the proxy refuses.
+  await page.setInputFiles('[data-testid=image-file]', { name: 'huge.png', mimeType: 'image/png', buffer: Buffer.alloc(21 * 1024 * 1024) });
+  await page.waitForFunction(() => document.getElementById('status').textContent.includes('huge.png'));
+  check(/huge\.png is 21 MB; images up to 20 MB/.test(await page.textContent('[data-testid=status]')) && await page.locator('[data-testid=chip-image]').count() === 0, 'an image over the cap is refused in one sentence, nothing attached');
+  const count = (await posts('attach')).length;
+  await page.fill('[data-testid=composer]', 'Read @../outside.txt please');
+  await page.click('[data-testid=send]');
+  await page.waitForFunction(() => document.getElementById('status').textContent.includes('cannot be attached'));
+  check((await page.textContent('[data-testid=status]')).includes('path_outside_workspace') && await page.inputValue('[data-testid=composer]') === 'Read @../outside.txt please' && (await posts('attach')).length === count,
+    `an @ path outside the workspace: a clear message, nothing sent, nothing lost (${await page.textContent('[data-testid=status]')})`);
+  await page.fill('[data-testid=composer]', `See ${double.url}/secret for it`);
+  await page.dispatchEvent('[data-testid=composer]', 'input');
+  await page.waitForSelector('[data-testid=fetch-url]');
+  await page.click('[data-testid=fetch-url]');
+  await page.waitForSelector('[data-testid=chip-url][data-state=failed]');
+  check((await page.textContent('[data-testid=status]')).includes('could not be fetched') && (await posts('attach')).length === count, 'a URL the proxy refuses (a local address) is named, nothing sent');
+  await page.fill('[data-testid=composer]', '');
+  await page.click('[data-testid=chip-url] [data-testid=remove-attachment]');
+}
+
 try {
   const page = await newPage();
-  for (const [name, run] of [['the model decides', modelDecides], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress], ['stop, queue and markers', stopQueueAndMarkers], ['keeps its place', keepsItsPlace]]) {
+  for (const [name, run] of [['the model decides', modelDecides], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress], ['stop, queue and markers', stopQueueAndMarkers], ['attachments', attachments], ['keeps its place', keepsItsPlace]]) {
     console.log(`-- ${name}`);
     try {
       await run(page);
