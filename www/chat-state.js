@@ -12,6 +12,7 @@ export class ChatState {
     this.draft = null;
     this.versions = new Map(); // message_id → how often it changed (keys the view's cache)
     this.progress = new Map(); // tool_call_id → output lines of a running tool (never stored)
+    this.decisions = new Map(); // tool_call_id → {decision, source} of calls decided by a rule
     this.dirty = { messages: true, draft: true, runtime: true };
   }
 
@@ -117,6 +118,10 @@ const HANDLERS = {
   pause_required(chat, e) {
     chat.runtime = { ...chat.runtime, pause_reasons: e.reasons };
     chat.dirty.runtime = true;
+  },
+  tool_decision(chat, e) {
+    chat.decisions.set(e.tool_call_id, { decision: e.decision, source: e.source });
+    chat.dirty.messages = true;
   },
   tool_progress(chat, e) {
     const lines = chat.progress.get(e.tool_call_id) ?? [];

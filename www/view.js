@@ -87,7 +87,7 @@ export class TranscriptView {
           nodes.push(turn.node);
         }
         turn.calls.push(...message.tool_calls);
-        fillToolActivity(turn.node, turn.calls, results, chat.runtime.pause_reasons ?? [], chat.progress);
+        fillToolActivity(turn.node, turn.calls, results, chat.runtime.pause_reasons ?? [], chat.progress, chat.decisions);
       }
     }
     this.cache = keep;
@@ -230,7 +230,7 @@ function reasoningNode(reasoning) {
   return el('details', { class: 'reasoning', testid: 'reasoning' }, el('summary', { text: 'Reasoning' }), el('div', { class: 'text', text: reasoning }));
 }
 
-function fillToolActivity(node, calls, results, pauseReasons, progress = new Map()) {
+function fillToolActivity(node, calls, results, pauseReasons, progress = new Map(), decisions = new Map()) {
   const awaiting = new Set(pauseReasons.map((r) => r.tool_call_id));
   let live = false;
   const items = calls.map((call) => {
@@ -242,6 +242,7 @@ function fillToolActivity(node, calls, results, pauseReasons, progress = new Map
     return el('li', { testid: 'tool-call', 'data-tool': call.function?.name ?? '', 'data-status': status.split(' ')[0] },
       el('code', { text: call.function?.name ?? '?' }), ' ', el('span', { class: 'args', text: summarizeArgs(call.function?.arguments) }),
       el('span', { class: `status ${status.split(' ')[0]}`, text: ` — ${status}` }),
+      decisions.get(call.id)?.source === 'policy' ? el('small', { class: 'decision', testid: 'tool-decision', text: ' (allowed by your tool rule)' }) : null,
       lines?.length ? el('pre', { class: 'progress', testid: 'tool-progress', text: lines.join('\n') }) : null,
       result ? el('pre', { class: 'result', testid: 'tool-result', text: textOf(result.content) }) : null);
   });

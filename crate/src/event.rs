@@ -89,6 +89,15 @@ pub enum Event {
         tool_name: String,
         args: Value,
     },
+    /// Who decided about a tool call that needed no question (SPEC §8.4): the thread's rule
+    /// (`auto` → approved, `deny` → denied). Decisions the user makes are stored as
+    /// `event(tool_decision)` messages; these are shown live beside the call.
+    ToolDecision {
+        tool_call_id: String,
+        tool_name: String,
+        decision: String,
+        source: String,
+    },
     /// A line of a running tool's output (seed 004 ToolProgress): shown live, never stored —
     /// the tool's result holds the output once it ends.
     ToolProgress {
@@ -123,6 +132,7 @@ impl Event {
             Event::PauseCleared {} => "pause_cleared",
             Event::IdeToolRequired { .. } => "ide_tool_required",
             Event::ToolProgress { .. } => "tool_progress",
+            Event::ToolDecision { .. } => "tool_decision",
             Event::Ack { .. } => "ack",
         }
     }

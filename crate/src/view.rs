@@ -125,7 +125,10 @@ impl ChatView {
             Event::RuntimeUpdated { runtime } => self.runtime = runtime.clone(),
             Event::PauseRequired { reasons } => self.runtime.pause_reasons.clone_from(reasons),
             Event::PauseCleared {} => self.runtime.pause_reasons.clear(),
-            Event::IdeToolRequired { .. } | Event::ToolProgress { .. } | Event::Ack { .. } => {}
+            Event::IdeToolRequired { .. }
+            | Event::ToolProgress { .. }
+            | Event::ToolDecision { .. }
+            | Event::Ack { .. } => {}
         }
     }
 

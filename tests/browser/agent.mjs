@@ -58,6 +58,7 @@ async function modelDecides(page) {
   const texts = await assistantTexts(page);
   check(texts.at(-1).includes('pelican'), `the model called read_file and answered from the real file (${JSON.stringify(texts.at(-1))})`);
   check(await page.locator('[data-testid=tool-call][data-tool=read_file][data-status=done]').count() === 1, 'the call shows in the activity block');
+  check(await page.locator('[data-testid=tool-call][data-tool=read_file] [data-testid=tool-decision]').count() === 1, 'with the rule that allowed it (its tool_decision event)');
   const [first] = await posts('d1');
   const offered = requestParts('openai-chat', first.body);
   const served = await apiTools();

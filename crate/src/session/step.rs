@@ -75,6 +75,14 @@ impl ChatSession {
             ToolKind::Engine(_) => ToolRule::Auto,
             _ => self.thread.rule_for(&call.function.name),
         };
+        if !matches!(kind, ToolKind::Engine(_)) && rule == ToolRule::Auto {
+            self.emit(Event::ToolDecision {
+                tool_call_id: call.id.clone(),
+                tool_name: call.function.name.clone(),
+                decision: "approved".into(),
+                source: "policy".into(),
+            });
+        }
         match rule {
             ToolRule::Auto => step.to_run.push_back(call.id.clone()),
             ToolRule::Deny => {

@@ -983,3 +983,22 @@ fn exports_mark_stopped_and_cut_answers() {
     assert!(refact.contains("\"stopped\": true") || refact.contains("\"stopped\":true"), "{refact}");
     assert!(refact.contains("length"));
 }
+
+/// Issue 14 §5: a call the thread's rule approves gets its `tool_decision` event too (the ones
+/// the user decides are stored as `event(tool_decision)` messages); engine tools get none.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn auto_approved_calls_get_their_tool_decision_event() {
+    use palaver::event::Event;
+    let mut h = harness();
+    send(&mut h, "u1", "read and plan");
+    let step = reply(&mut h, json!({"tool_calls": [
+        call("t1", "read_file", json!({"path": "a"})),
+        call("t2", "set_plan", json!({"plan": "1. read"})),
+    ]}));
+    let decisions: Vec<(String, String, String)> = step.events.iter().filter_map(|e| match &e.event {
+        Event::ToolDecision { tool_call_id, decision, source, .. } => Some((tool_call_id.clone(), decision.clone(), source.clone())),
+        _ => None,
+    }).collect();
+    assert_eq!(decisions, [("t1".to_string(), "approved".to_string(), "policy".to_string())]);
+}
