@@ -788,6 +788,20 @@ fn context_too_long_errors_of_every_provider_are_recognised_with_their_window() 
     assert_eq!(context_overflow(None, "rate limited", None), None);
 }
 
+/// What llama.cpp answers when the prompt exceeds its `-c`: the type, its words, and `n_ctx`.
+fn llama_cpp_context_refusal(h: &mut Harness, n_ctx: u64) -> Step {
+    let request_id = h.request_id();
+    h.handle(Input::RequestFailed {
+        request_id,
+        status: Some(400),
+        error_type: Some("exceed_context_size_error".into()),
+        message: "the request exceeds the available context size, try increasing it".into(),
+        retry_after_ms: None,
+        headers: Default::default(),
+        context_window: Some(n_ctx),
+    })
+}
+
 /// Issue 14 §10: llama.cpp's refusal teaches the window; the round is sent again once, limited
 /// to it; a second refusal ends the turn with the provider's words.
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -803,30 +817,12 @@ fn a_context_refusal_teaches_the_window_and_the_round_is_resent_once() {
     let first = send(&mut h, "u-new", "and now?");
     let first_len = request_body(&first)["messages"].as_array().map_or(0, Vec::len);
     assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 128000);
-    let request_id = h.request_id();
-    let step = h.handle(Input::RequestFailed {
-        request_id,
-        status: Some(400),
-        error_type: Some("exceed_context_size_error".into()),
-        message: "the request exceeds the available context size, try increasing it".into(),
-        retry_after_ms: None,
-        headers: Default::default(),
-        context_window: Some(2048),
-    });
+    let step = llama_cpp_context_refusal(&mut h, 2048);
     assert_eq!(purpose_of(&step), ["chat"], "the round is sent again at once");
     assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 2048, "the window is learned");
     let resent = request_body(&step)["messages"].as_array().map_or(0, Vec::len);
     assert!(resent < first_len, "the history limit cut to the learned window ({resent} < {first_len})");
-    let request_id = h.request_id();
-    let step = h.handle(Input::RequestFailed {
-        request_id,
-        status: Some(400),
-        error_type: Some("exceed_context_size_error".into()),
-        message: "the request exceeds the available context size, try increasing it".into(),
-        retry_after_ms: None,
-        headers: Default::default(),
-        context_window: Some(2048),
-    });
+    let step = llama_cpp_context_refusal(&mut h, 2048);
     assert!(purpose_of(&step).is_empty(), "only once");
     assert_eq!(runtime(&h)["state"], "error");
     assert_eq!(runtime(&h)["error"]["class"], "request_too_large");

@@ -197,21 +197,7 @@ fn a47_search_and_file_tree_never_show_outside_content_or_names_during_a_symlink
     let outside = fx.root.join("outdir");
     std::fs::create_dir_all(&outside).unwrap_or_default();
     std::fs::write(outside.join("outside.txt"), "MARKER-OUTSIDE\n").unwrap_or_default();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flipper = {
-        let (stop, ws, outside) = (stop.clone(), ws.clone(), outside.clone());
-        std::thread::spawn(move || {
-            let (real, parked, link) = (ws.join("race"), ws.join("parked"), ws.join("link"));
-            let _ = symlink(&outside, &link);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = std::fs::rename(&real, &parked);
-                let _ = std::fs::rename(&link, &real);
-                std::thread::yield_now();
-                let _ = std::fs::rename(&real, &link);
-                let _ = std::fs::rename(&parked, &real);
-            }
-        })
-    };
+    let (stop, flipper) = support::swap_with_symlink(&ws, "race", &outside);
     let mut inside_hits = 0;
     for i in 0..300 {
         let reply = tool(port, "search", json!({"pattern": "MARKER-"}));

@@ -381,21 +381,7 @@ fn e10_a_directory_swapped_for_a_symlink_into_git_hooks_never_receives_a_file() 
     let (port, ws) = (fx.server.port, fx.ws());
     std::fs::create_dir_all(ws.join(".git/hooks")).unwrap_or_default();
     std::fs::create_dir_all(ws.join("d")).unwrap_or_default();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flipper = {
-        let (stop, ws) = (stop.clone(), ws.clone());
-        std::thread::spawn(move || {
-            let (real, parked, link) = (ws.join("d"), ws.join("parked"), ws.join("link"));
-            let _ = symlink(".git/hooks", &link);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = std::fs::rename(&real, &parked);
-                let _ = std::fs::rename(&link, &real);
-                std::thread::yield_now();
-                let _ = std::fs::rename(&real, &link);
-                let _ = std::fs::rename(&parked, &real);
-            }
-        })
-    };
+    let (stop, flipper) = support::swap_with_symlink(&ws, "d", std::path::Path::new(".git/hooks"));
     for i in 0..300 {
         let reply = tool(port, "write_file", json!({"path": "d/post-checkout", "content": format!("#!/bin/sh\necho {i}\n")}));
         // Mid-swap a write may also fail (the directory is briefly gone); it always says why.

@@ -195,42 +195,19 @@ pub fn fetch_through_env_proxy_is_not_used() {
         "http://127.0.0.1:{}",
         trap.local_addr().map_or(0, |a| a.port())
     );
-    let token_file = root.join("token");
-    std::fs::write(&token_file, TOKEN).unwrap_or_default();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))
-        .unwrap_or_default();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
-        .arg("serve")
-        .args(["--port", "0", "--token-file"])
-        .arg(&token_file)
-        .arg("--www")
-        .arg(root.join("www"))
-        .arg("--pkg")
-        .arg(root.join("pkg"))
-        .arg("--workspace")
-        .arg(root.join("ws"))
-        .envs([
+    // NO_PROXY unset (an empty value) so nothing exempts the fetch from the proxy.
+    let (mut child, port) = serve_binary(
+        &root,
+        &[],
+        &[
             ("HTTP_PROXY", &proxy),
             ("http_proxy", &proxy),
             ("HTTPS_PROXY", &proxy),
             ("ALL_PROXY", &proxy),
-        ])
-        .env_remove("NO_PROXY")
-        .env_remove("no_proxy")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut line = String::new();
-    if let Some(stdout) = child.stdout.take() {
-        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
-    }
-    let port: u16 = line
-        .trim()
-        .strip_prefix("http://127.0.0.1:")
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no URL line: {line:?}"));
+            ("NO_PROXY", ""),
+            ("no_proxy", ""),
+        ],
+    );
     let reply = tool(
         port,
         "fetch_url",
@@ -341,4 +318,30 @@ fn write_token_file(root: &std::path::Path) -> PathBuf {
         .unwrap_or_else(|e| panic!("{e}"));
     file.write_all(TOKEN.as_bytes()).unwrap_or_default();
     path
+}
+
+/// Swaps `ws/{dir}` with a symlink to `target` and back, as fast as it can, until the returned
+/// flag is set (the race of A47 and E10); join the handle after setting it.
+pub fn swap_with_symlink(
+    ws: &std::path::Path,
+    dir: &str,
+    target: &std::path::Path,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (real, parked, link) = (ws.join(dir), ws.join("parked"), ws.join("link"));
+    let _ = std::os::unix::fs::symlink(target, &link);
+    let flag = stop.clone();
+    let handle = std::thread::spawn(move || {
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = std::fs::rename(&real, &parked);
+            let _ = std::fs::rename(&link, &real);
+            std::thread::yield_now();
+            let _ = std::fs::rename(&real, &link);
+            let _ = std::fs::rename(&parked, &real);
+        }
+    });
+    (stop, handle)
 }
