@@ -30,10 +30,80 @@ fn session_fixtures() {
     );
 }
 
+/// Keys a fixture, a step and an expectation may have: anything else is a typo that would
+/// otherwise check nothing (issue 15), so the runner refuses it.
+const FIXTURE_KEYS: [&str; 6] = ["description", "config", "trajectory", "chat", "steps", "final"];
+const STEP_KEYS: [&str; 18] = [
+    "do", "expect", "advance", "chat", "command", "reply", "text", "status", "error_type",
+    "message", "retry_after_ms", "headers", "context_window", "tool_call_id", "content",
+    "tool_failed", "data", "reason",
+];
+const STEP_KEYS_MORE: [&str; 2] = ["trajectory", "input"];
+const EXPECT_KEYS: [&str; 10] = [
+    "events", "effects", "events_match", "effects_match", "state", "messages", "runtime",
+    "thread", "draft", "roles",
+];
+
+fn unknown_keys(value: &Value, allowed: &[&str]) -> Vec<String> {
+    value
+        .as_object()
+        .map(|map| {
+            map.keys()
+                .filter(|k| !allowed.contains(&k.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A fixture's shape: known keys only, a non-empty `steps` array, each step with a `do`.
+fn check_shape(name: &str, fixture: &Value) -> Result<(), String> {
+    let mut problems = unknown_keys(fixture, &FIXTURE_KEYS);
+    let steps = fixture.get("steps").and_then(Value::as_array);
+    if steps.is_none_or(Vec::is_empty) {
+        problems.push("no steps".into());
+    }
+    let step_keys: Vec<&str> = STEP_KEYS.iter().chain(&STEP_KEYS_MORE).copied().collect();
+    for (index, step) in steps.into_iter().flatten().enumerate() {
+        if step.get("do").and_then(Value::as_str).is_none() {
+            problems.push(format!("step {index} has no `do`"));
+        }
+        problems.extend(unknown_keys(step, &step_keys).into_iter().map(|k| format!("step {index}: {k}")));
+        if let Some(expect) = step.get("expect") {
+            problems.extend(unknown_keys(expect, &EXPECT_KEYS).into_iter().map(|k| format!("step {index} expect: {k}")));
+        }
+    }
+    if let Some(expect) = fixture.get("final") {
+        problems.extend(unknown_keys(expect, &EXPECT_KEYS).into_iter().map(|k| format!("final: {k}")));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{name}: unknown or missing keys: {}", problems.join(", ")))
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_runner_refuses_unknown_keys_and_empty_fixtures() {
+    for (bad, what) in [
+        (r#"{"steps": []}"#, "no steps"),
+        (r#"{"description": "x"}"#, "no steps"),
+        (r#"{"steps": [{"do": "command", "expcet": {"state": "idle"}}]}"#, "expcet"),
+        (r#"{"steps": [{"do": "command", "expect": {"stat": "idle"}}]}"#, "stat"),
+        (r#"{"steps": [{"command": {}}]}"#, "no `do`"),
+        (r#"{"steps": [{"do": "tick"}], "finall": {}}"#, "finall"),
+    ] {
+        let error = check("bad.json", bad).err().unwrap_or_default();
+        assert!(error.contains(what), "{bad}: {error}");
+    }
+}
+
 /// Runs one fixture; `Err` says which step and what differed.
 pub fn check(name: &str, text: &str) -> Result<(), String> {
     let fixture: Value =
         serde_json::from_str(text).map_err(|e| format!("{name}: not JSON: {e}"))?;
+    check_shape(name, &fixture)?;
     let chat = fixture
         .get("chat")
         .and_then(Value::as_str)
