@@ -116,17 +116,18 @@ pub fn set_plan(
     message_id: String,
     now: u64,
 ) -> PlanOutcome {
-    if existing.is_some() {
-        return refuse("a plan already exists; use update_plan");
-    }
     let Some(content) = args.get("content").and_then(Value::as_str) else {
         return refuse("set_plan needs `content`, the plan as text");
     };
     if content.trim().is_empty() {
         return refuse("set_plan needs a non-empty `content`");
     }
+    // Seed 001: set_plan creates the plan, or replaces the current one (a new version that
+    // names the one it supersedes); update_plan adds to it.
+    let version = existing.map_or(1, |plan| plan.version + 1);
+    let supersedes = existing.map(|plan| plan.message_id.clone());
     let (body, original) = cap_text(content, PLAN_BODY_CAP);
-    let mut meta = json!({"mode": mode, "version": 1, "created_at_ms": now, "supersedes": null});
+    let mut meta = json!({"mode": mode, "version": version, "created_at_ms": now, "supersedes": supersedes});
     if let Some(chars) = original {
         meta["truncated"] = json!(true);
         meta["original_chars"] = json!(chars);
@@ -137,11 +138,12 @@ pub fn set_plan(
     let mut message = ChatMessage::new(message_id, Role::Plan, Content::Text(body));
     message.created_at_ms = Some(now);
     message.extra.insert("plan".into(), meta);
+    let verb = if existing.is_some() { "replaced" } else { "set" };
     let result = match original {
         Some(chars) => {
-            format!("Plan set (version 1), cut to {PLAN_BODY_CAP} of {chars} characters.")
+            format!("Plan {verb} (version {version}), cut to {PLAN_BODY_CAP} of {chars} characters.")
         }
-        None => "Plan set (version 1).".to_string(),
+        None => format!("Plan {verb} (version {version})."),
     };
     PlanOutcome {
         result: Ok(result),

@@ -309,9 +309,10 @@ impl ChatSession {
             Command::ApproveTools { tool_call_ids } => {
                 self.transition(ctx, Trigger::Approve(tool_call_ids))
             }
-            Command::RejectTools { tool_call_ids, .. } => {
-                self.transition(ctx, Trigger::Reject(tool_call_ids))
-            }
+            Command::RejectTools {
+                tool_call_ids,
+                reason,
+            } => self.transition(ctx, Trigger::Reject(tool_call_ids, reason)),
             Command::IdeToolResult {
                 tool_call_id,
                 content,

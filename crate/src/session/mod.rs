@@ -58,7 +58,8 @@ pub enum Trigger {
         outcome: ToolOutcome,
     },
     Approve(Vec<String>),
-    Reject(Vec<String>),
+    /// The calls rejected, and what the user said about it (the model reads it).
+    Reject(Vec<String>, Option<String>),
     Abort,
     Tick,
 }
@@ -150,7 +151,9 @@ impl ChatSession {
                 },
             ) => self.on_tool_result(ctx, step, &tool_call_id, outcome),
             (S::Paused(paused), Trigger::Approve(ids)) => self.on_approve(ctx, paused, &ids),
-            (S::Paused(paused), Trigger::Reject(ids)) => self.on_reject(ctx, paused, &ids),
+            (S::Paused(paused), Trigger::Reject(ids, reason)) => {
+                self.on_reject(ctx, paused, &ids, reason.as_deref())
+            }
             // Anything else is stale (bytes of a cancelled request, a late tool result): ignored.
             (state, _) => state,
         };

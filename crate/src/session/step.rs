@@ -286,11 +286,17 @@ impl ChatSession {
         ctx: &mut Ctx,
         paused: Paused,
         ids: &[String],
+        reason: Option<&str>,
     ) -> SessionState {
         let mut step = paused.step;
+        // The user's reason goes to the model with the refusal: it is the point of giving one.
+        let denied = match reason.map(str::trim).filter(|r| !r.is_empty()) {
+            Some(reason) => format!("{DENIED_BY_USER} The user said: {reason}"),
+            None => DENIED_BY_USER.to_string(),
+        };
         for id in ids {
             if step.awaiting_approval.contains(id) {
-                step.record(id, ToolOutcome::failed(DENIED_BY_USER));
+                step.record(id, ToolOutcome::failed(denied.clone()));
                 if let Some(call) = step.call(id).cloned() {
                     step.hidden
                         .push(decision_event(ctx, &call, "rejected", "user"));

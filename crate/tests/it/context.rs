@@ -76,7 +76,7 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
             call("c1", "update_plan", json!({"note": "too early"})),
             call("c2", "set_plan", json!({"content": "1. read\n2. write", "summary": "two steps"})),
             call("c3", "update_plan", json!({"note": "read done"})),
-            call("c4", "set_plan", json!({"content": "again"})),
+            call("c4", "get_plan", json!({})),
             call("c5", "read_file", json!({"path": "a.txt"})),
         ]}),
     );
@@ -101,10 +101,8 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
     assert!(results[0].1.contains("no plan exists"));
     assert!(!results[1].2 && !results[2].2);
     assert!(
-        results[3].2
-            && results[3]
-                .1
-                .contains("a plan already exists; use update_plan")
+        !results[3].2 && results[3].1.contains("1. read"),
+        "get_plan sees the plan set earlier in the same step: {results:?}"
     );
     let roles: Vec<String> = messages(&h)
         .iter()
@@ -163,6 +161,27 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
             && got.contains("seq=\"2\"><![CDATA[write <b>done</b>]]>"),
         "{got}"
     );
+}
+
+/// Issue 15 / seed 001: `set_plan` creates the plan or replaces it — a new version that names
+/// the one it supersedes; later updates and `get_plan` go with the new one.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn set_plan_replaces_the_current_plan() {
+    let mut h = harness();
+    send(&mut h, "u1", "plan it");
+    reply(&mut h, json!({"tool_calls": [call("p1", "set_plan", json!({"content": "1. old"}))]}));
+    reply(&mut h, json!({"tool_calls": [
+        call("p2", "set_plan", json!({"content": "1. new\n2. better"})),
+        call("p3", "get_plan", json!({})),
+    ]}));
+    let results = tool_results(&h);
+    assert!(!results[1].2 && results[1].1.contains("Plan replaced (version 2)"), "{results:?}");
+    assert!(results[2].1.contains("1. new") && !results[2].1.contains("1. old"), "{results:?}");
+    let plans: Vec<Value> = messages(&h).into_iter().filter(|m| m["role"] == "plan").collect();
+    assert_eq!(plans.len(), 2);
+    assert_eq!(plans[1]["plan"]["version"], 2);
+    assert_eq!(plans[1]["plan"]["supersedes"], plans[0]["message_id"]);
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
