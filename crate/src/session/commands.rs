@@ -272,6 +272,10 @@ impl ChatSession {
         if let Err(refusal) = self.check_state_accepts(&envelope.command) {
             return self.refuse(&id, &refusal);
         }
+        if edits_history_only(&envelope.command) {
+            // Popped in `error`, an edit leaves `idle`: the error was about the old history.
+            self.transition(ctx, Trigger::HistoryEdited);
+        }
         match envelope.command {
             command @ Command::UserMessage { .. } => {
                 self.add_user_message(ctx, command);
@@ -480,6 +484,23 @@ fn redoes_a_turn(command: &Command) -> bool {
             }
             | Command::RemoveMessage {
                 regenerate: true,
+                ..
+            }
+    )
+}
+
+/// Commands that change the history without starting a turn.
+fn edits_history_only(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::TruncateMessages { .. }
+            | Command::RestoreFromTrajectory { .. }
+            | Command::UpdateMessage {
+                regenerate: false,
+                ..
+            }
+            | Command::RemoveMessage {
+                regenerate: false,
                 ..
             }
     )

@@ -62,6 +62,9 @@ pub enum Trigger {
     Reject(Vec<String>, Option<String>),
     Abort,
     Tick,
+    /// The user changed the history without starting a turn (edit, remove, truncate, restore):
+    /// an error about the old history no longer holds.
+    HistoryEdited,
 }
 
 #[derive(Debug)]
@@ -154,6 +157,7 @@ impl ChatSession {
             (S::Paused(paused), Trigger::Reject(ids, reason)) => {
                 self.on_reject(ctx, paused, &ids, reason.as_deref())
             }
+            (S::Error(_) | S::Completed, Trigger::HistoryEdited) => S::Idle,
             // Anything else is stale (bytes of a cancelled request, a late tool result): ignored.
             (state, _) => state,
         };

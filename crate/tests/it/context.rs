@@ -1017,3 +1017,19 @@ fn auto_approved_calls_get_their_tool_decision_event() {
     }).collect();
     assert_eq!(decisions, [("t1".to_string(), "approved".to_string(), "policy".to_string())]);
 }
+
+/// Issue 15: a command that edits the history without starting a turn, popped in `error`,
+/// leaves the chat `idle` (the error was about the old history); a draft change does not.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn an_edit_popped_in_error_leaves_the_chat_idle() {
+    let mut h = harness();
+    send(&mut h, "u1", "hello");
+    h.handle(Input::RequestFailed { request_id: h.request_id(), status: Some(401), error_type: None, message: "bad key".into(), retry_after_ms: None, headers: Default::default(), context_window: None });
+    assert_eq!(runtime(&h)["state"], "error");
+    h.command("c1", json!({"type": "set_draft", "client_request_id": "d", "text": "typing"}));
+    assert_eq!(runtime(&h)["state"], "error", "a draft is not an edit of the history");
+    h.command("c1", json!({"type": "truncate_messages", "client_request_id": "t", "from_index": 0}));
+    assert_eq!(runtime(&h)["state"], "idle");
+    assert!(runtime(&h).get("error").is_none());
+}
