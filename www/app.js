@@ -274,7 +274,10 @@ function renderModelLine(chat) {
   const kind = chat.thread.provider || settings.kind;
   const model = chat.thread.model || settings.providers?.[kind]?.model || '';
   const window = chat.runtime?.context_usage?.n_ctx;
-  $('chat-model').textContent = model ? `${model}${window ? ` · ${window.toLocaleString('en')} tokens of context` : ''}` : '';
+  // A local server's model id can be a file path: its last part names it.
+  const name = model.split('/').pop();
+  $('chat-model').textContent = name ? `${name}${window ? ` · ${window.toLocaleString('en')} tokens of context` : ''}` : '';
+  $('chat-model').title = model;
 }
 
 /** Send turns into Stop while the chat is busy; with text typed, Send stays to queue it. */

@@ -170,6 +170,9 @@ pub enum Input {
         tool_failed: bool,
         #[serde(default)]
         data: Option<Value>,
+        /// Keys the tool merges into the thread (SPEC §8.3); never the ones that steer the agent.
+        #[serde(default)]
+        session_metadata: Option<serde_json::Map<String, Value>>,
     },
     /// A line of output from a running workspace tool (`run_command`'s NDJSON, MCP progress).
     ToolProgress {
@@ -320,11 +323,13 @@ impl Engine {
                 content,
                 tool_failed,
                 data,
+                session_metadata,
             } => {
                 let outcome = ToolOutcome {
                     content,
                     failed: tool_failed,
                     data,
+                    session_metadata,
                 };
                 self.to_chat(now, &chat_id, &mut step, |s, ctx| {
                     s.transition(

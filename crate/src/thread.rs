@@ -122,6 +122,25 @@ impl ThreadParams {
     }
 }
 
+/// The thread params a tool's `session_metadata` may not set (SPEC §8.3): what steers the agent.
+pub const STEERING_PARAMS: [&str; 15] = [
+    "model",
+    "provider",
+    "mode",
+    "temperature",
+    "max_tokens",
+    "reasoning_effort",
+    "thinking_budget",
+    "context_tokens_cap",
+    "system_prompt",
+    "max_tool_rounds",
+    "tool_policy",
+    "parent_id",
+    "root_chat_id",
+    "link_type",
+    "composer_draft",
+];
+
 pub fn default_rule(tool_name: &str) -> ToolRule {
     match tool_name {
         "write_file" | "edit_file" | "fetch_url" | "run_command" => ToolRule::Ask,

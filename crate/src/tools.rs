@@ -144,6 +144,8 @@ pub struct ToolOutcome {
     pub content: String,
     pub failed: bool,
     pub data: Option<Value>,
+    /// Merged into the thread when the result is added (SPEC §8.3).
+    pub session_metadata: Option<serde_json::Map<String, Value>>,
 }
 
 impl ToolOutcome {
@@ -152,6 +154,7 @@ impl ToolOutcome {
             content,
             failed: false,
             data: None,
+            session_metadata: None,
         }
     }
 
@@ -160,6 +163,7 @@ impl ToolOutcome {
             content: content.into(),
             failed: true,
             data: None,
+            session_metadata: None,
         }
     }
 }

@@ -326,6 +326,7 @@ impl ChatSession {
                     content,
                     failed: tool_failed,
                     data: None,
+                    session_metadata: None,
                 };
                 self.transition(
                     ctx,

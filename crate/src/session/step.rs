@@ -236,6 +236,31 @@ impl ChatSession {
         for hidden in &step.hidden {
             self.push_message(hidden.clone());
         }
+        self.merge_session_metadata(step);
+    }
+
+    /// SPEC §8.3: a tool's `session_metadata` is merged into the thread, in call order — but
+    /// never the params that steer the agent (its tool rules, provider, model, prompt, limits,
+    /// links): a tool must not be able to approve itself or change who answers.
+    fn merge_session_metadata(&mut self, step: &ToolStep) {
+        let mut patch = serde_json::Map::new();
+        for call in &step.calls {
+            let metadata = step
+                .results
+                .get(&call.id)
+                .and_then(|outcome| outcome.session_metadata.as_ref());
+            for (key, value) in metadata.into_iter().flatten() {
+                if !crate::thread::STEERING_PARAMS.contains(&key.as_str()) {
+                    patch.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        if patch.is_empty() {
+            return;
+        }
+        if let Ok(next) = self.thread.patched(&patch) {
+            self.patch_thread(patch, next);
+        }
     }
 
     /// The "AI interrupt": priority user messages join at a safe point, after the results.

@@ -1097,6 +1097,7 @@ fn tool_result(shared: &Handle, chat_id: String, tool_call_id: String, reply: To
             content: reply.content,
             tool_failed: reply.failed,
             data: reply.data,
+            session_metadata: None,
         },
     );
 }

@@ -207,6 +207,7 @@ fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Ste
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             data: step.get("data").cloned(),
+            session_metadata: None,
         }),
         "tick" => h.handle(Input::Tick {}),
         "save_acked" => {

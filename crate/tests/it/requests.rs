@@ -144,6 +144,7 @@ fn anthropic_thinking_round_trips_within_the_tool_turn() {
         content: "hello".into(),
         tool_failed: false,
         data: None,
+        session_metadata: None,
     });
     let body = step
         .effects
