@@ -70,6 +70,10 @@ impl ChatSession {
 
     /// Sends the compaction request, or says why not (`skipped`) and goes on with `resume`.
     pub(super) fn start_compaction(&mut self, ctx: &mut Ctx, resume: Resume) -> SessionState {
+        // SPEC §5: the phase goes checking → running → applied/skipped/failed; `checking` is
+        // emitted at once, or a subscriber would only ever see where the check ended.
+        self.compression_phase = Some("checking".into());
+        self.emit_status_changes(ctx);
         let sources = self.compaction_sources();
         if sources.len() < MIN_SOURCES {
             return self.compaction_over(ctx, "skipped", resume);

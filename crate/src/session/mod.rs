@@ -196,7 +196,7 @@ impl ChatSession {
         self.effects.push(effect);
     }
 
-    fn emit_status_changes(&mut self, ctx: &Ctx) {
+    pub(super) fn emit_status_changes(&mut self, ctx: &Ctx) {
         let queue = self.queue.summary();
         if queue != self.last_queue {
             self.last_queue.clone_from(&queue);

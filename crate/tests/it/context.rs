@@ -1061,3 +1061,23 @@ fn session_metadata_merges_into_the_thread_but_never_steers() {
     assert!(thread.get("tool_policy").is_none_or(|p| p.get("write_file").is_none()), "{thread}");
     assert_ne!(thread["model"], "evil");
 }
+
+/// Issue 15 / SPEC §5: the compression phase goes `checking` → `running` → `applied`, each
+/// seen by subscribers through `runtime_updated`.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn compaction_phases_are_emitted_checking_running_applied() {
+    use palaver::event::Event;
+    let phases = |step: &Step| -> Vec<String> {
+        step.events.iter().filter_map(|e| match &e.event {
+            Event::RuntimeUpdated { runtime } => runtime.compression_phase.clone(),
+            _ => None,
+        }).collect()
+    };
+    let mut h = long_chat();
+    let step = send(&mut h, "u-new", "and now?");
+    assert_eq!(purpose_of(&step), ["compaction"]);
+    assert_eq!(phases(&step), ["checking", "running"]);
+    let step = reply(&mut h, json!({"text": "The user asked six questions."}));
+    assert_eq!(phases(&step).last().map(String::as_str), Some("applied"));
+}
