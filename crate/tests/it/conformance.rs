@@ -119,8 +119,10 @@ pub fn check(name: &str, text: &str) -> Result<(), String> {
     let mut command_counter = 0;
     for (index, step) in steps.iter().enumerate() {
         let produced = run_step(&mut harness, &chat, step, &mut command_counter);
+        // A step aimed at another chat (`chat`) is checked against that chat.
+        let target = step.get("chat").and_then(Value::as_str).unwrap_or(&chat);
         if let Some(expect) = step.get("expect") {
-            check_expect(&harness, &chat, &produced, expect)
+            check_expect(&harness, target, &produced, expect)
                 .map_err(|e| format!("{name} step {index} ({}): {e}", step_label(step)))?;
         }
     }

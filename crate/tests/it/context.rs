@@ -430,12 +430,32 @@ fn stage_four_drops_old_turns_but_never_plans_and_applies_exemptions() {
             "{dropped} dropped: {got:?}"
         );
     }
-    let pcs = got.iter().filter(|id| id.starts_with("pc")).count();
-    assert!(pcs <= 3, "KeepRecentN keeps 3 process_completed: {got:?}");
     assert!(
         !got.iter().any(|g| g == "mode1"),
         "DropOnAge: older than the last 2 user turns: {got:?}"
     );
+}
+
+/// KeepRecentN on its own (issue 15: the test above could pass without the rule, its surplus
+/// event sat in a turn dropped anyway): every turn fits but for a few tokens, so only the rule
+/// drops — the oldest `process_completed` events beyond the last three, their turns kept.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn keep_recent_n_keeps_the_last_three_of_a_kind_and_nothing_else_goes() {
+    let h = history(json!([
+        {"message_id": "s", "role": "system", "content": "system prompt"},
+        user("u1", "first"), event("pc1", "process_completed"), event("pc2", "process_completed"), assistant("a1", "one"),
+        user("u2", "second"), event("pc3", "process_completed"), event("pc4", "process_completed"), assistant("a2", "two"),
+        user("u3", "third"), event("pc5", "process_completed"), assistant("a3", "three"),
+        user("u4", "last question"),
+    ]));
+    let limited = limit_history(&h, Some(total(&h) - 5)).expect("fits");
+    let got = ids(&limited.messages);
+    let pcs: Vec<&String> = got.iter().filter(|id| id.starts_with("pc")).collect();
+    assert_eq!(pcs, ["pc3", "pc4", "pc5"], "the last three are kept: {got:?}");
+    for kept in ["s", "u1", "a1", "u2", "a2", "u3", "a3", "u4"] {
+        assert!(got.iter().any(|g| g == kept), "{kept} kept (only the rule dropped): {got:?}");
+    }
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -1080,4 +1100,56 @@ fn compaction_phases_are_emitted_checking_running_applied() {
     assert_eq!(phases(&step), ["checking", "running"]);
     let step = reply(&mut h, json!({"text": "The user asked six questions."}));
     assert_eq!(phases(&step).last().map(String::as_str), Some("applied"));
+}
+
+/// Issue 15: the queue's cap and its priority order, through the engine: while a turn runs,
+/// priority messages queue after earlier priority ones and before the rest; past 100 queued
+/// commands the next is refused with `queue_full`, and nothing else changes.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_queue_keeps_priority_order_and_refuses_past_its_cap() {
+    let mut h = harness();
+    send(&mut h, "u0", "busy now");
+    for (id, priority) in [("n1", false), ("p1", true), ("n2", false), ("p2", true)] {
+        h.command("c1", json!({"type": "user_message", "client_request_id": id, "content": id, "priority": priority}));
+    }
+    let order: Vec<String> = runtime(&h)["queued_items"].as_array().cloned().unwrap_or_default()
+        .iter().map(|i| i["client_request_id"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(order, ["p1", "p2", "n1", "n2"]);
+    for i in 4..palaver::queue::MAX_QUEUE {
+        h.command("c1", json!({"type": "user_message", "client_request_id": format!("f{i}"), "content": "x"}));
+    }
+    assert_eq!(runtime(&h)["queue_size"], palaver::queue::MAX_QUEUE);
+    let step = h.command("c1", json!({"type": "user_message", "client_request_id": "over", "content": "x"}));
+    let ack = step.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).find(|e| e["type"] == "ack").unwrap_or_default();
+    assert_eq!((ack["accepted"].clone(), ack["reason"]["kind"].clone()), (json!(false), json!("queue_full")), "{ack}");
+    assert_eq!(runtime(&h)["queue_size"], palaver::queue::MAX_QUEUE);
+}
+
+/// Issue 15 / SPEC §8.3: at most 8 workspace tools run at once; the others start as results
+/// come in, and the results are added in call order.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn at_most_eight_tools_run_at_once_and_results_keep_call_order() {
+    let mut h = harness();
+    send(&mut h, "u1", "read ten");
+    let calls: Vec<Value> = (0..10).map(|i| call(&format!("t{i}"), "read_file", json!({"path": format!("f{i}")}))).collect();
+    let step = reply(&mut h, json!({"tool_calls": calls}));
+    let started = |step: &Step| -> Vec<String> { step.effects.iter().filter_map(|e| match e {
+        Effect::RunTool { tool_call_id, .. } => Some(tool_call_id.clone()),
+        _ => None,
+    }).collect() };
+    assert_eq!(started(&step).len(), palaver::tools::MAX_PARALLEL_TOOLS);
+    // Answer in reverse; each answer lets one more start.
+    let mut later = Vec::new();
+    for i in (0..8).rev() {
+        let step = h.handle(Input::ToolResult { chat_id: "c1".into(), tool_call_id: format!("t{i}"), content: format!("r{i}"), tool_failed: false, data: None, session_metadata: None });
+        later.extend(started(&step));
+    }
+    assert_eq!(later, ["t8", "t9"], "the held calls start as slots free up");
+    for i in [9, 8] {
+        h.handle(Input::ToolResult { chat_id: "c1".into(), tool_call_id: format!("t{i}"), content: format!("r{i}"), tool_failed: false, data: None, session_metadata: None });
+    }
+    let order: Vec<String> = tool_results(&h).into_iter().map(|(id, _, _)| id).collect();
+    assert_eq!(order, (0..10).map(|i| format!("t{i}")).collect::<Vec<_>>(), "results in call order");
 }
