@@ -316,11 +316,12 @@ async function b22Navigation(page) {
   await page.evaluate(() => globalThis.palaverApp.palaver.flush());
   await page.reload();
   await ready(page);
+  // (The app reopens the chat that was open; wait for the one asked for, drawn.)
   await page.evaluate((id) => globalThis.palaverApp.selectChat(id), other);
-  await page.waitForFunction(() => globalThis.palaverApp.chat?.messages.length > 0);
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id && document.querySelectorAll('[data-testid=message]').length > 0, other);
   const otherFresh = await page.locator('[data-testid=message]').allTextContents();
   await page.evaluate((id) => globalThis.palaverApp.selectChat(id), streaming);
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, streamedView.length)
+  await page.waitForFunction(([id, n]) => globalThis.palaverApp.chat?.id === id && document.querySelectorAll('[data-testid=message]').length === n, [streaming, streamedView.length])
     .catch(async (e) => {
       const fresh = await page.locator('[data-testid=message]').allTextContents();
       console.log('B22 fresh view', JSON.stringify([fresh.map((t) => t.slice(-60)), streamedView.map((t) => t.slice(0, 30) + '…' + t.slice(-60))]));
@@ -634,8 +635,10 @@ async function offline(page) {
   await ready(page);
   const listed = await chatCount(page);
   check(listed === chats, `offline, the app opens from its cache and lists the ${chats} past chats (${listed})`);
-  await page.locator('[data-testid=chat-item]').last().click();
-  await page.waitForSelector('[data-testid=message][data-role=assistant]');
+  const last = page.locator('[data-testid=chat-item]').last();
+  const id = await last.getAttribute('data-chat-id');
+  await last.click();
+  await page.waitForFunction((chat) => globalThis.palaverApp.chat?.id === chat && document.querySelector('[data-testid=message][data-role=assistant]'), id, { timeout: 10_000 }).catch(() => {});
   check(await page.locator('[data-testid=message]').count() > 0, 'and a past chat is readable');
   await context.setOffline(false);
 }
