@@ -90,7 +90,12 @@ fn ending_note(message: &crate::message::ChatMessage) -> Option<&'static str> {
     if message.role != Role::Assistant {
         return None;
     }
-    if message.extra.get("stopped").and_then(serde_json::Value::as_bool) == Some(true) {
+    if message
+        .extra
+        .get("stopped")
+        .and_then(serde_json::Value::as_bool)
+        == Some(true)
+    {
         return Some("[stopped by the user: this answer is incomplete]");
     }
     match message.finish_reason.as_deref() {

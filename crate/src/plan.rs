@@ -127,7 +127,8 @@ pub fn set_plan(
     let version = existing.map_or(1, |plan| plan.version + 1);
     let supersedes = existing.map(|plan| plan.message_id.clone());
     let (body, original) = cap_text(content, PLAN_BODY_CAP);
-    let mut meta = json!({"mode": mode, "version": version, "created_at_ms": now, "supersedes": supersedes});
+    let mut meta =
+        json!({"mode": mode, "version": version, "created_at_ms": now, "supersedes": supersedes});
     if let Some(chars) = original {
         meta["truncated"] = json!(true);
         meta["original_chars"] = json!(chars);
@@ -138,10 +139,16 @@ pub fn set_plan(
     let mut message = ChatMessage::new(message_id, Role::Plan, Content::Text(body));
     message.created_at_ms = Some(now);
     message.extra.insert("plan".into(), meta);
-    let verb = if existing.is_some() { "replaced" } else { "set" };
+    let verb = if existing.is_some() {
+        "replaced"
+    } else {
+        "set"
+    };
     let result = match original {
         Some(chars) => {
-            format!("Plan {verb} (version {version}), cut to {PLAN_BODY_CAP} of {chars} characters.")
+            format!(
+                "Plan {verb} (version {version}), cut to {PLAN_BODY_CAP} of {chars} characters."
+            )
         }
         None => format!("Plan {verb} (version {version})."),
     };

@@ -277,11 +277,9 @@ impl Walker<'_> {
             }
             let path = join(prefix, &name);
             let is_dir = kind == Kind::Dir;
-            let by_glob = self
-                .options
-                .overrides
-                .as_ref()
-                .map_or(Match::None, |o| o.matched(virtual_path(&path), is_dir).map(|_| ()));
+            let by_glob = self.options.overrides.as_ref().map_or(Match::None, |o| {
+                o.matched(virtual_path(&path), is_dir).map(|_| ())
+            });
             let skip = match by_glob {
                 Match::Ignore(()) => true,
                 Match::Whitelist(()) => false,

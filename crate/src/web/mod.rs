@@ -8,7 +8,13 @@ mod bench;
 mod decoder;
 pub mod host;
 pub mod idb;
+mod ownership;
+mod shared;
+mod storage;
+mod streams;
+mod subscribers;
 mod tabs;
+mod tool_calls;
 
 use crate::engine::{Bytes, Engine, EngineConfig, Input, Step};
 use serde::Serialize;

@@ -967,7 +967,9 @@ async fn b9_two_engines_on_different_chats_write_concurrently() {
 async fn a_registered_host_tool_answers_the_models_call() {
     use crate::support::harness::openai_reply;
     let id = unique("hosttool");
-    let call = openai_reply(&json!({"tool_calls": [{"id": "call_tab", "name": "read_tab", "arguments": {"which": "current"}}]}));
+    let call = openai_reply(
+        &json!({"tool_calls": [{"id": "call_tab", "name": "read_tab", "arguments": {"which": "current"}}]}),
+    );
     let answer = openai_reply(&json!({"text": "The tab is x."}));
     let sse = json!({"content-type": "text/event-stream"});
     fetch_json(&format!("{}/__script/{id}", double()), "POST", Some(json!({"responses": [{"body": call, "headers": sse}, {"body": answer, "headers": sse}]}))).await;
@@ -976,19 +978,42 @@ async fn a_registered_host_tool_answers_the_models_call() {
         "providers": [{"kind": "openai-chat", "base_url": format!("{}/s/{id}", double()), "model": "m"}],
         "host_tools": [{"name": "read_tab", "description": "Read the current tab", "parameters": {"type": "object"}}],
     })).await;
-    let run = js_sys::Function::new_with_args("args", "return Promise.resolve('<title>x</title> for ' + args.which)");
+    let run = js_sys::Function::new_with_args(
+        "args",
+        "return Promise.resolve('<title>x</title> for ' + args.which)",
+    );
     host.register_host_tool("read_tab".into(), run);
-    let chat = promised(host.create_chat(None)).await.as_string().expect("id");
+    let chat = promised(host.create_chat(None))
+        .await
+        .as_string()
+        .expect("id");
     promised(host.open_chat(chat.clone())).await;
-    send(&host, &chat, json!({"type": "user_message", "content": "what tab?"}));
-    let snap = wait_for(&host, &chat, 8_000, |s| state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 4)).await;
+    send(
+        &host,
+        &chat,
+        json!({"type": "user_message", "content": "what tab?"}),
+    );
+    let snap = wait_for(&host, &chat, 8_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 4)
+    })
+    .await;
     let tool = &snap["messages"][2];
-    assert_eq!((tool["role"].clone(), tool["tool_call_id"].clone()), (json!("tool"), json!("call_tab")), "{snap}");
+    assert_eq!(
+        (tool["role"].clone(), tool["tool_call_id"].clone()),
+        (json!("tool"), json!("call_tab")),
+        "{snap}"
+    );
     assert_eq!(tool["content"], "<title>x</title> for current");
     assert_eq!(snap["messages"][3]["content"], "The tab is x.");
     let log = fetch_json(&format!("{}/__log/{id}", double()), "GET", None).await;
     let second = log[1]["body"]["messages"].to_string();
-    assert!(second.contains("<title>x</title> for current"), "the answer reached the model: {second}");
-    assert!(log[0]["body"]["tools"].to_string().contains("read_tab"), "the host tool is offered");
+    assert!(
+        second.contains("<title>x</title> for current"),
+        "the answer reached the model: {second}"
+    );
+    assert!(
+        log[0]["body"]["tools"].to_string().contains("read_tab"),
+        "the host tool is offered"
+    );
     host.close();
 }

@@ -32,16 +32,46 @@ fn session_fixtures() {
 
 /// Keys a fixture, a step and an expectation may have: anything else is a typo that would
 /// otherwise check nothing (issue 15), so the runner refuses it.
-const FIXTURE_KEYS: [&str; 6] = ["description", "config", "trajectory", "chat", "steps", "final"];
+const FIXTURE_KEYS: [&str; 6] = [
+    "description",
+    "config",
+    "trajectory",
+    "chat",
+    "steps",
+    "final",
+];
 const STEP_KEYS: [&str; 18] = [
-    "do", "expect", "advance", "chat", "command", "reply", "text", "status", "error_type",
-    "message", "retry_after_ms", "headers", "context_window", "tool_call_id", "content",
-    "tool_failed", "data", "reason",
+    "do",
+    "expect",
+    "advance",
+    "chat",
+    "command",
+    "reply",
+    "text",
+    "status",
+    "error_type",
+    "message",
+    "retry_after_ms",
+    "headers",
+    "context_window",
+    "tool_call_id",
+    "content",
+    "tool_failed",
+    "data",
+    "reason",
 ];
 const STEP_KEYS_MORE: [&str; 2] = ["trajectory", "input"];
 const EXPECT_KEYS: [&str; 10] = [
-    "events", "effects", "events_match", "effects_match", "state", "messages", "runtime",
-    "thread", "draft", "roles",
+    "events",
+    "effects",
+    "events_match",
+    "effects_match",
+    "state",
+    "messages",
+    "runtime",
+    "thread",
+    "draft",
+    "roles",
 ];
 
 fn unknown_keys(value: &Value, allowed: &[&str]) -> Vec<String> {
@@ -68,18 +98,33 @@ fn check_shape(name: &str, fixture: &Value) -> Result<(), String> {
         if step.get("do").and_then(Value::as_str).is_none() {
             problems.push(format!("step {index} has no `do`"));
         }
-        problems.extend(unknown_keys(step, &step_keys).into_iter().map(|k| format!("step {index}: {k}")));
+        problems.extend(
+            unknown_keys(step, &step_keys)
+                .into_iter()
+                .map(|k| format!("step {index}: {k}")),
+        );
         if let Some(expect) = step.get("expect") {
-            problems.extend(unknown_keys(expect, &EXPECT_KEYS).into_iter().map(|k| format!("step {index} expect: {k}")));
+            problems.extend(
+                unknown_keys(expect, &EXPECT_KEYS)
+                    .into_iter()
+                    .map(|k| format!("step {index} expect: {k}")),
+            );
         }
     }
     if let Some(expect) = fixture.get("final") {
-        problems.extend(unknown_keys(expect, &EXPECT_KEYS).into_iter().map(|k| format!("final: {k}")));
+        problems.extend(
+            unknown_keys(expect, &EXPECT_KEYS)
+                .into_iter()
+                .map(|k| format!("final: {k}")),
+        );
     }
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!("{name}: unknown or missing keys: {}", problems.join(", ")))
+        Err(format!(
+            "{name}: unknown or missing keys: {}",
+            problems.join(", ")
+        ))
     }
 }
 
@@ -89,8 +134,14 @@ fn the_runner_refuses_unknown_keys_and_empty_fixtures() {
     for (bad, what) in [
         (r#"{"steps": []}"#, "no steps"),
         (r#"{"description": "x"}"#, "no steps"),
-        (r#"{"steps": [{"do": "command", "expcet": {"state": "idle"}}]}"#, "expcet"),
-        (r#"{"steps": [{"do": "command", "expect": {"stat": "idle"}}]}"#, "stat"),
+        (
+            r#"{"steps": [{"do": "command", "expcet": {"state": "idle"}}]}"#,
+            "expcet",
+        ),
+        (
+            r#"{"steps": [{"do": "command", "expect": {"stat": "idle"}}]}"#,
+            "stat",
+        ),
         (r#"{"steps": [{"command": {}}]}"#, "no `do`"),
         (r#"{"steps": [{"do": "tick"}], "finall": {}}"#, "finall"),
     ] {

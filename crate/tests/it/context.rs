@@ -171,15 +171,30 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
 fn set_plan_replaces_the_current_plan() {
     let mut h = harness();
     send(&mut h, "u1", "plan it");
-    reply(&mut h, json!({"tool_calls": [call("p1", "set_plan", json!({"content": "1. old"}))]}));
-    reply(&mut h, json!({"tool_calls": [
-        call("p2", "set_plan", json!({"content": "1. new\n2. better"})),
-        call("p3", "get_plan", json!({})),
-    ]}));
+    reply(
+        &mut h,
+        json!({"tool_calls": [call("p1", "set_plan", json!({"content": "1. old"}))]}),
+    );
+    reply(
+        &mut h,
+        json!({"tool_calls": [
+            call("p2", "set_plan", json!({"content": "1. new\n2. better"})),
+            call("p3", "get_plan", json!({})),
+        ]}),
+    );
     let results = tool_results(&h);
-    assert!(!results[1].2 && results[1].1.contains("Plan replaced (version 2)"), "{results:?}");
-    assert!(results[2].1.contains("1. new") && !results[2].1.contains("1. old"), "{results:?}");
-    let plans: Vec<Value> = messages(&h).into_iter().filter(|m| m["role"] == "plan").collect();
+    assert!(
+        !results[1].2 && results[1].1.contains("Plan replaced (version 2)"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].1.contains("1. new") && !results[2].1.contains("1. old"),
+        "{results:?}"
+    );
+    let plans: Vec<Value> = messages(&h)
+        .into_iter()
+        .filter(|m| m["role"] == "plan")
+        .collect();
     assert_eq!(plans.len(), 2);
     assert_eq!(plans[1]["plan"]["version"], 2);
     assert_eq!(plans[1]["plan"]["supersedes"], plans[0]["message_id"]);
@@ -452,9 +467,16 @@ fn keep_recent_n_keeps_the_last_three_of_a_kind_and_nothing_else_goes() {
     let limited = limit_history(&h, Some(total(&h) - 5)).expect("fits");
     let got = ids(&limited.messages);
     let pcs: Vec<&String> = got.iter().filter(|id| id.starts_with("pc")).collect();
-    assert_eq!(pcs, ["pc3", "pc4", "pc5"], "the last three are kept: {got:?}");
+    assert_eq!(
+        pcs,
+        ["pc3", "pc4", "pc5"],
+        "the last three are kept: {got:?}"
+    );
     for kept in ["s", "u1", "a1", "u2", "a2", "u3", "a3", "u4"] {
-        assert!(got.iter().any(|g| g == kept), "{kept} kept (only the rule dropped): {got:?}");
+        assert!(
+            got.iter().any(|g| g == kept),
+            "{kept} kept (only the rule dropped): {got:?}"
+        );
     }
 }
 
@@ -826,7 +848,14 @@ fn context_too_long_errors_of_every_provider_are_recognised_with_their_window() 
         let found = context_overflow(kind, message, reported);
         assert_eq!(found.map(|o| o.window), Some(window), "{message}");
     }
-    assert_eq!(context_overflow(Some("invalid_request_error"), "messages: text content blocks must be non-empty", None), None);
+    assert_eq!(
+        context_overflow(
+            Some("invalid_request_error"),
+            "messages: text content blocks must be non-empty",
+            None
+        ),
+        None
+    );
     assert_eq!(context_overflow(None, "rate limited", None), None);
 }
 
@@ -857,13 +886,28 @@ fn a_context_refusal_teaches_the_window_and_the_round_is_resent_once() {
     }
     h.open("c1", Some(json!({"id": "c1", "messages": messages})));
     let first = send(&mut h, "u-new", "and now?");
-    let first_len = request_body(&first)["messages"].as_array().map_or(0, Vec::len);
+    let first_len = request_body(&first)["messages"]
+        .as_array()
+        .map_or(0, Vec::len);
     assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 128000);
     let step = llama_cpp_context_refusal(&mut h, 2048);
-    assert_eq!(purpose_of(&step), ["chat"], "the round is sent again at once");
-    assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 2048, "the window is learned");
-    let resent = request_body(&step)["messages"].as_array().map_or(0, Vec::len);
-    assert!(resent < first_len, "the history limit cut to the learned window ({resent} < {first_len})");
+    assert_eq!(
+        purpose_of(&step),
+        ["chat"],
+        "the round is sent again at once"
+    );
+    assert_eq!(
+        runtime(&h)["context_usage"]["n_ctx"],
+        2048,
+        "the window is learned"
+    );
+    let resent = request_body(&step)["messages"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(
+        resent < first_len,
+        "the history limit cut to the learned window ({resent} < {first_len})"
+    );
     let step = llama_cpp_context_refusal(&mut h, 2048);
     assert!(purpose_of(&step).is_empty(), "only once");
     assert_eq!(runtime(&h)["state"], "error");
@@ -881,30 +925,69 @@ fn provider_model_settings_and_the_chats_system_prompt_reach_the_request() {
         {"kind": "gemini", "base_url": "http://127.0.0.1:9/v1beta", "model": "gemini", "n_ctx": 1048576, "max_tokens": 700, "thinking_budget": 512},
         {"kind": "openai-responses", "base_url": "http://127.0.0.1:9/v1", "model": "o4", "max_tokens": 900, "reasoning_effort": "high"},
     ]);
-    let mut h = Harness::with_config_patch(&json!({"providers": providers, "system_prompt": "HOST PROMPT"}));
+    let mut h = Harness::with_config_patch(
+        &json!({"providers": providers, "system_prompt": "HOST PROMPT"}),
+    );
     h.open("c1", None);
     let step = send(&mut h, "u1", "hi");
     let body = request_body(&step);
-    assert_eq!((body["max_tokens"].clone(), body["temperature"].clone(), body["reasoning_effort"].clone()), (json!(300), json!(0.2), json!("low")), "{body}");
+    assert_eq!(
+        (
+            body["max_tokens"].clone(),
+            body["temperature"].clone(),
+            body["reasoning_effort"].clone()
+        ),
+        (json!(300), json!(0.2), json!("low")),
+        "{body}"
+    );
     assert_eq!(body["messages"][0]["content"], "HOST PROMPT");
-    assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 4096, "the provider's window");
+    assert_eq!(
+        runtime(&h)["context_usage"]["n_ctx"],
+        4096,
+        "the provider's window"
+    );
     reply(&mut h, json!({"text": "ok"}));
     let patch = json!({"type": "set_params", "client_request_id": "p1", "patch": {"provider": "anthropic", "system_prompt": "CHAT PROMPT"}});
     h.command("c1", patch);
     let body = request_body(&send(&mut h, "u2", "again"));
     assert_eq!(body["max_tokens"], 2000);
-    assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
-    assert_eq!(body["system"][0]["text"], "CHAT PROMPT", "the chat's prompt replaces the host's");
-    assert!(body["system"][0].get("cache_control").is_some(), "the system prompt carries the first breakpoint: {}", body["system"]);
-    assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 128000, "anthropic names no window: the default");
-    h.handle(Input::RequestFailed { request_id: h.request_id(), status: Some(401), error_type: None, message: "x".into(), retry_after_ms: None, headers: Default::default(), context_window: None });
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 1024})
+    );
+    assert_eq!(
+        body["system"][0]["text"], "CHAT PROMPT",
+        "the chat's prompt replaces the host's"
+    );
+    assert!(
+        body["system"][0].get("cache_control").is_some(),
+        "the system prompt carries the first breakpoint: {}",
+        body["system"]
+    );
+    assert_eq!(
+        runtime(&h)["context_usage"]["n_ctx"],
+        128000,
+        "anthropic names no window: the default"
+    );
+    h.handle(Input::RequestFailed {
+        request_id: h.request_id(),
+        status: Some(401),
+        error_type: None,
+        message: "x".into(),
+        retry_after_ms: None,
+        headers: Default::default(),
+        context_window: None,
+    });
     for (kind, check) in [("gemini", "gemini"), ("openai-responses", "responses")] {
         h.command("c1", json!({"type": "set_params", "client_request_id": format!("p-{kind}"), "patch": {"provider": kind, "max_tokens": null}}));
         let body = request_body(&send(&mut h, &format!("u-{kind}"), "once more"));
         match check {
             "gemini" => {
                 assert_eq!(body["generationConfig"]["maxOutputTokens"], 700, "{body}");
-                assert_eq!(body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 512, "{body}");
+                assert_eq!(
+                    body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 512,
+                    "{body}"
+                );
                 assert_eq!(runtime(&h)["context_usage"]["n_ctx"], 1048576);
             }
             _ => {
@@ -912,7 +995,15 @@ fn provider_model_settings_and_the_chats_system_prompt_reach_the_request() {
                 assert_eq!(body["reasoning"]["effort"], "high", "{body}");
             }
         }
-        h.handle(Input::RequestFailed { request_id: h.request_id(), status: Some(401), error_type: None, message: "x".into(), retry_after_ms: None, headers: Default::default(), context_window: None });
+        h.handle(Input::RequestFailed {
+            request_id: h.request_id(),
+            status: Some(401),
+            error_type: None,
+            message: "x".into(),
+            retry_after_ms: None,
+            headers: Default::default(),
+            context_window: None,
+        });
     }
     // A chat's own max_tokens beats its provider's.
     h.command("c1", json!({"type": "set_params", "client_request_id": "p-own", "patch": {"provider": "openai-chat", "max_tokens": 55}}));
@@ -924,12 +1015,20 @@ fn provider_model_settings_and_the_chats_system_prompt_reach_the_request() {
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_system_prompt_carries_the_instructions_the_sorted_file_tree_and_the_date() {
-    use palaver::prompt::{assemble, InstructionFile, WorkspaceContext, DEFAULT_AGENT_PROMPT, FILE_TREE_CAP, INSTRUCTION_FILE_CAP};
-    let mut files: Vec<String> = (0..FILE_TREE_CAP + 5).map(|i| format!("src/f{i:04}.rs")).collect();
+    use palaver::prompt::{
+        assemble, InstructionFile, WorkspaceContext, DEFAULT_AGENT_PROMPT, FILE_TREE_CAP,
+        INSTRUCTION_FILE_CAP,
+    };
+    let mut files: Vec<String> = (0..FILE_TREE_CAP + 5)
+        .map(|i| format!("src/f{i:04}.rs"))
+        .collect();
     files.push("README.md".into());
     files.reverse();
     let context = WorkspaceContext {
-        instructions: vec![InstructionFile { path: "AGENTS.md".into(), text: format!("Use tabs.\n{}", "x".repeat(INSTRUCTION_FILE_CAP + 100)) }],
+        instructions: vec![InstructionFile {
+            path: "AGENTS.md".into(),
+            text: format!("Use tabs.\n{}", "x".repeat(INSTRUCTION_FILE_CAP + 100)),
+        }],
         files,
         files_truncated: false,
         date: "2026-11-23".into(),
@@ -938,7 +1037,13 @@ fn the_system_prompt_carries_the_instructions_the_sorted_file_tree_and_the_date(
     assert!(prompt.starts_with(DEFAULT_AGENT_PROMPT));
     assert!(prompt.contains("## AGENTS.md\n\nUse tabs."));
     assert!(prompt.contains("[… AGENTS.md cut at"));
-    assert!(prompt.contains(&format!("# File Tree ({} files)\n\nREADME.md\nsrc/f0000.rs\n", FILE_TREE_CAP + 6)), "flat and sorted");
+    assert!(
+        prompt.contains(&format!(
+            "# File Tree ({} files)\n\nREADME.md\nsrc/f0000.rs\n",
+            FILE_TREE_CAP + 6
+        )),
+        "flat and sorted"
+    );
     assert!(prompt.contains("[… 6 more files"));
     assert!(prompt.ends_with("Today's date: 2026-11-23."));
     let own = assemble(Some("Be terse."), &WorkspaceContext::default());
@@ -952,21 +1057,50 @@ fn the_system_prompt_carries_the_instructions_the_sorted_file_tree_and_the_date(
 fn tool_progress_lines_reach_subscribers_only_while_the_tool_runs() {
     let mut h = harness();
     send(&mut h, "u1", "read it");
-    reply(&mut h, json!({"tool_calls": [call("t1", "read_file", json!({"path": "a"}))]}));
+    reply(
+        &mut h,
+        json!({"tool_calls": [call("t1", "read_file", json!({"path": "a"}))]}),
+    );
     let progress = |h: &mut Harness, text: &str| {
-        h.handle(Input::ToolProgress { chat_id: "c1".into(), tool_call_id: "t1".into(), stream: "stdout".into(), text: text.into() })
+        h.handle(Input::ToolProgress {
+            chat_id: "c1".into(),
+            tool_call_id: "t1".into(),
+            stream: "stdout".into(),
+            text: text.into(),
+        })
     };
     let step = progress(&mut h, "line one");
     let names: Vec<&str> = step.events.iter().map(|e| e.event.name()).collect();
     assert_eq!(names, ["tool_progress"]);
     let stored = messages(&h).len();
-    h.handle(Input::ToolResult { chat_id: "c1".into(), tool_call_id: "t1".into(), content: "done".into(), tool_failed: false, data: Some(json!({"exit_code": 0})), session_metadata: None });
+    h.handle(Input::ToolResult {
+        chat_id: "c1".into(),
+        tool_call_id: "t1".into(),
+        content: "done".into(),
+        tool_failed: false,
+        data: Some(json!({"exit_code": 0})),
+        session_metadata: None,
+    });
     let late = progress(&mut h, "late line");
-    assert!(late.events.is_empty(), "after its result a tool's progress is dropped");
+    assert!(
+        late.events.is_empty(),
+        "after its result a tool's progress is dropped"
+    );
     assert!(messages(&h).len() > stored);
-    assert!(!serde_json::to_string(&messages(&h)).unwrap_or_default().contains("line one"), "progress is never stored");
-    let tool = messages(&h).into_iter().find(|m| m["role"] == "tool").unwrap_or_default();
-    assert_eq!(tool["data"]["exit_code"], 0, "the tool's data is kept with its result: {tool}");
+    assert!(
+        !serde_json::to_string(&messages(&h))
+            .unwrap_or_default()
+            .contains("line one"),
+        "progress is never stored"
+    );
+    let tool = messages(&h)
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_default();
+    assert_eq!(
+        tool["data"]["exit_code"], 0,
+        "the tool's data is kept with its result: {tool}"
+    );
 }
 
 /// Issue 14 §9: after Stop the queued messages are held (`queue_held`); Regenerate then runs
@@ -977,27 +1111,61 @@ fn tool_progress_lines_reach_subscribers_only_while_the_tool_runs() {
 fn after_stop_held_messages_wait_and_regenerate_runs_one_turn() {
     let mut h = harness();
     send(&mut h, "u1", "first question");
-    h.stream(openai_reply(&json!({"text": "partial"})).as_bytes().get(..60).unwrap_or_default());
+    h.stream(
+        openai_reply(&json!({"text": "partial"}))
+            .as_bytes()
+            .get(..60)
+            .unwrap_or_default(),
+    );
     send(&mut h, "q1", "held one");
     send(&mut h, "q2", "held two");
     h.command("c1", json!({"type": "abort", "client_request_id": "stop"}));
     let rt = runtime(&h);
     assert_eq!(rt["queue_held"], true, "{rt}");
     assert_eq!(rt["queue_size"], 2);
-    let step = h.command("c1", json!({"type": "regenerate", "client_request_id": "regen"}));
+    let step = h.command(
+        "c1",
+        json!({"type": "regenerate", "client_request_id": "regen"}),
+    );
     let body = request_body(&step);
-    let users: Vec<String> = body["messages"].as_array().cloned().unwrap_or_default().iter()
-        .filter(|m| m["role"] == "user").map(|m| m["content"].as_str().unwrap_or("").to_string()).collect();
-    assert_eq!(users, ["first question"], "one turn: the held messages are not merged in");
+    let users: Vec<String> = body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        users,
+        ["first question"],
+        "one turn: the held messages are not merged in"
+    );
     reply(&mut h, json!({"text": "a full answer"}));
     let rt = runtime(&h);
-    assert_eq!((rt["queue_size"].clone(), rt["queue_held"].clone()), (json!(2), json!(true)), "still held after the regenerated turn: {rt}");
-    h.command("c1", json!({"type": "cancel_queued", "client_request_id": "q2"}));
-    let step = h.command("c1", json!({"type": "resume_queue", "client_request_id": "go"}));
+    assert_eq!(
+        (rt["queue_size"].clone(), rt["queue_held"].clone()),
+        (json!(2), json!(true)),
+        "still held after the regenerated turn: {rt}"
+    );
+    h.command(
+        "c1",
+        json!({"type": "cancel_queued", "client_request_id": "q2"}),
+    );
+    let step = h.command(
+        "c1",
+        json!({"type": "resume_queue", "client_request_id": "go"}),
+    );
     let body = request_body(&step);
-    let last = body["messages"].as_array().and_then(|m| m.last().cloned()).unwrap_or_default();
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last().cloned())
+        .unwrap_or_default();
     assert_eq!(last["content"], "held one", "send now runs what was held");
-    assert!(!body.to_string().contains("held two"), "the discarded one never runs");
+    assert!(
+        !body.to_string().contains("held two"),
+        "the discarded one never runs"
+    );
     assert!(runtime(&h).get("queue_held").is_none());
 }
 
@@ -1015,10 +1183,21 @@ fn exports_mark_stopped_and_cut_answers() {
         {"message_id": "a3", "role": "assistant", "content": "whole", "finish_reason": "stop"},
     ]});
     let markdown = palaver::export::render(&trajectory, "markdown").unwrap_or_default();
-    assert_eq!(markdown.matches("[stopped by the user").count(), 1, "{markdown}");
-    assert_eq!(markdown.matches("[cut at the output token limit").count(), 1, "{markdown}");
+    assert_eq!(
+        markdown.matches("[stopped by the user").count(),
+        1,
+        "{markdown}"
+    );
+    assert_eq!(
+        markdown.matches("[cut at the output token limit").count(),
+        1,
+        "{markdown}"
+    );
     let refact = palaver::export::render(&trajectory, "refact").unwrap_or_default();
-    assert!(refact.contains("\"stopped\": true") || refact.contains("\"stopped\":true"), "{refact}");
+    assert!(
+        refact.contains("\"stopped\": true") || refact.contains("\"stopped\":true"),
+        "{refact}"
+    );
     assert!(refact.contains("length"));
 }
 
@@ -1030,15 +1209,34 @@ fn auto_approved_calls_get_their_tool_decision_event() {
     use palaver::event::Event;
     let mut h = harness();
     send(&mut h, "u1", "read and plan");
-    let step = reply(&mut h, json!({"tool_calls": [
-        call("t1", "read_file", json!({"path": "a"})),
-        call("t2", "set_plan", json!({"plan": "1. read"})),
-    ]}));
-    let decisions: Vec<(String, String, String)> = step.events.iter().filter_map(|e| match &e.event {
-        Event::ToolDecision { tool_call_id, decision, source, .. } => Some((tool_call_id.clone(), decision.clone(), source.clone())),
-        _ => None,
-    }).collect();
-    assert_eq!(decisions, [("t1".to_string(), "approved".to_string(), "policy".to_string())]);
+    let step = reply(
+        &mut h,
+        json!({"tool_calls": [
+            call("t1", "read_file", json!({"path": "a"})),
+            call("t2", "set_plan", json!({"plan": "1. read"})),
+        ]}),
+    );
+    let decisions: Vec<(String, String, String)> = step
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolDecision {
+                tool_call_id,
+                decision,
+                source,
+                ..
+            } => Some((tool_call_id.clone(), decision.clone(), source.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [(
+            "t1".to_string(),
+            "approved".to_string(),
+            "policy".to_string()
+        )]
+    );
 }
 
 /// Issue 15: a command that edits the history without starting a turn, popped in `error`,
@@ -1048,11 +1246,29 @@ fn auto_approved_calls_get_their_tool_decision_event() {
 fn an_edit_popped_in_error_leaves_the_chat_idle() {
     let mut h = harness();
     send(&mut h, "u1", "hello");
-    h.handle(Input::RequestFailed { request_id: h.request_id(), status: Some(401), error_type: None, message: "bad key".into(), retry_after_ms: None, headers: Default::default(), context_window: None });
+    h.handle(Input::RequestFailed {
+        request_id: h.request_id(),
+        status: Some(401),
+        error_type: None,
+        message: "bad key".into(),
+        retry_after_ms: None,
+        headers: Default::default(),
+        context_window: None,
+    });
     assert_eq!(runtime(&h)["state"], "error");
-    h.command("c1", json!({"type": "set_draft", "client_request_id": "d", "text": "typing"}));
-    assert_eq!(runtime(&h)["state"], "error", "a draft is not an edit of the history");
-    h.command("c1", json!({"type": "truncate_messages", "client_request_id": "t", "from_index": 0}));
+    h.command(
+        "c1",
+        json!({"type": "set_draft", "client_request_id": "d", "text": "typing"}),
+    );
+    assert_eq!(
+        runtime(&h)["state"],
+        "error",
+        "a draft is not an edit of the history"
+    );
+    h.command(
+        "c1",
+        json!({"type": "truncate_messages", "client_request_id": "t", "from_index": 0}),
+    );
     assert_eq!(runtime(&h)["state"], "idle");
     assert!(runtime(&h).get("error").is_none());
 }
@@ -1064,7 +1280,10 @@ fn an_edit_popped_in_error_leaves_the_chat_idle() {
 fn session_metadata_merges_into_the_thread_but_never_steers() {
     let mut h = harness();
     send(&mut h, "u1", "look");
-    reply(&mut h, json!({"tool_calls": [call("t1", "read_file", json!({"path": "a"}))]}));
+    reply(
+        &mut h,
+        json!({"tool_calls": [call("t1", "read_file", json!({"path": "a"}))]}),
+    );
     let metadata = json!({"title": "Named by the tool", "ticket": "ABC-1", "tool_policy": {"write_file": "auto"}, "model": "evil"});
     let step = h.handle(Input::ToolResult {
         chat_id: "c1".into(),
@@ -1074,11 +1293,20 @@ fn session_metadata_merges_into_the_thread_but_never_steers() {
         data: None,
         session_metadata: metadata.as_object().cloned(),
     });
-    assert!(step.events.iter().any(|e| e.event.name() == "thread_updated"));
-    let thread = serde_json::to_value(h.engine.snapshot("c1")).unwrap_or_default()["thread"].clone();
+    assert!(step
+        .events
+        .iter()
+        .any(|e| e.event.name() == "thread_updated"));
+    let thread =
+        serde_json::to_value(h.engine.snapshot("c1")).unwrap_or_default()["thread"].clone();
     assert_eq!(thread["title"], "Named by the tool");
     assert_eq!(thread["ticket"], "ABC-1");
-    assert!(thread.get("tool_policy").is_none_or(|p| p.get("write_file").is_none()), "{thread}");
+    assert!(
+        thread
+            .get("tool_policy")
+            .is_none_or(|p| p.get("write_file").is_none()),
+        "{thread}"
+    );
     assert_ne!(thread["model"], "evil");
 }
 
@@ -1089,10 +1317,13 @@ fn session_metadata_merges_into_the_thread_but_never_steers() {
 fn compaction_phases_are_emitted_checking_running_applied() {
     use palaver::event::Event;
     let phases = |step: &Step| -> Vec<String> {
-        step.events.iter().filter_map(|e| match &e.event {
-            Event::RuntimeUpdated { runtime } => runtime.compression_phase.clone(),
-            _ => None,
-        }).collect()
+        step.events
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::RuntimeUpdated { runtime } => runtime.compression_phase.clone(),
+                _ => None,
+            })
+            .collect()
     };
     let mut h = long_chat();
     let step = send(&mut h, "u-new", "and now?");
@@ -1113,16 +1344,36 @@ fn the_queue_keeps_priority_order_and_refuses_past_its_cap() {
     for (id, priority) in [("n1", false), ("p1", true), ("n2", false), ("p2", true)] {
         h.command("c1", json!({"type": "user_message", "client_request_id": id, "content": id, "priority": priority}));
     }
-    let order: Vec<String> = runtime(&h)["queued_items"].as_array().cloned().unwrap_or_default()
-        .iter().map(|i| i["client_request_id"].as_str().unwrap_or("").to_string()).collect();
+    let order: Vec<String> = runtime(&h)["queued_items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|i| i["client_request_id"].as_str().unwrap_or("").to_string())
+        .collect();
     assert_eq!(order, ["p1", "p2", "n1", "n2"]);
     for i in 4..palaver::queue::MAX_QUEUE {
-        h.command("c1", json!({"type": "user_message", "client_request_id": format!("f{i}"), "content": "x"}));
+        h.command(
+            "c1",
+            json!({"type": "user_message", "client_request_id": format!("f{i}"), "content": "x"}),
+        );
     }
     assert_eq!(runtime(&h)["queue_size"], palaver::queue::MAX_QUEUE);
-    let step = h.command("c1", json!({"type": "user_message", "client_request_id": "over", "content": "x"}));
-    let ack = step.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).find(|e| e["type"] == "ack").unwrap_or_default();
-    assert_eq!((ack["accepted"].clone(), ack["reason"]["kind"].clone()), (json!(false), json!("queue_full")), "{ack}");
+    let step = h.command(
+        "c1",
+        json!({"type": "user_message", "client_request_id": "over", "content": "x"}),
+    );
+    let ack = step
+        .events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or_default())
+        .find(|e| e["type"] == "ack")
+        .unwrap_or_default();
+    assert_eq!(
+        (ack["accepted"].clone(), ack["reason"]["kind"].clone()),
+        (json!(false), json!("queue_full")),
+        "{ack}"
+    );
     assert_eq!(runtime(&h)["queue_size"], palaver::queue::MAX_QUEUE);
 }
 
@@ -1133,23 +1384,54 @@ fn the_queue_keeps_priority_order_and_refuses_past_its_cap() {
 fn at_most_eight_tools_run_at_once_and_results_keep_call_order() {
     let mut h = harness();
     send(&mut h, "u1", "read ten");
-    let calls: Vec<Value> = (0..10).map(|i| call(&format!("t{i}"), "read_file", json!({"path": format!("f{i}")}))).collect();
+    let calls: Vec<Value> = (0..10)
+        .map(|i| {
+            call(
+                &format!("t{i}"),
+                "read_file",
+                json!({"path": format!("f{i}")}),
+            )
+        })
+        .collect();
     let step = reply(&mut h, json!({"tool_calls": calls}));
-    let started = |step: &Step| -> Vec<String> { step.effects.iter().filter_map(|e| match e {
-        Effect::RunTool { tool_call_id, .. } => Some(tool_call_id.clone()),
-        _ => None,
-    }).collect() };
+    let started = |step: &Step| -> Vec<String> {
+        step.effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::RunTool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                _ => None,
+            })
+            .collect()
+    };
     assert_eq!(started(&step).len(), palaver::tools::MAX_PARALLEL_TOOLS);
     // Answer in reverse; each answer lets one more start.
     let mut later = Vec::new();
     for i in (0..8).rev() {
-        let step = h.handle(Input::ToolResult { chat_id: "c1".into(), tool_call_id: format!("t{i}"), content: format!("r{i}"), tool_failed: false, data: None, session_metadata: None });
+        let step = h.handle(Input::ToolResult {
+            chat_id: "c1".into(),
+            tool_call_id: format!("t{i}"),
+            content: format!("r{i}"),
+            tool_failed: false,
+            data: None,
+            session_metadata: None,
+        });
         later.extend(started(&step));
     }
     assert_eq!(later, ["t8", "t9"], "the held calls start as slots free up");
     for i in [9, 8] {
-        h.handle(Input::ToolResult { chat_id: "c1".into(), tool_call_id: format!("t{i}"), content: format!("r{i}"), tool_failed: false, data: None, session_metadata: None });
+        h.handle(Input::ToolResult {
+            chat_id: "c1".into(),
+            tool_call_id: format!("t{i}"),
+            content: format!("r{i}"),
+            tool_failed: false,
+            data: None,
+            session_metadata: None,
+        });
     }
     let order: Vec<String> = tool_results(&h).into_iter().map(|(id, _, _)| id).collect();
-    assert_eq!(order, (0..10).map(|i| format!("t{i}")).collect::<Vec<_>>(), "results in call order");
+    assert_eq!(
+        order,
+        (0..10).map(|i| format!("t{i}")).collect::<Vec<_>>(),
+        "results in call order"
+    );
 }

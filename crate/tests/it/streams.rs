@@ -240,8 +240,15 @@ fn local_server_and_router_quirks_decode_to_the_plain_message() {
         "data: [DONE]\n\n"
     ));
     assert_eq!(message["content"], "Reading");
-    let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
-    assert_eq!(calls.len(), 2, "two calls without index stay two: {calls:?}");
+    let calls = message["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        calls.len(),
+        2,
+        "two calls without index stay two: {calls:?}"
+    );
     assert_eq!(calls[0]["id"], "c1");
     assert_eq!(calls[1]["function"]["arguments"], "{\"path\":\"b\"}");
     assert_eq!(message["finish_reason"], "tool_calls");

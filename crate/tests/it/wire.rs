@@ -167,7 +167,10 @@ fn wire_cases_through_the_engine_match_their_oracles() {
         }));
         h.open("c1", None);
         h.command("c1", serde_json::json!({"type": "set_params", "client_request_id": "p", "patch": {"provider": kind}}));
-        h.command("c1", serde_json::json!({"type": "user_message", "client_request_id": "u", "content": "hi"}));
+        h.command(
+            "c1",
+            serde_json::json!({"type": "user_message", "client_request_id": "u", "content": "hi"}),
+        );
         let mut steps = Vec::new();
         for chunk in chunks_at(case.sse.as_bytes(), case.splits.as_deref().unwrap_or(&[])) {
             steps.push(h.stream(chunk));
@@ -183,7 +186,10 @@ fn wire_cases_through_the_engine_match_their_oracles() {
             }
         }
         let Some(finish) = finish else {
-            failures.push(format!("{kind}/{}: the engine did not finish the stream", case.name));
+            failures.push(format!(
+                "{kind}/{}: the engine did not finish the stream",
+                case.name
+            ));
             continue;
         };
         let assembled = draft.assembled(Some(&finish), None);
@@ -192,6 +198,14 @@ fn wire_cases_through_the_engine_match_their_oracles() {
         }
         checked += 1;
     }
-    assert!(checked >= 30, "only {checked} cases went through the engine");
-    assert!(failures.is_empty(), "{} cases differ through the engine:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        checked >= 30,
+        "only {checked} cases went through the engine"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} cases differ through the engine:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

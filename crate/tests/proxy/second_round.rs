@@ -54,12 +54,21 @@ fn e2_ignore_files_that_are_symlinks_devices_or_outside_change_nothing_and_crash
         let tree = tool(port, "file_tree", json!({}));
         assert_eq!(tree.status, 200, "{}", tree.body);
         let tree = tree.body["content"].as_str().unwrap_or("");
-        assert!(tree.contains("visible.txt") && tree.contains("probe.txt") && tree.contains("guide.md"), "E2: {tree}");
+        assert!(
+            tree.contains("visible.txt") && tree.contains("probe.txt") && tree.contains("guide.md"),
+            "E2: {tree}"
+        );
     }
     // A real in-workspace ignore file still applies.
     std::fs::write(ws.join("docs/.gitignore"), "guide.md\n").unwrap_or_default();
-    let tree = tool(port, "file_tree", json!({})).body["content"].as_str().unwrap_or("").to_string();
-    assert!(!tree.contains("guide.md"), "an in-workspace .gitignore applies: {tree}");
+    let tree = tool(port, "file_tree", json!({})).body["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        !tree.contains("guide.md"),
+        "an in-workspace .gitignore applies: {tree}"
+    );
 }
 
 // ---- E3: the app is never served from inside the writable workspace ----
@@ -84,7 +93,9 @@ fn e3_serving_the_app_from_inside_the_workspace_is_refused() {
     let inside = config(ws.join("www"), ws.join("pkg"), ws.clone());
     let refused = palaver::proxy::router(&inside, 1, Limits::default()).err();
     assert!(
-        refused.as_ref().is_some_and(|e| e.to_string().contains("overlap")),
+        refused
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("overlap")),
         "E3: www/ inside the workspace must be refused: {refused:?}"
     );
     // The workspace inside the app's directory is the same hole the other way round.
@@ -100,7 +111,10 @@ fn e3_serving_the_app_from_inside_the_workspace_is_refused() {
         .unwrap_or_else(|e| panic!("{e}"));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "E3: the binary must not start");
-    assert!(stderr.contains("overlap") && stderr.contains("--www"), "E3: {stderr}");
+    assert!(
+        stderr.contains("overlap") && stderr.contains("--www"),
+        "E3: {stderr}"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -126,8 +140,14 @@ fn e4_fifos_as_ignore_files_or_contents_never_hang_search_or_tree() {
         started.elapsed()
     );
     let found = tool(port, "search", json!({"pattern": "needle"}));
-    assert!(found.body["content"].as_str().unwrap_or("").contains("sub/real.txt"));
-    assert!(eventually(5, || running_tools(port) == 0), "E4: no worker left stuck");
+    assert!(found.body["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains("sub/real.txt"));
+    assert!(
+        eventually(5, || running_tools(port) == 0),
+        "E4: no worker left stuck"
+    );
 }
 
 // ---- E5: search is bounded in time, memory and concurrency ----
@@ -162,9 +182,19 @@ fn e5_a_heavy_search_stops_at_the_deadline_and_parallel_searches_are_capped() {
     let port = fx.server.port;
     write_regex_load(&fx);
     let started = Instant::now();
-    let reply = tool(port, "search", json!({"pattern": HEAVY, "max_results": 2000}));
+    let reply = tool(
+        port,
+        "search",
+        json!({"pattern": HEAVY, "max_results": 2000}),
+    );
     assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.body["data"]["stopped"], "deadline", "E5: the load outlasts 2 s ({:?}): {}", started.elapsed(), reply.body);
+    assert_eq!(
+        reply.body["data"]["stopped"],
+        "deadline",
+        "E5: the load outlasts 2 s ({:?}): {}",
+        started.elapsed(),
+        reply.body
+    );
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "E5: the search must end near its 2 s deadline ({:?})",
@@ -175,9 +205,14 @@ fn e5_a_heavy_search_stops_at_the_deadline_and_parallel_searches_are_capped() {
         .map(|_| std::thread::spawn(move || tool(port, "search", json!({"pattern": HEAVY}))))
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    assert!(running_tools(port) <= 2, "E5: at most two searches run at once");
+    assert!(
+        running_tools(port) <= 2,
+        "E5: at most two searches run at once"
+    );
     for call in calls {
-        let reply = call.join().unwrap_or_else(|_| panic!("a search thread panicked"));
+        let reply = call
+            .join()
+            .unwrap_or_else(|_| panic!("a search thread panicked"));
         assert!(
             reply.status == 200 || (reply.status == 503 && reply.body["error"]["kind"] == "busy"),
             "E5: {} {}",
@@ -185,7 +220,10 @@ fn e5_a_heavy_search_stops_at_the_deadline_and_parallel_searches_are_capped() {
             reply.body
         );
     }
-    assert!(eventually(5, || running_tools(port) == 0), "E5: all searches ended");
+    assert!(
+        eventually(5, || running_tools(port) == 0),
+        "E5: all searches ended"
+    );
 }
 
 #[test]
@@ -211,7 +249,11 @@ fn e4_e5_a_client_that_leaves_stops_its_search() {
 #[test]
 fn e5_an_oversized_pattern_is_a_clear_error() {
     let fx = fixture("e5size", false);
-    let reply = tool(fx.server.port, "search", json!({"pattern": "\\w{1000}{1000}"}));
+    let reply = tool(
+        fx.server.port,
+        "search",
+        json!({"pattern": "\\w{1000}{1000}"}),
+    );
     assert_eq!(reply.body["error"]["kind"], "bad_pattern", "{}", reply.body);
 }
 
@@ -228,9 +270,19 @@ fn e6_fetch_url_refuses_this_machines_own_addresses_in_every_spelling() {
     for ip in &own {
         assert!(is_own_address(*ip), "{ip}");
     }
-    for doc in ["192.0.2.7", "198.51.100.1", "203.0.113.9", "198.18.0.1", "198.19.255.254", "2001:db8::1"] {
+    for doc in [
+        "192.0.2.7",
+        "198.51.100.1",
+        "203.0.113.9",
+        "198.18.0.1",
+        "198.19.255.254",
+        "2001:db8::1",
+    ] {
         let ip: std::net::IpAddr = doc.parse().unwrap_or_else(|e| panic!("{e}"));
-        assert!(is_forbidden_ip(ip), "E6: {doc} is a documentation/benchmark address");
+        assert!(
+            is_forbidden_ip(ip),
+            "E6: {doc} is a documentation/benchmark address"
+        );
     }
     // A service bound to all interfaces, reached through every own address: never connected.
     let trap = std::net::TcpListener::bind("0.0.0.0:0").unwrap_or_else(|e| panic!("{e}"));
@@ -264,7 +316,10 @@ fn e6_fetch_url_refuses_this_machines_own_addresses_in_every_spelling() {
 fn read_pid(path: &std::path::Path) -> String {
     let mut pid = String::new();
     eventually(10, || {
-        pid = std::fs::read_to_string(path).unwrap_or_default().trim().to_string();
+        pid = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .trim()
+            .to_string();
         !pid.is_empty()
     });
     pid
@@ -281,7 +336,10 @@ fn e7_a_setsid_child_dies_at_the_timeout() {
     );
     assert_eq!(reply.body["error"]["kind"], "timeout", "{}", reply.body);
     assert!(
-        reply.body["content"].as_str().unwrap_or("").contains("begun"),
+        reply.body["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("begun"),
         "E7: the timeout reports the output so far: {}",
         reply.body
     );
@@ -305,7 +363,10 @@ fn e7_a_sigkilled_server_leaves_no_command_running() {
     let _client = support::send(port, &request);
     let escaped = read_pid(&root.join("ws/escaped.pid"));
     let plain = read_pid(&root.join("ws/plain.pid"));
-    assert!(alive(&escaped) && alive(&plain), "both run while the server does");
+    assert!(
+        alive(&escaped) && alive(&plain),
+        "both run while the server does"
+    );
     let _ = server.kill();
     let _ = server.wait();
     assert!(
@@ -344,13 +405,22 @@ fn e8_a_normal_request_is_served_during_an_idle_socket_flood() {
 #[test]
 fn e9_hard_linked_files_are_neither_read_nor_searched_unless_allowed() {
     for allowed in [false, true] {
-        let fx = fixture_with(if allowed { "e9on" } else { "e9" }, false, allowed, Limits::default());
+        let fx = fixture_with(
+            if allowed { "e9on" } else { "e9" },
+            false,
+            allowed,
+            Limits::default(),
+        );
         let port = fx.server.port;
         std::fs::write(fx.root.join("outside.txt"), "SECRET-OUTSIDE needle\n").unwrap_or_default();
         std::fs::hard_link(fx.root.join("outside.txt"), fx.ws().join("hl.txt")).unwrap_or_default();
         let read = tool(port, "read_file", json!({"path": "hl.txt"}));
         let found = tool(port, "search", json!({"pattern": "needle"}));
-        let hash = tool(port, "write_file", json!({"path": "hl.txt", "content": "x", "if_match": "0"}));
+        let hash = tool(
+            port,
+            "write_file",
+            json!({"path": "hl.txt", "content": "x", "if_match": "0"}),
+        );
         if allowed {
             assert_eq!(read.status, 200, "{}", read.body);
             assert!(found.body.to_string().contains("SECRET-OUTSIDE"));
@@ -358,10 +428,24 @@ fn e9_hard_linked_files_are_neither_read_nor_searched_unless_allowed() {
             assert_eq!(read.status, 403, "{}", read.body);
             assert_eq!(read.body["error"]["kind"], "hard_link");
             let message = read.body["content"].as_str().unwrap_or("");
-            assert!(message.contains("--allow-hard-links"), "E9: say how: {message}");
-            assert!(!found.body.to_string().contains("SECRET-OUTSIDE"), "E9: {}", found.body);
-            assert_eq!(found.body["data"]["skipped_hard_links"], 1, "{}", found.body);
-            assert!(!hash.body.to_string().contains(&fnv_of("SECRET-OUTSIDE needle\n")));
+            assert!(
+                message.contains("--allow-hard-links"),
+                "E9: say how: {message}"
+            );
+            assert!(
+                !found.body.to_string().contains("SECRET-OUTSIDE"),
+                "E9: {}",
+                found.body
+            );
+            assert_eq!(
+                found.body["data"]["skipped_hard_links"], 1,
+                "{}",
+                found.body
+            );
+            assert!(!hash
+                .body
+                .to_string()
+                .contains(&fnv_of("SECRET-OUTSIDE needle\n")));
         }
     }
 }
@@ -383,7 +467,11 @@ fn e10_a_directory_swapped_for_a_symlink_into_git_hooks_never_receives_a_file() 
     std::fs::create_dir_all(ws.join("d")).unwrap_or_default();
     let (stop, flipper) = support::swap_with_symlink(&ws, "d", std::path::Path::new(".git/hooks"));
     for i in 0..300 {
-        let reply = tool(port, "write_file", json!({"path": "d/post-checkout", "content": format!("#!/bin/sh\necho {i}\n")}));
+        let reply = tool(
+            port,
+            "write_file",
+            json!({"path": "d/post-checkout", "content": format!("#!/bin/sh\necho {i}\n")}),
+        );
         // Mid-swap a write may also fail (the directory is briefly gone); it always says why.
         assert!(
             reply.body["is_error"] == false || reply.body["error"]["kind"].is_string(),
@@ -394,18 +482,33 @@ fn e10_a_directory_swapped_for_a_symlink_into_git_hooks_never_receives_a_file() 
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = flipper.join();
     let hooks: Vec<String> = std::fs::read_dir(ws.join(".git/hooks"))
-        .map(|entries| entries.flatten().map(|e| e.file_name().to_string_lossy().to_string()).collect())
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
         .unwrap_or_default();
-    assert!(hooks.is_empty(), "E10: files landed in .git/hooks: {hooks:?}");
+    assert!(
+        hooks.is_empty(),
+        "E10: files landed in .git/hooks: {hooks:?}"
+    );
 }
 
 // ---- E11: the smaller findings ----
 
 fn assert_json_error(status: u16, head: &str, body: &[u8], expected: u16, what: &str) {
     assert_eq!(status, expected, "{what}: {head}");
-    assert!(head.contains("content-type: application/json"), "E11 {what}: {head}");
+    assert!(
+        head.contains("content-type: application/json"),
+        "E11 {what}: {head}"
+    );
     let parsed: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    assert!(parsed["error"]["kind"].is_string(), "E11 {what}: {}", String::from_utf8_lossy(body));
+    assert!(
+        parsed["error"]["kind"].is_string(),
+        "E11 {what}: {}",
+        String::from_utf8_lossy(body)
+    );
 }
 
 #[test]
@@ -420,20 +523,37 @@ fn e11_every_error_body_is_json() {
         },
     );
     let port = fx.server.port;
-    let auth = format!("Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close");
+    let auth =
+        format!("Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close");
     let (s, h, b) = raw(port, &format!("POST /api/tools/read_file HTTP/1.1\r\n{auth}\r\nContent-Type: application/json\r\nContent-Length: 9000000\r\n\r\n"));
     assert_json_error(s, &h, &b, 413, "413");
-    let (s, h, b) = raw(port, &format!("GET /api/tools/read_file HTTP/1.1\r\n{auth}\r\n\r\n"));
+    let (s, h, b) = raw(
+        port,
+        &format!("GET /api/tools/read_file HTTP/1.1\r\n{auth}\r\n\r\n"),
+    );
     assert_json_error(s, &h, &b, 405, "405");
     let (s, h, b) = raw(port, &format!("POST /api/tools/read_file HTTP/1.1\r\n{auth}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nxx\r\n0\r\n\r\n"));
     assert_json_error(s, &h, &b, 400, "400 body read");
     let mut slow = support::send(port, &format!("POST /api/tools/read_file HTTP/1.1\r\n{auth}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"));
     let mut response = Vec::new();
     let _ = std::io::Read::read_to_end(&mut slow, &mut response);
-    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(response.len());
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(response.len());
     let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    assert_json_error(status, &head, response.get(split + 4..).unwrap_or_default(), 408, "408");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert_json_error(
+        status,
+        &head,
+        response.get(split + 4..).unwrap_or_default(),
+        408,
+        "408",
+    );
 }
 
 #[test]
@@ -446,7 +566,11 @@ fn e11_long_names_up_to_255_bytes_are_written_and_longer_ones_refused_clearly() 
         assert_eq!(reply.status, 200, "E11: a {len}-byte name: {}", reply.body);
         assert!(fx.ws().join(&name).is_file());
     }
-    let reply = tool(port, "write_file", json!({"path": "n".repeat(256), "content": "x"}));
+    let reply = tool(
+        port,
+        "write_file",
+        json!({"path": "n".repeat(256), "content": "x"}),
+    );
     assert_eq!(reply.status, 400);
     assert_eq!(reply.body["error"]["kind"], "path_too_long");
 }
@@ -455,14 +579,28 @@ fn e11_long_names_up_to_255_bytes_are_written_and_longer_ones_refused_clearly() 
 fn e11_names_with_bidi_overrides_or_zero_width_characters_are_refused() {
     let fx = fixture("e11bidi", false);
     let port = fx.server.port;
-    for name in ["invoice\u{202E}fdp.exe", "re\u{200B}adme.md", "a\u{2066}b", "\u{FEFF}x.txt", "x\u{200D}y"] {
+    for name in [
+        "invoice\u{202E}fdp.exe",
+        "re\u{200B}adme.md",
+        "a\u{2066}b",
+        "\u{FEFF}x.txt",
+        "x\u{200D}y",
+    ] {
         let reply = tool(port, "write_file", json!({"path": name, "content": "x"}));
         assert_eq!(reply.status, 400, "E11: {name:?}: {}", reply.body);
         assert_eq!(reply.body["error"]["kind"], "invalid_path");
-        assert!(reply.body["content"].as_str().unwrap_or("").contains("U+"), "{}", reply.body);
+        assert!(
+            reply.body["content"].as_str().unwrap_or("").contains("U+"),
+            "{}",
+            reply.body
+        );
         assert!(!fx.ws().join(name).exists());
     }
-    let emoji = tool(port, "write_file", json!({"path": "notes-\u{2764}\u{FE0F}.md", "content": "x"}));
+    let emoji = tool(
+        port,
+        "write_file",
+        json!({"path": "notes-\u{2764}\u{FE0F}.md", "content": "x"}),
+    );
     assert_eq!(emoji.status, 200, "emoji names still work: {}", emoji.body);
 }
 

@@ -59,7 +59,10 @@ fn spawn(
             if !program_exists(ws, &argv[0]) {
                 return Err(ToolReply::failed(
                     "spawn_failed",
-                    format!("cannot run `{}`: no such program (PATH or workspace)", argv[0]),
+                    format!(
+                        "cannot run `{}`: no such program (PATH or workspace)",
+                        argv[0]
+                    ),
                 ));
             }
             let mut command = Command::new(reaper);
@@ -101,9 +104,8 @@ fn program_exists(ws: &Workspace, program: &str) -> bool {
     if program.contains('/') {
         return executable(&ws.root().join(program));
     }
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
 }
 
 fn timeout_of(args: &Value) -> Duration {

@@ -1,0 +1,230 @@
+//! One tab owns each chat (SPEC §4): the owner runs its engine and answers the others over a
+//! `BroadcastChannel`; followers mirror it and take over when it goes (Web Locks in `tabs`).
+
+use super::shared::*;
+use super::storage::*;
+use super::subscribers::*;
+use super::tabs::{self, ChatRole};
+use crate::engine::Input;
+use js_sys::{Function, Promise};
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{spawn_local, JsFuture};
+
+/// The chat as this tab sees it: the engine's snapshot when it owns the chat, the mirrored
+/// view when it follows.
+pub(super) fn current_snapshot(
+    shared: &Handle,
+    chat_id: &str,
+) -> Option<crate::event::EventEnvelope> {
+    let s = shared.borrow();
+    if let Some(ChatRole::Follower { view, .. }) = s.roles.get(chat_id) {
+        return view.as_ref().map(|v| v.to_snapshot(chat_id));
+    }
+    s.engine.snapshot(chat_id)
+}
+
+/// Runs the chat here: load it, serve the other tabs over the channel, hold the lock.
+pub(super) async fn become_owner(
+    shared: &Handle,
+    chat_id: &str,
+    release: Option<Function>,
+) -> Result<(), JsValue> {
+    let trajectory = load_trajectory(shared, chat_id).await?;
+    handle(
+        shared,
+        Input::OpenChat {
+            chat_id: chat_id.to_string(),
+            trajectory: Some(trajectory),
+        },
+    );
+    let served = shared.clone();
+    let chat = chat_id.to_string();
+    let channel = tabs::open_channel(chat_id, move |message| match message["kind"].as_str() {
+        Some("command") => {
+            let command = message["command"].clone();
+            handle(
+                &served,
+                Input::Command {
+                    chat_id: chat.clone(),
+                    command,
+                },
+            );
+        }
+        Some("snapshot_request") => {
+            let snapshot = served.borrow().engine.snapshot(&chat);
+            let channel = match served.borrow().roles.get(&chat) {
+                Some(role) => role.channel().clone(),
+                None => return,
+            };
+            if let Some(snapshot) = snapshot {
+                tabs::post(&channel, &tabs::snapshot_message(&snapshot));
+            }
+        }
+        _ => {}
+    })?;
+    let old = shared.borrow_mut().roles.insert(
+        chat_id.to_string(),
+        ChatRole::Owner {
+            channel: channel.clone(),
+            release,
+        },
+    );
+    // A tab that was following drops its old channel for the owner's.
+    if let Some(old) = old {
+        old.channel().set_onmessage(None);
+        old.channel().close();
+    }
+    // Followers that asked before this tab answered get the snapshot now.
+    let snapshot = shared.borrow().engine.snapshot(chat_id);
+    if let Some(snapshot) = snapshot {
+        tabs::post(&channel, &tabs::snapshot_message(&snapshot));
+    }
+    Ok(())
+}
+
+/// Opens a chat in this tab: as its owner when its Web Lock is free, else as a follower of the
+/// tab that holds it.
+pub(super) async fn open_or_follow(shared: &Handle, chat_id: &str) -> Result<JsValue, JsValue> {
+    let locks = tabs::lock_manager();
+    let mut release = None;
+    if let Some(locks) = &locks {
+        // A lock released a moment ago (this page closed its engine) frees within a
+        // task or two: ask a few times before deciding another tab owns the chat.
+        for attempt in 0..4 {
+            release = tabs::request_lock(locks, &tabs::lock_name(chat_id), false).await?;
+            if release.is_some() {
+                break;
+            }
+            sleep_ms(25 * (attempt + 1)).await;
+        }
+    }
+    if locks.is_some() && release.is_none() {
+        return follow(shared, chat_id).await;
+    }
+    become_owner(shared, chat_id, release).await?;
+    current_snapshot(shared, chat_id)
+        .map(|s| to_js(&s))
+        .ok_or_else(|| error("UnknownChat", chat_id))
+}
+
+/// Mirrors a chat another tab owns; resolves to the owner's snapshot. Meanwhile waits for the
+/// lock, to take over when the owner goes away.
+pub(super) async fn follow(shared: &Handle, chat_id: &str) -> Result<JsValue, JsValue> {
+    let mirror = shared.clone();
+    let chat = chat_id.to_string();
+    let channel = tabs::open_channel(chat_id, move |message| {
+        on_owner_message(&mirror, &chat, message)
+    })?;
+    shared.borrow_mut().roles.insert(
+        chat_id.to_string(),
+        ChatRole::Follower {
+            channel: channel.clone(),
+            view: None,
+        },
+    );
+    let waiting = Promise::new(&mut |resolve: Function, _| {
+        shared
+            .borrow_mut()
+            .snapshot_waiters
+            .entry(chat_id.to_string())
+            .or_default()
+            .push(resolve);
+    });
+    tabs::post(&channel, &json!({"kind": "snapshot_request"}));
+    let timeout = Promise::new(&mut |_, reject: Function| {
+        if let Ok(window) = js_sys::global().dyn_into::<web_sys::Window>() {
+            let silent = error("OwnerSilent", "the tab that owns this chat does not answer");
+            let _ = window
+                .set_timeout_with_callback_and_timeout_and_arguments_1(&reject, 5000, &silent);
+        }
+    });
+    let race = Promise::race(&js_sys::Array::of2(&waiting, &timeout));
+    let snapshot = JsFuture::from(race).await?;
+    wait_for_takeover(shared, chat_id);
+    Ok(snapshot)
+}
+
+pub(super) fn on_owner_message(shared: &Handle, chat_id: &str, message: Value) {
+    match message["kind"].as_str() {
+        Some("snapshot") => {
+            let Ok(snapshot) =
+                serde_json::from_value::<crate::event::EventEnvelope>(message["snapshot"].clone())
+            else {
+                return;
+            };
+            if let Some(ChatRole::Follower { view, .. }) =
+                shared.borrow_mut().roles.get_mut(chat_id)
+            {
+                *view = crate::view::ChatView::from_snapshot(&snapshot).ok();
+            }
+            let value = to_js(&snapshot);
+            let waiters = shared
+                .borrow_mut()
+                .snapshot_waiters
+                .remove(chat_id)
+                .unwrap_or_default();
+            for waiter in waiters {
+                let _ = waiter.call1(&JsValue::NULL, &value);
+            }
+            notify(shared, chat_id, &value);
+        }
+        Some("events") => {
+            let events: Vec<crate::event::EventEnvelope> =
+                serde_json::from_value(message["events"].clone()).unwrap_or_default();
+            for event in events {
+                let applied = match shared.borrow_mut().roles.get_mut(chat_id) {
+                    Some(ChatRole::Follower {
+                        view: Some(view),
+                        channel,
+                    }) => {
+                        let ok = view.apply(&event).is_ok();
+                        if !ok {
+                            // A gap: ask for a new snapshot, as any subscriber would.
+                            tabs::post(channel, &json!({"kind": "snapshot_request"}));
+                        }
+                        ok
+                    }
+                    _ => false,
+                };
+                if !applied {
+                    return;
+                }
+                notify(shared, chat_id, &to_js(&event));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// When the owner's lock frees, this tab loads the chat from IndexedDB and owns it; its
+/// subscribers get the new snapshot.
+pub(super) fn wait_for_takeover(shared: &Handle, chat_id: &str) {
+    let Some(locks) = tabs::lock_manager() else {
+        return;
+    };
+    let shared = shared.clone();
+    let chat_id = chat_id.to_string();
+    spawn_local(async move {
+        let Ok(Some(release)) = tabs::request_lock(&locks, &tabs::lock_name(&chat_id), true).await
+        else {
+            return;
+        };
+        // This tab may have closed meanwhile: then it lets go at once.
+        let following = matches!(
+            shared.borrow().roles.get(&chat_id),
+            Some(ChatRole::Follower { .. })
+        );
+        if !following {
+            let _ = release.call0(&JsValue::NULL);
+            return;
+        }
+        if become_owner(&shared, &chat_id, Some(release)).await.is_ok() {
+            let snapshot = shared.borrow().engine.snapshot(&chat_id);
+            if let Some(snapshot) = snapshot {
+                notify(&shared, &chat_id, &to_js(&snapshot));
+            }
+        }
+    });
+}

@@ -1,0 +1,188 @@
+//! Chats in IndexedDB: one transaction per save, acknowledged to the engine (or failed, kept dirty and
+//! retried); loading a chat's trajectory; waiting for saves; asking the browser to persist storage.
+
+use super::idb;
+use super::shared::*;
+use crate::engine::Input;
+use crate::event::Event;
+use crate::trajectory::TrajectorySave;
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::spawn_local;
+
+/// Asks the browser not to evict our storage; the answer is informational.
+pub(super) fn request_persistence() {
+    let navigator = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .ok()
+        .map(|w| w.navigator());
+    if let Some(storage) = navigator.map(|n| n.storage()) {
+        let _ = storage.persist();
+    }
+}
+
+/// The trajectory JSON of a snapshot: the thread's keys, the id and the messages.
+pub(super) fn trajectory_of(
+    chat_id: &str,
+    snapshot: &crate::event::EventEnvelope,
+) -> Option<Value> {
+    let Event::Snapshot {
+        thread, messages, ..
+    } = &snapshot.event
+    else {
+        return None;
+    };
+    let mut out = match thread {
+        Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    out.insert("id".into(), json!(chat_id));
+    out.insert("messages".into(), json!(messages));
+    Some(Value::Object(out))
+}
+
+/// Reads a chat's record and messages back into trajectory JSON.
+pub(super) async fn load_trajectory(shared: &Handle, chat_id: &str) -> Result<Value, JsValue> {
+    let db = shared.borrow().db.clone();
+    let tx = idb::read_transaction(&db)?;
+    let record =
+        idb::request_done(&idb::store(&tx, idb::CHATS)?.get(&JsValue::from_str(chat_id))?).await?;
+    let record = idb::from_js(&record).ok_or_else(|| error("UnknownChat", chat_id))?;
+    let rows = idb::request_done(
+        &idb::store(&tx, idb::MESSAGES)?.get_all_with_key(&idb::messages_of(chat_id, 0)?)?,
+    )
+    .await?;
+    let count = record["message_count"].as_u64().unwrap_or(0) as usize;
+    let messages: Vec<Value> = js_sys::Array::from(&rows)
+        .iter()
+        .filter_map(|row| idb::from_js(&row))
+        .filter(|row| row["index"].as_u64().is_some_and(|i| (i as usize) < count))
+        .map(|row| row["message"].clone())
+        .collect();
+    let mut trajectory = match &record["thread"] {
+        Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    trajectory.insert("id".into(), json!(chat_id));
+    trajectory.insert("messages".into(), Value::Array(messages));
+    if record["draft"].is_object() {
+        trajectory.insert("draft".into(), record["draft"].clone());
+    }
+    shared
+        .borrow_mut()
+        .chats
+        .insert(chat_id.to_string(), record);
+    Ok(Value::Object(trajectory))
+}
+
+/// One save, one transaction: the chat record and each changed message; messages past the new
+/// count are deleted. The engine hears back with `save_acked` or `save_failed` (kept dirty and
+/// retried by the engine, shown as `runtime.storage_error`).
+pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
+    let shared = shared.clone();
+    *shared
+        .borrow_mut()
+        .saves_in_flight
+        .entry(save.chat_id.clone())
+        .or_default() += 1;
+    spawn_local(async move {
+        let result = write_save(&shared, &save).await;
+        if let Some(n) = shared.borrow_mut().saves_in_flight.get_mut(&save.chat_id) {
+            *n = n.saturating_sub(1);
+        }
+        let input = match result {
+            Ok((records, bytes)) => {
+                let mut s = shared.borrow_mut();
+                s.records_written += records;
+                s.bytes_written += bytes;
+                if !s.marker_set {
+                    s.marker_set = local_storage_set(&s.marker, "1");
+                }
+                drop(s);
+                Input::SaveAcked {
+                    chat_id: save.chat_id.clone(),
+                    version: save.version,
+                }
+            }
+            Err(e) => Input::SaveFailed {
+                chat_id: save.chat_id.clone(),
+                version: save.version,
+                reason: describe(e),
+            },
+        };
+        handle(&shared, input);
+    });
+}
+
+pub(super) async fn write_save(
+    shared: &Handle,
+    save: &TrajectorySave,
+) -> Result<(u64, u64), JsValue> {
+    if let Some(reason) = shared.borrow().fail_saves.clone() {
+        return Err(js_sys::Error::new(&reason).into());
+    }
+    let (db, mut record) = {
+        let s = shared.borrow();
+        let record = s
+            .chats
+            .get(&save.chat_id)
+            .cloned()
+            .unwrap_or_else(|| json!({"id": save.chat_id, "thread": {}}));
+        (s.db.clone(), record)
+    };
+    if let Some(thread) = &save.thread {
+        record["thread"] = thread.clone();
+        record["title"] = thread.get("title").cloned().unwrap_or(json!(""));
+    }
+    if let Some(draft) = &save.draft {
+        record["draft"] = draft.clone();
+    }
+    record["id"] = json!(save.chat_id);
+    record["message_count"] = json!(save.message_count);
+    record["version"] = json!(save.version);
+    record["updated_at"] = json!(now());
+    let tx = idb::write_transaction(&db)?;
+    let chats = idb::store(&tx, idb::CHATS)?;
+    let messages = idb::store(&tx, idb::MESSAGES)?;
+    chats.put(&idb::to_js(&record)?)?;
+    let mut bytes = record.to_string().len() as u64;
+    for upsert in &save.upserts {
+        let row =
+            json!({"chat_id": save.chat_id, "index": upsert.index, "message": upsert.message});
+        bytes += row.to_string().len() as u64;
+        messages.put(&idb::to_js(&row)?)?;
+    }
+    messages.delete(&idb::messages_of(&save.chat_id, save.message_count)?)?;
+    idb::transaction_done(&tx).await?;
+    shared
+        .borrow_mut()
+        .chats
+        .insert(save.chat_id.clone(), record);
+    Ok((1 + save.upserts.len() as u64, bytes))
+}
+
+/// Waits (up to a minute) until no save of `chat_id` (of any chat when `None`) is in flight.
+pub(super) async fn wait_for_saves(shared: &Handle, chat_id: Option<&str>) {
+    for _ in 0..6000 {
+        let busy = {
+            let s = shared.borrow();
+            match chat_id {
+                Some(id) => s.saves_in_flight.get(id).copied().unwrap_or(0) > 0,
+                None => s.saves_in_flight.values().any(|n| *n > 0),
+            }
+        };
+        if !busy {
+            return;
+        }
+        sleep_ms(10).await;
+    }
+}
+
+pub(super) fn current_storage_error(shared: &Handle, chat_id: &str) -> Option<String> {
+    let s = shared.borrow();
+    s.engine
+        .session(chat_id)?
+        .runtime(s.engine.config())
+        .storage_error
+}

@@ -1,0 +1,238 @@
+//! Provider requests as fetch streams: the auth header (never in the URL), the body as built by the
+//! engine, the response's bytes fed to the engine chunk by chunk, failures typed with the provider's
+//! error type, message and stated context window; the last request kept for "what the model sees".
+
+use super::shared::*;
+use crate::engine::{Bytes, Input};
+use crate::request::ProviderRequest;
+use js_sys::{Reflect, Uint8Array};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{spawn_local, JsFuture};
+use web_sys::{AbortController, Headers, RequestInit, Response};
+
+/// Keeps the request as it goes out, for the "what the model sees" view: the URL, the headers
+/// with the auth header's value replaced (the key never enters this record), and the body.
+pub(super) fn remember_request(shared: &Handle, chat_id: &str, request: &ProviderRequest) {
+    let mut headers = request.headers.clone();
+    headers.insert("content-type".into(), "application/json".into());
+    let kind = request.provider.name();
+    let has_key = shared
+        .borrow()
+        .keys
+        .get(kind)
+        .is_some_and(|k| !k.is_empty());
+    if let Some((name, _)) = auth_header(kind, "redacted").filter(|_| has_key) {
+        headers.insert(name.into(), "[redacted]".into());
+    }
+    let record =
+        json!({"provider": kind, "url": request.url, "headers": headers, "body": request.body});
+    shared
+        .borrow_mut()
+        .last_requests
+        .insert(chat_id.to_string(), record);
+}
+
+/// The provider's auth header for a key: never in the URL (SECURITY C13, C15).
+pub(super) fn auth_header(provider: &str, key: &str) -> Option<(&'static str, String)> {
+    if key.is_empty() {
+        return None;
+    }
+    Some(match provider {
+        "anthropic" => ("x-api-key", key.to_string()),
+        "gemini" => ("x-goog-api-key", key.to_string()),
+        _ => ("authorization", format!("Bearer {key}")),
+    })
+}
+
+pub(super) fn start_request(shared: &Handle, request_id: String, request: ProviderRequest) {
+    let controller = match AbortController::new() {
+        Ok(c) => c,
+        Err(_) => {
+            return fail_request(
+                shared,
+                &request_id,
+                None,
+                "cannot create an AbortController".into(),
+                Default::default(),
+                None,
+            )
+        }
+    };
+    let kind = request.provider.name().to_string();
+    let key = shared.borrow().keys.get(&kind).cloned().unwrap_or_default();
+    shared
+        .borrow_mut()
+        .requests
+        .insert(request_id.clone(), controller.clone());
+    let shared = shared.clone();
+    spawn_local(async move {
+        let result = fetch_stream(&shared, &request_id, &request, &key, &controller).await;
+        shared.borrow_mut().requests.remove(&request_id);
+        if let Err(message) = result {
+            if !controller.signal().aborted() {
+                fail_request(
+                    &shared,
+                    &request_id,
+                    None,
+                    message,
+                    Default::default(),
+                    None,
+                );
+            }
+        }
+    });
+}
+
+/// One provider request: headers (with the key), the JSON body, then the streamed response fed
+/// to the engine chunk by chunk. `Err` is a network failure.
+pub(super) async fn fetch_stream(
+    shared: &Handle,
+    request_id: &str,
+    request: &ProviderRequest,
+    key: &str,
+    controller: &AbortController,
+) -> Result<(), String> {
+    let headers = Headers::new().map_err(|e| format!("{e:?}"))?;
+    let _ = headers.set("content-type", "application/json");
+    for (name, value) in &request.headers {
+        if let Some(value) = value.as_str() {
+            let _ = headers.set(name, value);
+        }
+    }
+    if let Some((name, value)) = auth_header(request.provider.name(), key) {
+        let _ = headers.set(name, &value);
+    }
+    let init = RequestInit::new();
+    init.set_method("POST");
+    init.set_headers(&headers);
+    init.set_body(&JsValue::from_str(&request.body.to_string()));
+    init.set_signal(Some(&controller.signal()));
+    let window = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .map_err(|_| "no window".to_string())?;
+    let response: Response = JsFuture::from(window.fetch_with_str_and_init(&request.url, &init))
+        .await
+        .map_err(describe)?
+        .dyn_into()
+        .map_err(describe)?;
+    if !response.ok() {
+        let status = response.status();
+        let response_headers = headers_of(&response);
+        let text = match response.text() {
+            Ok(p) => JsFuture::from(p)
+                .await
+                .ok()
+                .and_then(|t| t.as_string())
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let (error_type, message) = provider_error(&text);
+        handle(
+            shared,
+            Input::RequestFailed {
+                request_id: request_id.into(),
+                status: Some(status),
+                error_type,
+                message: message.unwrap_or_else(|| format!("HTTP {status}")),
+                retry_after_ms: None,
+                headers: response_headers,
+                context_window: context_window_in(&text),
+            },
+        );
+        return Ok(());
+    }
+    let Some(body) = response.body() else {
+        handle(
+            shared,
+            Input::StreamEnd {
+                request_id: request_id.into(),
+            },
+        );
+        return Ok(());
+    };
+    let reader: web_sys::ReadableStreamDefaultReader = body
+        .get_reader()
+        .dyn_into()
+        .map_err(|e| describe(e.into()))?;
+    loop {
+        let chunk = JsFuture::from(reader.read()).await.map_err(describe)?;
+        let done = Reflect::get(&chunk, &"done".into())
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true);
+        if done {
+            break;
+        }
+        let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
+        let bytes = Uint8Array::new(&value).to_vec();
+        handle(
+            shared,
+            Input::StreamBytes {
+                request_id: request_id.into(),
+                bytes: Bytes(bytes),
+            },
+        );
+    }
+    handle(
+        shared,
+        Input::StreamEnd {
+            request_id: request_id.into(),
+        },
+    );
+    Ok(())
+}
+
+/// A context window an error body states: llama.cpp's `n_ctx` (in `error` or at the top).
+pub(super) fn context_window_in(text: &str) -> Option<u64> {
+    let value: Value = serde_json::from_str(text).ok()?;
+    let error = value.get("error").unwrap_or(&value);
+    error
+        .get("n_ctx")
+        .or_else(|| value.get("n_ctx"))
+        .and_then(Value::as_u64)
+}
+
+/// `(error type, message)` from a provider's error body: `{error: {type|code|status, message}}`.
+pub(super) fn provider_error(text: &str) -> (Option<String>, Option<String>) {
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return (
+            None,
+            (!text.is_empty()).then(|| text.chars().take(500).collect()),
+        );
+    };
+    let error = value.get("error").unwrap_or(&value);
+    let kind = ["type", "code", "status"]
+        .iter()
+        .find_map(|k| error.get(*k).and_then(Value::as_str))
+        .map(str::to_string);
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    (kind, message)
+}
+
+pub(super) fn fail_request(
+    shared: &Handle,
+    request_id: &str,
+    status: Option<u16>,
+    message: String,
+    headers: BTreeMap<String, String>,
+    error_type: Option<String>,
+) {
+    handle(
+        shared,
+        Input::RequestFailed {
+            request_id: request_id.into(),
+            status,
+            error_type,
+            message,
+            retry_after_ms: None,
+            headers,
+            context_window: None,
+        },
+    );
+}

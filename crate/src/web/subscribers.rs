@@ -1,0 +1,57 @@
+//! The subscribers of each chat: every step's events delivered to the page's callbacks, in `seq` order.
+
+use super::shared::*;
+use super::tabs::{self, ChatRole};
+use super::tool_calls::*;
+use crate::engine::Step;
+use crate::event::Event;
+use js_sys::Function;
+use std::collections::BTreeMap;
+use wasm_bindgen::prelude::*;
+
+pub(super) fn deliver(shared: &Handle, step: &Step) {
+    let mut by_chat: BTreeMap<&str, Vec<crate::event::EventEnvelope>> = BTreeMap::new();
+    for envelope in &step.events {
+        by_chat
+            .entry(&envelope.chat_id)
+            .or_default()
+            .push(envelope.clone());
+    }
+    for (chat_id, events) in by_chat {
+        if let Some(ChatRole::Owner { channel, .. }) = shared.borrow().roles.get(chat_id) {
+            tabs::post(channel, &tabs::events_message(&events));
+        }
+    }
+    for envelope in &step.events {
+        let callbacks: Vec<Function> = shared
+            .borrow()
+            .subscribers
+            .get(&envelope.chat_id)
+            .map(|subs| subs.iter().map(|(_, f)| f.clone()).collect())
+            .unwrap_or_default();
+        let value = to_js(envelope);
+        for callback in callbacks {
+            let _ = callback.call1(&JsValue::NULL, &value);
+        }
+        if let Event::IdeToolRequired {
+            tool_call_id,
+            tool_name,
+            args,
+        } = &envelope.event
+        {
+            run_host_tool(shared, &envelope.chat_id, tool_call_id, tool_name, args);
+        }
+    }
+}
+
+pub(super) fn notify(shared: &Handle, chat_id: &str, value: &JsValue) {
+    let callbacks: Vec<Function> = shared
+        .borrow()
+        .subscribers
+        .get(chat_id)
+        .map(|subs| subs.iter().map(|(_, f)| f.clone()).collect())
+        .unwrap_or_default();
+    for callback in callbacks {
+        let _ = callback.call1(&JsValue::NULL, value);
+    }
+}
