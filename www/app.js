@@ -303,8 +303,16 @@ function saveComposerDraft() {
   else localStorage.removeItem(draftKey(app.chat?.id));
 }
 
+/** While the engine is (re)opened nothing can be sent to it: it would go to the one closing. */
+function engineReady() {
+  if (document.body.dataset.ready === 'true') return true;
+  status('One moment: the settings are being applied.');
+  return false;
+}
+
 async function send(event, priority = false) {
   event?.preventDefault();
+  if (!engineReady()) return;
   const text = $('composer').value.trim();
   if (!text && app.attachments.empty) return;
   // Files named with @ are read now; a refusal sends nothing and keeps what was typed.
@@ -636,6 +644,9 @@ function showKeyFor(kind) {
 
 async function saveSettingsForm(event) {
   event.preventDefault();
+  // Not ready from the first moment: the engine is reopened with the new settings, and what is
+  // done meanwhile (a new chat, a message) would go to the engine being closed.
+  document.body.dataset.ready = 'false';
   const kind = $('provider-kind').value;
   const pasted = settingsStore.parseProxyUrl($('proxy-url').value);
   const tool_policy = {};
@@ -738,7 +749,7 @@ function wire() {
     $('image-file').value = '';
   });
   $('stop').addEventListener('click', () => command({ type: 'abort' }));
-  $('new-chat').addEventListener('click', () => newChat());
+  $('new-chat').addEventListener('click', () => engineReady() && newChat());
   $('chat-search').addEventListener('input', renderChatList);
   // Filled on the click that opens the panel (before it shows), so typing can follow at once.
   $('settings').querySelector('summary').addEventListener('click', () => {
