@@ -256,9 +256,16 @@ impl ChatSession {
             };
         }
         let Some(finish_reason) = streaming.collected.completion(streaming.decoder.kind()) else {
+            // A 200 with no bytes at all is what llama-cpp-python's server sends when the prompt
+            // exceeds its window (found with a real server): say so, it is the likely cause.
+            let message = if streaming.got_bytes {
+                "the stream ended before the provider finished"
+            } else {
+                "the provider answered with an empty stream; a local server does this when the prompt is longer than its context window (lower the window in Settings)"
+            };
             let failure = StreamFailure {
                 code: "truncated".into(),
-                message: "the stream ended before the provider finished".into(),
+                message: message.into(),
             };
             let g = Generating {
                 phase: StreamPhase::Streaming(streaming),

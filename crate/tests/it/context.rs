@@ -1435,3 +1435,21 @@ fn at_most_eight_tools_run_at_once_and_results_keep_call_order() {
         "results in call order"
     );
 }
+
+/// A real server's quirk (llama-cpp-python): a prompt over its window is answered `200` with an
+/// empty stream. The failure says what that likely means instead of "the stream was cut".
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn an_empty_stream_is_named_as_such() {
+    let mut h = Harness::with_config_patch(&json!({"retry": {"max_attempts": 1}}));
+    h.open("c1", None);
+    send(&mut h, "u1", "a long prompt");
+    h.stream_end();
+    let rt = runtime(&h);
+    assert_eq!(rt["state"], "error");
+    assert!(rt["error"]["message"].as_str().unwrap_or("").contains("empty stream"), "{rt}");
+    send(&mut h, "u2", "again");
+    h.stream(b": keep-alive\n\n");
+    h.stream_end();
+    assert!(runtime(&h)["error"]["message"].as_str().unwrap_or("").contains("ended before the provider finished"));
+}
