@@ -94,12 +94,16 @@ impl Host {
 
     /// A tool the page runs: `fn(args) → string | Promise<string>`; a throw is a failed result.
     #[wasm_bindgen(js_name = registerHostTool)]
-    pub fn register_host_tool(&self, name: String, run: Function) {
+    pub fn register_host_tool(
+        &self,
+        name: String,
+        #[wasm_bindgen(unchecked_param_type = "(args: any) => string | Promise<string>")] run: Function,
+    ) {
         self.shared.borrow_mut().host_tools.insert(name, run);
     }
 
     /// Stored chats: `[{id, title, message_count, updated_at}]`, newest first.
-    #[wasm_bindgen(js_name = listChats)]
+    #[wasm_bindgen(js_name = listChats, unchecked_return_type = "Promise<ChatSummary[]>")]
     pub fn list_chats(&self) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
@@ -122,7 +126,7 @@ impl Host {
     }
 
     /// A new empty chat; resolves to its id once stored.
-    #[wasm_bindgen(js_name = createChat)]
+    #[wasm_bindgen(js_name = createChat, unchecked_return_type = "Promise<string>")]
     pub fn create_chat(&self, title: Option<String>) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
@@ -139,14 +143,14 @@ impl Host {
     }
 
     /// Renames a chat (a `set_params` of its title, saved like any change).
-    #[wasm_bindgen(js_name = renameChat)]
+    #[wasm_bindgen(js_name = renameChat, unchecked_return_type = "EventEnvelope[]")]
     pub fn rename_chat(&self, chat_id: String, title: String) -> Result<JsValue, JsValue> {
         let command = json!({"type": "set_params", "patch": {"title": title}});
         self.send(chat_id, to_js(&command))
     }
 
     /// Removes a chat and its messages from the engine and IndexedDB.
-    #[wasm_bindgen(js_name = deleteChat)]
+    #[wasm_bindgen(js_name = deleteChat, unchecked_return_type = "Promise<void>")]
     pub fn delete_chat(&self, chat_id: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
@@ -169,7 +173,7 @@ impl Host {
     /// Opens a chat: as its owner (loaded from IndexedDB into this engine, tolerantly: what
     /// cannot be read is kept as a notice, never dropped), or — when another tab owns it — as a
     /// follower mirroring the owner. Resolves to the snapshot.
-    #[wasm_bindgen(js_name = openChat)]
+    #[wasm_bindgen(js_name = openChat, unchecked_return_type = "Promise<EventEnvelope>")]
     pub fn open_chat(&self, chat_id: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
@@ -191,7 +195,7 @@ impl Host {
     }
 
     /// `owner`, `follower` or `closed` for a chat, and why tabs cannot coordinate if they cannot.
-    #[wasm_bindgen(js_name = tabRole)]
+    #[wasm_bindgen(js_name = tabRole, unchecked_return_type = "TabRole")]
     pub fn tab_role(&self, chat_id: &str) -> JsValue {
         let shared = self.shared.borrow();
         let role = match shared.roles.get(chat_id) {
@@ -206,7 +210,12 @@ impl Host {
     /// Calls `callback(event)` with the chat's snapshot, then every event; returns an id for
     /// `unsubscribe`. A subscriber that sees a gap in `seq` asks again.
     /// `from_seq`: the last `seq` the caller has; when it is current no snapshot is sent.
-    pub fn subscribe(&self, chat_id: String, callback: Function, from_seq: Option<f64>) -> u32 {
+    pub fn subscribe(
+        &self,
+        chat_id: String,
+        #[wasm_bindgen(unchecked_param_type = "(event: EventEnvelope) => void")] callback: Function,
+        from_seq: Option<f64>,
+    ) -> u32 {
         let snapshot = current_snapshot(&self.shared, &chat_id);
         if let Some(snapshot) = snapshot {
             if from_seq.map(|s| s as u64) != Some(snapshot.seq) {
@@ -232,7 +241,12 @@ impl Host {
 
     /// Sends a command (`{type, …}`; a `client_request_id` is added when missing); returns the
     /// events of this step (the `ack` among them).
-    pub fn send(&self, chat_id: String, command: JsValue) -> Result<JsValue, JsValue> {
+    #[wasm_bindgen(unchecked_return_type = "EventEnvelope[]")]
+    pub fn send(
+        &self,
+        chat_id: String,
+        #[wasm_bindgen(unchecked_param_type = "Command")] command: JsValue,
+    ) -> Result<JsValue, JsValue> {
         let mut command: Value = serde_wasm_bindgen::from_value(command)
             .map_err(|e| error("BadInput", &e.to_string()))?;
         if command.get("client_request_id").is_none() {
@@ -257,15 +271,14 @@ impl Host {
     }
 
     /// The engine's snapshot of an open chat.
+    #[wasm_bindgen(unchecked_return_type = "EventEnvelope | undefined")]
     pub fn snapshot(&self, chat_id: &str) -> JsValue {
         current_snapshot(&self.shared, chat_id).map_or(JsValue::UNDEFINED, |s| to_js(&s))
     }
 
-    /// A chat as `refact` (trajectory JSON), `openai` (messages JSON) or `markdown`; keys are
-    /// never part of it.
     /// The last provider request of a chat as sent (URL, headers with the key redacted, body):
     /// the "what the model sees" view. `undefined` before the first request of this session.
-    #[wasm_bindgen(js_name = lastRequest)]
+    #[wasm_bindgen(js_name = lastRequest, unchecked_return_type = "LastRequest | undefined")]
     pub fn last_request(&self, chat_id: &str) -> JsValue {
         self.shared
             .borrow()
@@ -274,7 +287,9 @@ impl Host {
             .map_or(JsValue::UNDEFINED, to_js)
     }
 
-    #[wasm_bindgen(js_name = exportChat)]
+    /// A chat as `refact` (trajectory JSON), `openai` (messages JSON) or `markdown`; keys are
+    /// never part of it.
+    #[wasm_bindgen(js_name = exportChat, unchecked_return_type = "Promise<string>")]
     pub fn export_chat(&self, chat_id: String, format: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
@@ -300,7 +315,7 @@ impl Host {
 
     /// Imports a trajectory (JSON text, Refact format or a bare message array) as a new chat:
     /// loaded tolerantly (repairs are reported as events) and saved whole.
-    #[wasm_bindgen(js_name = importChat)]
+    #[wasm_bindgen(js_name = importChat, unchecked_return_type = "Promise<string>")]
     pub fn import_chat(&self, text: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
@@ -345,7 +360,7 @@ impl Host {
 
     /// `{persisted, usage, quota, near_quota, data_lost, tabs_note}`: whether the browser keeps
     /// our storage, how full it is (warning at 80%), and whether data was lost since last time.
-    #[wasm_bindgen(js_name = storageStatus)]
+    #[wasm_bindgen(js_name = storageStatus, unchecked_return_type = "Promise<StorageStatus>")]
     pub fn storage_status(&self) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
@@ -405,6 +420,7 @@ impl Host {
     }
 
     /// Resolves when every save started so far is acknowledged by IndexedDB (or has failed).
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn flush(&self) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
@@ -413,7 +429,6 @@ impl Host {
         })
     }
 
-    /// Closes the database (tests reopen to check what was stored).
     /// Closes this engine: requests and tool calls are cancelled, later inputs dropped, and the
     /// database closed (the page reopens one with new settings; call `flush` first to keep every
     /// save).

@@ -52,6 +52,16 @@ export type Effect =
   | { effect: "save_trajectory"; save: { chat_id: string; version: number; message_count: number; thread?: unknown; upserts: { index: number; message: unknown }[]; removed: string[] } }
   | { effect: "wake_at"; at_ms: number };
 export interface Step { events: EventEnvelope[]; effects: Effect[]; errors?: unknown[]; }
+/** A command for `Palaver.send` (SPEC §2.3); `client_request_id` is added when missing. */
+export interface Command { type: string; client_request_id?: string; priority?: boolean; [key: string]: unknown; }
+/** `Palaver.listChats()`: stored chats, newest first. */
+export interface ChatSummary { id: string; title: string; message_count: number; updated_at: number; [key: string]: unknown; }
+/** `Palaver.tabRole(chatId)`: whether this tab owns the chat, follows another tab, or has it closed. */
+export interface TabRole { role: "owner" | "follower" | "closed"; note: string | null; }
+/** `Palaver.storageStatus()`. */
+export interface StorageStatus { persisted: boolean | null; usage: number | null; quota: number | null; near_quota: boolean; data_lost: boolean; tabs_note: string | null; }
+/** `Palaver.lastRequest(chatId)`: the request as sent, the auth header's value `[redacted]`. */
+export interface LastRequest { provider: string; url: string; headers: Record<string, string>; body: unknown; }
 "#;
 
 fn js_error(name: &str, message: &str) -> JsValue {
