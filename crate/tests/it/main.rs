@@ -26,10 +26,4 @@ mod cli;
 #[cfg(not(target_arch = "wasm32"))]
 mod props;
 #[cfg(not(target_arch = "wasm32"))]
-mod proxy;
-#[cfg(not(target_arch = "wasm32"))]
-mod proxy_tools;
-#[cfg(not(target_arch = "wasm32"))]
-mod serve;
-#[cfg(not(target_arch = "wasm32"))]
 mod tidy;

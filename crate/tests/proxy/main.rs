@@ -1,12 +1,18 @@
-//! Hardening tests for `palaver serve`, against the real server on 127.0.0.1:0 with raw TCP
-//! requests (no client-side normalisation). Complements `tests/it/proxy*.rs`: safe headers on
+//! Every attack and hardening test of `palaver serve` (issue 15: one place), against the real
+//! server on 127.0.0.1:0 with raw TCP requests (no client-side normalisation): `proxy` (the
+//! SECURITY A.4 checklist: token, Origin/CORS, Host, limits), `proxy_tools` (the tools: paths,
+//! symlinks, commands, fetch), `serve` (the binary and its start-up), `second_round` (E1–E11), and
+//! here: safe headers on
 //! Host refusals (A15–A17), run_command cancellation and caps (A27, A59), search contents read
 //! through the workspace capability under a racing symlink swap (A47), writes into `.git` at any
 //! depth or through in-workspace symlinks (A41), environment proxies ignored by fetch_url, the
 //! address policy, and static MIME types. Native only.
 #![cfg(not(target_arch = "wasm32"))]
 
+mod proxy;
+mod proxy_tools;
 mod second_round;
+mod serve;
 mod support;
 
 use serde_json::json;
