@@ -185,10 +185,15 @@ function subscribe() {
   });
 }
 
+/** Creates a chat and opens it, in the same line as `selectChat`, so a send waits for it. */
 async function newChat() {
-  const id = await app.palaver.createChat('');
-  await showChats();
-  await selectChat(id);
+  let id;
+  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(async () => {
+    id = await app.palaver.createChat('');
+    await showChats();
+    await openChatView(id);
+  });
+  await app.selecting;
   return id;
 }
 
@@ -313,6 +318,8 @@ function engineReady() {
 async function send(event, priority = false) {
   event?.preventDefault();
   if (!engineReady()) return;
+  // A chat being opened (New chat, a click in the list) is where this message goes.
+  await app.selecting?.catch(() => {});
   const text = $('composer').value.trim();
   if (!text && app.attachments.empty) return;
   // Files named with @ are read now; a refusal sends nothing and keeps what was typed.

@@ -207,6 +207,7 @@ async function toolProgress(page) {
   await page.click('[data-testid=save-settings]');
   await ready(page);
   await page.click('[data-testid=new-chat]');
+  await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
   await page.fill('[data-testid=composer]', 'Run it');
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=tool-progress]', { timeout: 15_000 });
