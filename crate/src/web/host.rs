@@ -97,7 +97,8 @@ impl Host {
     pub fn register_host_tool(
         &self,
         name: String,
-        #[wasm_bindgen(unchecked_param_type = "(args: any) => string | Promise<string>")] run: Function,
+        #[wasm_bindgen(unchecked_param_type = "(args: any) => string | Promise<string>")]
+        run: Function,
     ) {
         self.shared.borrow_mut().host_tools.insert(name, run);
     }

@@ -1447,9 +1447,18 @@ fn an_empty_stream_is_named_as_such() {
     h.stream_end();
     let rt = runtime(&h);
     assert_eq!(rt["state"], "error");
-    assert!(rt["error"]["message"].as_str().unwrap_or("").contains("empty stream"), "{rt}");
+    assert!(
+        rt["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("empty stream"),
+        "{rt}"
+    );
     send(&mut h, "u2", "again");
     h.stream(b": keep-alive\n\n");
     h.stream_end();
-    assert!(runtime(&h)["error"]["message"].as_str().unwrap_or("").contains("ended before the provider finished"));
+    assert!(runtime(&h)["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("ended before the provider finished"));
 }
