@@ -11,13 +11,29 @@ ensure_wasm_bindgen
 build_pkg
 say "building the palaver binary"
 cargo build --release --bin palaver --manifest-path "$ROOT/Cargo.toml"
-APP_DIR="$(mktemp -d "${TMPDIR:-/tmp}/palaver-app.XXXXXX")"
+args=("$@")
+WORKSPACE=""
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[$i]}" in
+    --workspace) WORKSPACE="${args[$((i + 1))]:-}" ;;
+    --workspace=*) WORKSPACE="${args[$i]#--workspace=}" ;;
+  esac
+done
+if [ -z "$WORKSPACE" ]; then
+  WORKSPACE="$CALLER_DIR"
+  args=(--workspace "$CALLER_DIR" "${args[@]}")
+fi
+# A private copy of the app in the first place that is neither inside the workspace nor holds it.
+WORKSPACE_REAL="$(realpath -m "$WORKSPACE")"
+APP_DIR=""
+for base in "${TMPDIR:-/tmp}" /var/tmp "$HOME/.cache"; do
+  base_real="$(realpath -m "$base")"
+  case "$base_real/" in "${WORKSPACE_REAL%/}"/*) continue ;; esac
+  case "$WORKSPACE_REAL/" in "$base_real"/*) continue ;; esac
+  mkdir -p "$base" && APP_DIR="$(mktemp -d "$base/palaver-app.XXXXXX")" && break
+done
+[ -n "$APP_DIR" ] || { echo "no place outside the workspace $WORKSPACE to serve the app from; pass --workspace" >&2; exit 1; }
 trap 'rm -rf "$APP_DIR"' EXIT
 cp -R "$ROOT/www" "$ROOT/pkg" "$APP_DIR/"
-args=("$@")
-case " $* " in
-  *" --workspace "* | *" --workspace="*) ;;
-  *) args=(--workspace "$CALLER_DIR" "${args[@]}") ;;
-esac
-say "serving the app from $APP_DIR with the workspace ${CALLER_DIR} (Ctrl-C stops)"
+say "serving the app from $APP_DIR with the workspace $WORKSPACE (Ctrl-C stops)"
 "$ROOT/target/release/palaver" serve --www "$APP_DIR/www" --pkg "$APP_DIR/pkg" "${args[@]}"

@@ -36,7 +36,8 @@ export function activeProvider(settings) {
 
 /** `settings` with `kind` active and configured as given (`extra`: its model settings). */
 export function withProvider(settings, kind, baseUrl, model, extra = null) {
-  const kept = extra ?? Object.fromEntries(MODEL_SETTINGS.filter((k) => settings.providers?.[kind]?.[k] !== undefined).map((k) => [k, settings.providers[kind][k]]));
+  const current = settings.providers?.[kind] ?? {};
+  const kept = extra ?? Object.fromEntries(MODEL_SETTINGS.filter((k) => k in current).map((k) => [k, current[k]]));
   return { ...settings, kind, providers: { ...settings.providers, [kind]: { base_url: baseUrl, model, ...kept } } };
 }
 

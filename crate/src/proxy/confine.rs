@@ -253,7 +253,7 @@ fn check_component(path: &str, name: &str) -> Result<String, ToolPathRejected> {
     Ok(name.to_string())
 }
 
-/// Characters that change how a name reads without being seen (P11): bidirectional overrides,
+/// Characters that change how a name reads without being seen (E11): bidirectional overrides,
 /// embeddings and isolates, zero-width characters, the BOM, soft hyphen, the Mongolian vowel
 /// separator, and the invisible operators and fillers. (Variation selectors stay: emoji use them.)
 pub fn is_invisible(c: char) -> bool {

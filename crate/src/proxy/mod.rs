@@ -49,7 +49,12 @@ pub struct ServeArgs {
 
 pub fn run_serve(args: ServeArgs) -> ExitCode {
     protect_environment();
-    let config = match config_from(&args) {
+    // Refused before anything is bound or printed: no address to open for a server that stops.
+    let config = match config_from(&args).and_then(|config| {
+        server::check_app_outside_workspace(&config)
+            .map(|()| config)
+            .map_err(|e| e.to_string())
+    }) {
         Ok(config) => config,
         Err(message) => {
             eprintln!("palaver serve: {message}");

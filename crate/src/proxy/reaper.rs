@@ -1,4 +1,4 @@
-//! The process reaper of `run_command` (SECURITY P7). A process group alone does not hold a
+//! The process reaper of `run_command` (SECURITY E7). A process group alone does not hold a
 //! command: a child that calls `setsid` leaves it, and a SIGKILLed server leaves everything
 //! running. So every command runs under `palaver reap -- ARGV…`, a small supervisor that
 //! - makes itself a *child subreaper*: every orphaned descendant, `setsid` or not, is re-parented
@@ -50,11 +50,20 @@ pub fn descendants(root: i32) -> Vec<i32> {
     found
 }
 
-/// The parent pid from `/proc/PID/stat` (the field after the `)` that ends the command name).
-fn parent_of(pid: i32) -> Option<i32> {
+/// The fields of `/proc/PID/stat` after the `)` that ends the command name: state, ppid, …
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// A process that is gone, or a zombie (dead, waiting to be reaped).
+fn is_zombie(pid: i32) -> bool {
+    stat_fields(pid).is_none_or(|fields| fields.first().is_none_or(|state| state == "Z"))
 }
 
 fn sigkill(pid: i32) {
@@ -66,33 +75,33 @@ fn sigkill(pid: i32) {
     }
 }
 
-/// Kills every descendant of `root` (repeatedly, until none is left), then `root` itself.
-pub fn kill_tree(root: i32) {
-    if root <= 1 {
-        return;
-    }
+/// Kills every live descendant of `root`, round after round until none is left (a forking
+/// process may add some between rounds); `between` runs after each round.
+fn kill_descendants(root: i32, mut between: impl FnMut()) {
     for _ in 0..KILL_ROUNDS {
-        let found = descendants(root);
-        let alive: Vec<i32> = found.into_iter().filter(|p| !is_zombie(*p)).collect();
+        let alive: Vec<i32> = descendants(root)
+            .into_iter()
+            .filter(|p| !is_zombie(*p))
+            .collect();
         if alive.is_empty() {
-            break;
+            return;
         }
         for pid in alive {
             sigkill(pid);
         }
         std::thread::sleep(Duration::from_millis(2));
+        between();
     }
-    sigkill(root);
 }
 
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = &stat[stat.rfind(')')? + 1..];
-            rest.split_whitespace().next().map(|state| state == "Z")
-        })
-        .unwrap_or(true)
+/// Kills every descendant of `root`, then `root` itself (the server's side, at a timeout or a
+/// vanished client, while the reaper still holds the tree).
+pub fn kill_tree(root: i32) {
+    if root <= 1 {
+        return;
+    }
+    kill_descendants(root, || {});
+    sigkill(root);
 }
 
 /// Reaps every exited child; returns the status of `main` if it was among them.
@@ -184,21 +193,9 @@ fn supervise(main: i32, parent: i32, watched: &libc::sigset_t) -> Option<i32> {
 
 /// Kills every descendant of this supervisor (the subreaper holds them all) and reaps them.
 fn kill_tree_below_self() {
-    let me = std::process::id() as i32;
-    for _ in 0..KILL_ROUNDS {
-        let alive: Vec<i32> = descendants(me)
-            .into_iter()
-            .filter(|p| !is_zombie(*p))
-            .collect();
-        if alive.is_empty() {
-            break;
-        }
-        for pid in alive {
-            sigkill(pid);
-        }
-        std::thread::sleep(Duration::from_millis(2));
+    kill_descendants(std::process::id() as i32, || {
         reap_children(-1);
-    }
+    });
     reap_children(-1);
 }
 

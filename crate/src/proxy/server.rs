@@ -37,7 +37,7 @@ pub struct Limits {
     /// The whole request, body included, must be handled within this (A53).
     pub request_timeout: Duration,
     /// Requests handled at once; more wait for a slot (A56). A slot is taken when a request's
-    /// head has arrived, never by a connection that has sent nothing (P8).
+    /// head has arrived, never by a connection that has sent nothing (E8).
     pub max_connections: usize,
     /// Connections open at once, idle or not; past it, new ones wait in the accept queue. An idle
     /// connection is closed after `HEADER_TIMEOUT`.
@@ -75,7 +75,7 @@ type Api = Tools;
 
 /// Refuses to serve the app from inside the workspace, or the workspace from inside the app: the
 /// model can write the workspace, and a script written there would run at the tools API's own
-/// origin, with its token (P3).
+/// origin, with its token (E3).
 pub fn check_app_outside_workspace(config: &ServeConfig) -> std::io::Result<()> {
     let real = |path: &std::path::Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let workspace = real(&config.workspace);
@@ -136,7 +136,7 @@ pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Resul
             StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout,
         ))
-        // A slot per request in flight, taken once its head has arrived (A56, P8).
+        // A slot per request in flight, taken once its head has arrived (A56, E8).
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             limits.max_connections.max(1),
         ))
@@ -173,7 +173,7 @@ pub async fn serve_with_limits(
     tokio::pin!(shutdown);
     loop {
         // Past the cap of open connections, new ones queue in the backlog. Request slots are
-        // taken per request, so idle sockets cannot starve requests (P8).
+        // taken per request, so idle sockets cannot starve requests (E8).
         let permit = tokio::select! {
             permit = slots.clone().acquire_owned() => permit,
             () = &mut shutdown => return Ok(()),
@@ -218,7 +218,7 @@ async fn javascript_type(mut response: Response) -> Response {
     response
 }
 
-/// Every error answer is JSON (P11): the layers below (body limit 413, body read 400, method
+/// Every error answer is JSON (E11): the layers below (body limit 413, body read 400, method
 /// 405, timeout 408, static 404) answer with plain text or nothing.
 async fn json_error_bodies(response: Response) -> Response {
     let status = response.status();

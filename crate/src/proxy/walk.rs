@@ -3,7 +3,7 @@
 //! directory swapped for a symlink mid-walk fails to open instead of leading out (A47). Ignore files
 //! (`.gitignore`, `.ignore`) are read the same way — regular files only, opened non-blocking,
 //! size-capped — and only inside the workspace, never from its parent directories: a symlink to
-//! `/dev/zero`, a FIFO or an outside file named `.ignore` is skipped (SECURITY P2, P4). Every step
+//! `/dev/zero`, a FIFO or an outside file named `.ignore` is skipped (SECURITY E2, E4). Every step
 //! checks a `Budget` (a deadline and a cancel flag the request sets when its client leaves).
 
 use super::confine::RelPath;
@@ -172,7 +172,7 @@ pub struct WalkOptions {
 }
 
 /// The virtual absolute path that ignore matchers see for a workspace-relative path.
-fn virtual_path(relative: &str) -> PathBuf {
+pub fn virtual_path(relative: &str) -> PathBuf {
     if relative.is_empty() {
         PathBuf::from("/")
     } else {

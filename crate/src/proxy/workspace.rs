@@ -32,16 +32,6 @@ impl Workspace {
         &self.dir
     }
 
-    /// The host path of a checked relative path, for the walkers (`ignore`) that need one. The
-    /// caller has first opened it through `dir()`, so it is known to resolve inside.
-    pub fn host_path(&self, path: &RelPath) -> PathBuf {
-        if path.is_root() {
-            self.root.clone()
-        } else {
-            self.root.join(path.as_str())
-        }
-    }
-
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -178,3 +178,26 @@ pub(super) fn local_storage_set(key: &str, value: &str) -> bool {
         .and_then(|w| w.local_storage().ok().flatten())
         .is_some_and(|storage| storage.set_item(key, value).is_ok())
 }
+
+/// A response body's reader.
+pub(super) fn reader_of(
+    body: &web_sys::ReadableStream,
+) -> Result<web_sys::ReadableStreamDefaultReader, String> {
+    body.get_reader().dyn_into().map_err(|e| describe(e.into()))
+}
+
+/// The next chunk of a body as it arrives; `None` at its end.
+pub(super) async fn next_chunk(
+    reader: &web_sys::ReadableStreamDefaultReader,
+) -> Result<Option<Vec<u8>>, String> {
+    let chunk = JsFuture::from(reader.read()).await.map_err(describe)?;
+    let done = js_sys::Reflect::get(&chunk, &"done".into())
+        .ok()
+        .and_then(|d| d.as_bool())
+        .unwrap_or(true);
+    if done {
+        return Ok(None);
+    }
+    let value = js_sys::Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
+    Ok(Some(js_sys::Uint8Array::new(&value).to_vec()))
+}

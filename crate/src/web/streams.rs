@@ -5,7 +5,7 @@
 use super::shared::*;
 use crate::engine::{Bytes, Input};
 use crate::request::ProviderRequest;
-use js_sys::{Reflect, Uint8Array};
+
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use wasm_bindgen::prelude::*;
@@ -153,21 +153,8 @@ pub(super) async fn fetch_stream(
         );
         return Ok(());
     };
-    let reader: web_sys::ReadableStreamDefaultReader = body
-        .get_reader()
-        .dyn_into()
-        .map_err(|e| describe(e.into()))?;
-    loop {
-        let chunk = JsFuture::from(reader.read()).await.map_err(describe)?;
-        let done = Reflect::get(&chunk, &"done".into())
-            .ok()
-            .and_then(|d| d.as_bool())
-            .unwrap_or(true);
-        if done {
-            break;
-        }
-        let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
-        let bytes = Uint8Array::new(&value).to_vec();
+    let reader = reader_of(&body)?;
+    while let Some(bytes) = next_chunk(&reader).await? {
         handle(
             shared,
             Input::StreamBytes {

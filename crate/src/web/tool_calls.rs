@@ -3,7 +3,7 @@
 
 use super::shared::*;
 use crate::engine::Input;
-use js_sys::{Promise, Reflect, Uint8Array};
+use js_sys::Promise;
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -160,24 +160,12 @@ pub(super) async fn call_proxy_streaming(
             .unwrap_or_else(|_| json!({"content": text, "is_error": true}));
         return Ok(ToolReply::from_json(&reply, response.ok()));
     };
-    let reader: web_sys::ReadableStreamDefaultReader = body
-        .get_reader()
-        .dyn_into()
-        .map_err(|e| describe(e.into()))?;
+    let reader = reader_of(&body)?;
     let mut pending = Vec::new();
     let mut output = String::new();
     let mut result = None;
-    loop {
-        let chunk = JsFuture::from(reader.read()).await.map_err(describe)?;
-        if Reflect::get(&chunk, &"done".into())
-            .ok()
-            .and_then(|d| d.as_bool())
-            .unwrap_or(true)
-        {
-            break;
-        }
-        let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
-        pending.extend(Uint8Array::new(&value).to_vec());
+    while let Some(bytes) = next_chunk(&reader).await? {
+        pending.extend(bytes);
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             let Ok(event) = serde_json::from_slice::<Value>(&line) else {

@@ -1,6 +1,6 @@
 //! `fetch_url`: http(s) only; loopback, private, link-local, CGNAT, multicast, unspecified and
 //! documentation/benchmark addresses refused, and so is every address of this machine's own
-//! interfaces, looked up at call time (a service bound to all interfaces answers there; P6) — for
+//! interfaces, looked up at call time (a service bound to all interfaces answers there; E6) — for
 //! IP literals before connecting, for names in the resolver, so the connection goes to the vetted
 //! address (no second resolution). Literals in other spellings (decimal, `::ffff:`) are
 //! normalised by the URL parser and the mapped-address check first. Redirects are not followed;

@@ -2,8 +2,8 @@
 //! checked by `confine::check` and opened through the workspace's directory capability. Writes
 //! open the target's directory once, component by component with no symlink following, then do
 //! the protection check, the temporary file and the `rename` all relative to that one handle
-//! (atomic, under the file's lock; P10), and never follow a symlink. `file_tree` walks directory
-//! handles (`walk`). Regular files with several hard links are not read (A48, P9).
+//! (atomic, under the file's lock; E10), and never follow a symlink. `file_tree` walks directory
+//! handles (`walk`). Regular files with several hard links are not read (A48, E9).
 
 use super::{str_arg, ToolPolicy, ToolReply};
 use crate::proxy::confine::{self, io_error, RelPath, Target};
@@ -389,7 +389,7 @@ fn protected_refusal(path: &str) -> ToolReply {
 /// Opens the directory a write lands in, once: each component from its parent's handle with no
 /// symlink following, created when missing, refused when protected. An in-workspace symlink
 /// component is resolved inside the capability and its real path opened the same way, so what
-/// is checked is the directory written to, whatever is swapped in meanwhile (P10).
+/// is checked is the directory written to, whatever is swapped in meanwhile (E10).
 fn open_parent(ws: &Workspace, path: &RelPath) -> Result<Dir, ToolReply> {
     let parent = path.parent().unwrap_or_else(RelPath::root);
     let mut dir = ws

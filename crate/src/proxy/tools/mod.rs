@@ -187,7 +187,7 @@ pub async fn call(tools: &Tools, name: &str, args: Value) -> ToolReply {
 
 /// The tools that do blocking file IO run on the blocking pool, with a budget: a deadline, and a
 /// cancel flag set when this future is dropped (the client left, or the request timed out), so
-/// abandoned work stops at its next check instead of burning a thread (P4, P5).
+/// abandoned work stops at its next check instead of burning a thread (E4, E5).
 async fn blocking(tools: &Tools, name: &str, args: Value) -> ToolReply {
     let walking = matches!(name, "search" | "file_tree");
     let _slot = if walking {

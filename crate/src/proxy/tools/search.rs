@@ -5,7 +5,7 @@
 //! following. Files are searched on several threads; matches are sorted by path and line, so the
 //! answer does not depend on thread timing unless `max_results` cut it.
 //!
-//! Bounded (SECURITY P5): the regex and its lazy DFA have size limits (a pattern past them is a
+//! Bounded (SECURITY E5): the regex and its lazy DFA have size limits (a pattern past them is a
 //! `bad_pattern`), a line longer than `LINE_LIMIT` ends that file's search, and every read checks
 //! the call's `Budget`, so a pathological pattern stops at the deadline or as soon as the client
 //! leaves. The caller caps how many searches run at once.
@@ -123,11 +123,13 @@ fn glob_filter(
     path: &confine::RelPath,
     glob: &str,
 ) -> Result<ignore::overrides::Override, ToolReply> {
-    let root = if path.is_root() {
-        "/".to_string()
+    // Relative to the searched directory, as the walker's matchers see it.
+    let relative = if path.is_root() {
+        String::new()
     } else {
-        format!("/{}", path.as_str())
+        path.as_str()
     };
+    let root = walk::virtual_path(&relative);
     let mut builder = ignore::overrides::OverrideBuilder::new(root);
     builder
         .add(glob)
@@ -229,7 +231,7 @@ impl<R: Read> Read for BudgetReader<'_, R> {
 }
 
 /// Searches one walked file, opened from its directory's handle (no symlink, non-blocking): a
-/// name swapped for a symlink or a FIFO during the walk is skipped (A47, P4).
+/// name swapped for a symlink or a FIFO during the walk is skipped (A47, E4).
 fn search_entry(searcher: &mut Searcher, run: &Run, entry: &Entry) {
     let Ok(file) = walk::open_file_nofollow(&entry.parent, &entry.name) else {
         return;
@@ -240,7 +242,7 @@ fn search_entry(searcher: &mut Searcher, run: &Run, entry: &Entry) {
     if !metadata.is_file() || metadata.len() > MAX_FILE_BYTES {
         return;
     }
-    // A hard link may be an outside file's second name (A48, P9).
+    // A hard link may be an outside file's second name (A48, E9).
     if metadata.nlink() > 1 && !run.allow_hard_links {
         run.skipped_links.fetch_add(1, Ordering::Relaxed);
         return;

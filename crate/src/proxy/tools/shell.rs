@@ -124,10 +124,10 @@ struct Captured {
     cut: bool,
 }
 
-type Shared = std::sync::Mutex<Captured>;
+type Capture = std::sync::Mutex<Captured>;
 
-fn taken(shared: Shared) -> Captured {
-    shared.into_inner().unwrap_or_else(|p| p.into_inner())
+fn taken(capture: Capture) -> Captured {
+    capture.into_inner().unwrap_or_else(|p| p.into_inner())
 }
 
 pub async fn run_command(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
@@ -146,7 +146,7 @@ pub async fn run_command(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> T
     let _group = GroupKiller(pgid);
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     // The output lives outside the reading future, so a timeout still reports what was seen.
-    let (out, err) = (Shared::default(), Shared::default());
+    let (out, err) = (Capture::default(), Capture::default());
     let code = {
         let collect = async {
             tokio::join!(
@@ -220,7 +220,7 @@ fn joined_output(out: &[u8], err: &[u8]) -> String {
 
 /// Reads up to the cap; at the cap the whole process group is killed, so a producer that
 /// ignores `SIGPIPE` cannot keep the call open until its timeout.
-async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, into: &Shared, pgid: Option<i32>) {
+async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, into: &Capture, pgid: Option<i32>) {
     let Some(mut reader) = reader else {
         return;
     };
