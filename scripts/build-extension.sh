@@ -16,7 +16,8 @@ rm -rf "$OUT"
 mkdir -p "$OUT/www" "$OUT/pkg"
 cp "$ROOT"/extension/manifest.json "$ROOT"/extension/background.js "$OUT/"
 # The service worker is the site's offline cache; an extension's files are already local.
-find "$ROOT/www" -maxdepth 1 -type f ! -name sw.js -exec cp {} "$OUT/www/" \;
+cp -r "$ROOT/www/." "$OUT/www/"
+rm -f "$OUT/www/sw.js"
 cp "$ROOT/pkg/palaver.js" "$ROOT/pkg/palaver_bg.wasm" "$OUT/pkg/"
 if command -v zip >/dev/null; then
   (cd "$OUT" && zip -qr "$ROOT/target/palaver-extension.zip" .)

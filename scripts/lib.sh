@@ -53,4 +53,5 @@ build_pkg() {
   wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir "$ROOT/pkg" \
     "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
   node "$ROOT/scripts/check-wasm.mjs" "$ROOT/pkg/palaver_bg.wasm"
+  node "$ROOT/scripts/shell-list.mjs" "$ROOT"
 }

@@ -3,8 +3,11 @@
 // its browser host's (`Palaver`, from pkg/). The only HTML the page ever writes is the engine's safe
 // Markdown renderer's output, through the one Trusted Types policy below (SECURITY C5, C19).
 import init, { Palaver, Engine, renderMarkdown } from '../pkg/palaver.js';
-import { ChatState } from './chat-state.js';
-import { el, button, TranscriptView, PAGE, currentPlan, renderPlan, approvalCard, askUserCard, pendingQuestions, queueItems, contextUsage } from './view.js';
+import { ChatMirror } from './mirror.js';
+import { el, button, TranscriptView, PAGE } from './view.js';
+import * as queueView from './views/queue.js';
+import * as contextView from './views/context.js';
+import * as cards from './cards/registry.js';
 import * as settingsStore from './settings.js';
 import * as agent from './agent.js';
 import { Attachments } from './attachments.js';
@@ -23,7 +26,7 @@ const html = (markdown) => (policy ? policy.createHTML(markdown) : renderMarkdow
 const app = {
   palaver: null,
   chats: [],
-  chat: null, // ChatState of the open chat
+  chat: null, // ChatMirror of the open chat
   subscription: null,
   keys: {}, // provider kind → API key, in memory
   keyOrigins: {}, // provider kind → the origin its key was given for (sent nowhere else)
@@ -146,16 +149,16 @@ function renderChatList() {
 
 /** Opens a chat; calls run one after another, so quick clicks never interleave. */
 function selectChat(id) {
-  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(() => openChatView(id));
+  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(() => openChatMirror(id));
   return app.selecting;
 }
 
-async function openChatView(id) {
+async function openChatMirror(id) {
   if (app.subscription !== null) app.palaver.unsubscribe(app.subscription);
   saveComposerDraft();
   $('composer').value = localStorage.getItem(draftKey(id)) ?? '';
   await app.palaver.openChat(id);
-  app.chat = new ChatState(id);
+  app.chat = new ChatMirror(id);
   app.view.reset();
   localStorage.setItem(OPEN_CHAT_KEY, id);
   // The transcript returns to where it was scrolled, once its first frame is drawn.
@@ -191,7 +194,7 @@ async function newChat() {
   app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(async () => {
     id = await app.palaver.createChat('');
     await showChats();
-    await openChatView(id);
+    await openChatMirror(id);
   });
   await app.selecting;
   return id;
@@ -218,26 +221,18 @@ function render() {
     $('transcript').scrollTop = app.restoreScroll;
     app.restoreScroll = NaN;
   }
-  if (chat.dirty.messages) renderPlan($('plan'), currentPlan(chat.messages), html);
   if (chat.dirty.messages || chat.dirty.runtime) renderControls(chat);
   chat.dirty = { messages: false, draft: false, runtime: false };
 }
 
+/** Where cards go: the plan above, the others under the transcript. */
+const cardSlots = () => ({ plan: $('plan'), cards: $('cards') });
+
 function renderControls(chat) {
   const runtime = chat.runtime;
-  const reasons = runtime.pause_reasons ?? [];
-  const questions = pendingQuestions(chat);
-  const cards = [];
-  if (runtime.state === 'paused' && reasons.length) cards.push(approvalCard(reasons));
-  if (questions) cards.push(askUserCard(questions));
-  const idle = !chat.busy;
-  const last = chat.messages.at(-1);
-  if (idle && last && (last.role === 'assistant' || last.role === 'error' || last.role === 'tool')) {
-    cards.push(button('regenerate', 'Regenerate', 'regenerate'));
-  }
-  $('cards').replaceChildren(...cards);
-  queueItems($('queue'), runtime.queued_items ?? [], cancelQueued, steerNow, Boolean(runtime.queue_held), () => command({ type: 'resume_queue' }));
-  contextUsage($('context-usage'), chat);
+  cards.render(cardSlots(), chat, { html });
+  queueView.render($('queue'), runtime);
+  contextView.render($('context-usage'), chat);
   updateComposerButtons();
   if (runtime.error) status(errorSentence(runtime.error), true);
   else if (runtime.retry) status(`${RETRY_CAUSE[runtime.retry.class] ?? 'The request failed'}; trying again (attempt ${runtime.retry.attempt} of ${runtime.retry.max_attempts})…`);
@@ -396,29 +391,6 @@ async function onTranscriptClick(event) {
     case 'branch':
       await branchFrom(node.dataset.messageId);
       break;
-    case 'regenerate':
-      command({ type: 'regenerate' });
-      break;
-    default:
-  }
-}
-
-function onCardsClick(event) {
-  const target = event.target.closest('button');
-  if (!target || !app.chat) return;
-  const ids = (app.chat.runtime.pause_reasons ?? []).map((r) => r.tool_call_id);
-  switch (target.dataset.action) {
-    case 'approve':
-      command({ type: 'approve_tools', tool_call_ids: ids });
-      break;
-    case 'reject':
-      command({ type: 'reject_tools', tool_call_ids: ids, reason: 'The user rejected this call.' });
-      break;
-    case 'answer': {
-      const answer = target.closest('section').querySelector('textarea').value.trim();
-      if (answer) command({ type: 'user_message', content: answer });
-      break;
-    }
     case 'regenerate':
       command({ type: 'regenerate' });
       break;
@@ -790,7 +762,10 @@ function wire() {
   });
   $('transcript').addEventListener('click', onTranscriptClick);
   $('plan').addEventListener('click', onTranscriptClick);
-  $('cards').addEventListener('click', onCardsClick);
+  cards.bind(cardSlots(), { chat: () => app.chat, send: command });
+  queueView.bind($('queue'), {
+    items: () => app.chat?.runtime.queued_items ?? [], cancel: cancelQueued, steer: steerNow, resume: () => command({ type: 'resume_queue' }),
+  });
   $('rename-chat').addEventListener('click', renameChat);
   $('export-chat').addEventListener('click', () => exportChat('refact'));
   $('export-markdown').addEventListener('click', () => exportChat('markdown'));

@@ -3,11 +3,14 @@
 // cache when the network is gone, so the app opens and past chats (in IndexedDB) are readable
 // offline. Provider streams, the proxy API and other origins are never touched. The cache name
 // carries a version; activating this worker deletes every other Palaver cache.
-const VERSION = 'palaver-shell-v3';
-const SHELL = [
-  './', 'index.html', 'app.js', 'agent.js', 'attachments.js', 'chat-state.js', 'view.js', 'settings.js', 'style.css',
-  'manifest.webmanifest', 'icon.svg', '../pkg/palaver.js', '../pkg/palaver_bg.wasm',
-];
+// The file list and the version are generated with the wasm package (scripts/shell-list.mjs):
+// every file of www/ and pkg/'s bundle, the version a hash of their contents. The page's CSP
+// requires Trusted Types here too, hence the one policy, which allows only that script.
+const workerPolicy = self.trustedTypes?.createPolicy('palaver', {
+  createScriptURL: (url) => (url === '../pkg/shell.js' ? url : ''),
+});
+importScripts(workerPolicy ? workerPolicy.createScriptURL('../pkg/shell.js') : '../pkg/shell.js');
+const { version: VERSION, files: SHELL } = self.palaverShell;
 
 self.addEventListener('install', (event) => {
   event.waitUntil(caches.open(VERSION).then((cache) => cache.addAll(SHELL)).then(() => self.skipWaiting()));

@@ -1,4 +1,4 @@
-// The transcript, built from a ChatState. Model text goes through `html(markdown)` (the engine's
+// The transcript, built from a ChatMirror. Model text goes through `html(markdown)` (the engine's
 // safe renderer behind the page's one Trusted Types policy); everything else — user text, tool
 // arguments and results (SECURITY C9), errors — is set as text. Message nodes are cached by id and
 // version, so a frame during streaming touches only the draft, and a long chat shows its last
@@ -252,7 +252,7 @@ function fillToolActivity(node, calls, results, pauseReasons, progress = new Map
 }
 
 /** One line for a call's arguments (a JSON text as streamed, or the parsed object). */
-function summarizeArgs(raw) {
+export function summarizeArgs(raw) {
   try {
     const args = typeof raw === 'string' ? JSON.parse(raw || '{}') : raw ?? {};
     const first = args.path ?? args.command ?? args.query ?? args.url ?? Object.values(args)[0];
@@ -260,102 +260,4 @@ function summarizeArgs(raw) {
   } catch {
     return String(raw ?? '').slice(0, 120);
   }
-}
-
-/** The current plan: the last `plan` message with the `plan_delta` events after it. */
-export function currentPlan(messages) {
-  let base = -1;
-  for (let i = messages.length - 1; i >= 0; i -= 1) {
-    if (messages[i].role === 'plan') {
-      base = i;
-      break;
-    }
-  }
-  if (base < 0) return null;
-  const updates = messages.slice(base + 1)
-    .filter((m) => m.role === 'event' && m.event?.subkind === 'plan_delta')
-    .map((m) => textOf(m.content));
-  return { body: textOf(messages[base].content), version: messages[base].plan?.version ?? 1, updates };
-}
-
-export function renderPlan(node, plan, html) {
-  node.hidden = !plan;
-  if (!plan) return node.replaceChildren();
-  const body = el('div', { class: 'markdown' });
-  body.innerHTML = html(plan.body);
-  node.replaceChildren(
-    el('details', { open: true }, el('summary', { text: `Plan (version ${plan.version}, ${plan.updates.length} update${plan.updates.length === 1 ? '' : 's'})` }),
-      body, el('ol', { class: 'plan-updates', testid: 'plan-updates' }, ...plan.updates.map((u) => el('li', { text: u })))));
-}
-
-/** The approval card for a paused round (approve or reject all of its calls). */
-export function approvalCard(reasons) {
-  const list = el('ul', {}, ...reasons.map((r) => el('li', { 'data-tool': r.tool_name },
-    el('code', { text: r.tool_name }), ' ', el('span', { text: summarizeArgs(r.args) }),
-    el('pre', { class: 'args', text: JSON.stringify(r.args, null, 2).slice(0, 4000) }))));
-  return el('section', { class: 'card approval', testid: 'tool-approval' },
-    el('h3', { text: reasons.length === 1 ? 'Allow this tool call?' : `Allow these ${reasons.length} tool calls?` }), list,
-    el('div', { class: 'actions' }, button('approve', 'Approve', 'approve'), button('reject', 'Reject', 'reject')));
-}
-
-/** The ask-user card: the questions of the last `ask_questions` call and an answer box. */
-export function askUserCard(questions) {
-  return el('section', { class: 'card ask-user', testid: 'ask-user' },
-    el('h3', { text: 'The assistant asks' }), el('ol', {}, ...questions.map((q) => el('li', { text: String(q) }))),
-    el('textarea', { testid: 'ask-user-answer', rows: 3, 'aria-label': 'Your answer' }),
-    el('div', { class: 'actions' }, button('ask-user-send', 'Answer', 'answer')));
-}
-
-/** The questions the model is waiting on, or null. */
-export function pendingQuestions(chat) {
-  if (chat.runtime.state !== 'waiting_user_input') return null;
-  for (let i = chat.messages.length - 1; i >= 0; i -= 1) {
-    const m = chat.messages[i];
-    if (m.role === 'user') return null;
-    const call = m.role === 'assistant' && m.tool_calls?.find((c) => c.function?.name === 'ask_questions');
-    if (call) {
-      try {
-        const questions = JSON.parse(call.function.arguments || '{}').questions;
-        return Array.isArray(questions) ? questions : [String(questions ?? '')];
-      } catch {
-        return [];
-      }
-    }
-  }
-  return null;
-}
-
-/**
- * The queued messages. After a Stop they are held: shown as paused, with "Send now" (runs them
- * as they would have run) and "Discard" each; otherwise Cancel and Steer now.
- */
-export function queueItems(node, items, onCancel, onSteer, held = false, onResume = null) {
-  const messages = items.filter((i) => i.type === 'user_message');
-  node.hidden = messages.length === 0;
-  node.dataset.held = String(held);
-  const header = held && messages.length
-    ? el('li', { class: 'held', testid: 'queue-held' },
-      el('span', { text: `Paused after Stop: ${messages.length} message${messages.length === 1 ? '' : 's'} not sent yet. ` }),
-      Object.assign(button('send-held', 'Send now', 'send-held'), { onclick: () => onResume?.() }))
-    : null;
-  node.replaceChildren(...[header, ...messages.map((item) => el('li', { testid: 'queued', 'data-id': item.client_request_id, 'data-priority': String(item.priority) },
-    el('span', { class: 'preview', text: item.preview ?? '(message)' }), item.priority ? el('small', { text: ' (steering)' }) : null,
-    Object.assign(button('cancel-queued', held ? 'Discard' : 'Cancel', 'cancel-queued'), { onclick: () => onCancel(item) }),
-    item.priority || held ? null : Object.assign(button('steer-now', 'Steer now', 'steer-now'), { onclick: () => onSteer(item) })))].filter(Boolean));
-}
-
-export function contextUsage(node, chat) {
-  const usage = chat.runtime.context_usage ?? {};
-  let last = null;
-  for (let i = chat.messages.length - 1; i >= 0 && !last; i -= 1) if (chat.messages[i].usage) last = chat.messages[i].usage;
-  const estimated = usage.estimated_tokens ?? 0;
-  const budget = usage.n_ctx ?? 0;
-  const cacheRead = last?.cache_read_tokens ?? 0;
-  const prompt = last?.prompt_tokens ?? 0;
-  node.dataset.estimated = String(estimated);
-  node.dataset.budget = String(budget);
-  node.dataset.cacheRead = String(cacheRead);
-  node.querySelector('meter').value = budget ? Math.min(1, estimated / budget) : 0;
-  const cache = prompt ? ` · cache hits ${cacheRead.toLocaleString('en')} of ${prompt.toLocaleString('en')} prompt tokens (${Math.round((100 * cacheRead) / prompt)}%)` : '';
-  node.querySelector('span').textContent = `≈ ${estimated.toLocaleString('en')} of ${budget.toLocaleString('en')} tokens${cache}`;
 }

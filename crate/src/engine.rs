@@ -9,99 +9,17 @@
 //! The engine reads no clock and does no IO; the same inputs give the same outputs.
 
 use crate::command::{Command, CommandEnvelope};
+pub use crate::config::{EngineConfig, IdGen};
+pub use crate::effect::{Effect, RequestPurpose};
 use crate::error::Refusal;
 use crate::event::EventEnvelope;
-use crate::provider::ProviderKind;
-use crate::request::{ProviderConfig, ProviderRequest};
-use crate::retry::RetryPolicy;
 use crate::session::{BranchSource, ChatSession, Ctx, RequestFailure, Trigger};
 use crate::thread::ThreadParams;
-use crate::tools::{ToolOutcome, ToolSpec};
-use crate::trajectory::{self, TrajectorySave};
+use crate::tools::ToolOutcome;
+use crate::trajectory;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct EngineConfig {
-    /// Prefix of every id the engine makes; the host picks it unique (e.g. random per tab).
-    #[serde(default)]
-    pub id_prefix: String,
-    #[serde(default = "default_stall_timeout")]
-    pub stall_timeout_ms: u64,
-    #[serde(default)]
-    pub providers: Vec<ProviderConfig>,
-    #[serde(default)]
-    pub system_prompt: Option<String>,
-    #[serde(default)]
-    pub workspace_tools: Vec<ToolSpec>,
-    #[serde(default)]
-    pub host_tools: Vec<ToolSpec>,
-    #[serde(default)]
-    pub retry_seed: u64,
-    #[serde(default = "default_n_ctx")]
-    pub default_n_ctx: u64,
-    /// Attempts and first backoff of provider requests (SPEC §6.5).
-    #[serde(default)]
-    pub retry: RetryPolicy,
-    /// Compaction by the model starts when the estimate passes this fraction of n_ctx (SPEC §5);
-    /// `null` turns it off.
-    #[serde(default = "default_compact_at")]
-    pub compact_at: Option<f64>,
-    /// How long a request may go without its first byte; defaults to `stall_timeout_ms`.
-    #[serde(default)]
-    pub first_byte_timeout_ms: Option<u64>,
-}
-
-fn default_stall_timeout() -> u64 {
-    120_000
-}
-
-fn default_compact_at() -> Option<f64> {
-    Some(0.7)
-}
-
-fn default_n_ctx() -> u64 {
-    128_000
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            id_prefix: String::new(),
-            stall_timeout_ms: default_stall_timeout(),
-            providers: Vec::new(),
-            system_prompt: None,
-            workspace_tools: Vec::new(),
-            host_tools: Vec::new(),
-            retry_seed: 0,
-            default_n_ctx: default_n_ctx(),
-            retry: RetryPolicy::default(),
-            first_byte_timeout_ms: None,
-            compact_at: default_compact_at(),
-        }
-    }
-}
-
-impl EngineConfig {
-    pub fn provider_for(&self, kind: ProviderKind) -> Option<&ProviderConfig> {
-        self.providers.iter().find(|p| p.kind == kind)
-    }
-}
-
-/// Deterministic ids: the host's prefix, a kind letter, a counter.
-#[derive(Debug, Default)]
-pub struct IdGen {
-    prefix: String,
-    counter: u64,
-}
-
-impl IdGen {
-    pub fn next(&mut self, kind: &str) -> String {
-        self.counter += 1;
-        format!("{}{kind}{}", self.prefix, self.counter)
-    }
-}
 
 /// Bytes from the host: a JSON string (UTF-8 text) or an array of byte values.
 #[derive(Serialize, Clone, Debug, PartialEq, Default)]
@@ -195,43 +113,6 @@ pub enum Input {
     Tick {},
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum RequestPurpose {
-    Chat,
-    Compaction,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(tag = "effect", rename_all = "snake_case")]
-pub enum Effect {
-    StartRequest {
-        chat_id: String,
-        request_id: String,
-        purpose: RequestPurpose,
-        request: ProviderRequest,
-    },
-    CancelRequest {
-        request_id: String,
-    },
-    RunTool {
-        chat_id: String,
-        tool_call_id: String,
-        name: String,
-        args: Value,
-    },
-    CancelTool {
-        chat_id: String,
-        tool_call_id: String,
-    },
-    SaveTrajectory {
-        save: TrajectorySave,
-    },
-    WakeAt {
-        at_ms: u64,
-    },
-}
-
 /// What one `handle` call produced.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Step {
@@ -252,10 +133,7 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Self {
-        let ids = IdGen {
-            prefix: config.id_prefix.clone(),
-            counter: 0,
-        };
+        let ids = IdGen::new(&config.id_prefix);
         Engine {
             config,
             ids,

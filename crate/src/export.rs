@@ -6,7 +6,7 @@ use crate::message::{ChatMessage, Role};
 use serde_json::{json, Value};
 
 /// `trajectory` (as stored) rendered as `refact`, `openai` or `markdown`.
-pub fn render(trajectory: &Value, format: &str) -> Result<String, String> {
+pub fn export_chat(trajectory: &Value, format: &str) -> Result<String, String> {
     match format {
         "refact" | "json" => serde_json::to_string_pretty(trajectory).map_err(|e| e.to_string()),
         "openai" => {
@@ -90,12 +90,7 @@ fn ending_note(message: &crate::message::ChatMessage) -> Option<&'static str> {
     if message.role != Role::Assistant {
         return None;
     }
-    if message
-        .extra
-        .get("stopped")
-        .and_then(serde_json::Value::as_bool)
-        == Some(true)
-    {
+    if message.is_stopped() {
         return Some("[stopped by the user: this answer is incomplete]");
     }
     match message.finish_reason.as_deref() {

@@ -27,18 +27,7 @@ pub enum CompressionStrength {
     High,
 }
 
-/// What may happen to a message when the history is limited (seed 001).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exemption {
-    /// Plans and plan deltas survive every compression.
-    Never,
-    /// Dropped once older than the last `DROP_ON_AGE_USER_TURNS` user turns.
-    DropOnAge,
-    /// Only the `KEEP_RECENT_N` most recent of the same event subkind are kept.
-    KeepRecentN,
-    /// The normal rules.
-    PreserveAnchor,
-}
+pub use crate::hidden::{exemption, Exemption};
 
 pub const DROP_ON_AGE_USER_TURNS: usize = 2;
 pub const KEEP_RECENT_N: usize = 3;
@@ -72,23 +61,6 @@ pub struct Limited<'a> {
     pub estimated_tokens: u64,
     /// Repairs made by stage 3 (calls and results removed, moved or described).
     pub repairs: usize,
-}
-
-pub fn exemption(message: &ChatMessage) -> Exemption {
-    match message.role {
-        Role::Plan => Exemption::Never,
-        Role::Event => match event_subkind(message) {
-            Some("plan_delta") => Exemption::Never,
-            Some("tick" | "mode_switch") => Exemption::DropOnAge,
-            Some("process_completed" | "cron_fire") => Exemption::KeepRecentN,
-            _ => Exemption::PreserveAnchor,
-        },
-        _ => Exemption::PreserveAnchor,
-    }
-}
-
-fn event_subkind(message: &ChatMessage) -> Option<&str> {
-    message.extra.get("event")?.get("subkind")?.as_str()
 }
 
 /// SPEC §5's estimate for one message: characters / 4 + 10, images 1000 tokens each.
@@ -137,7 +109,7 @@ pub fn estimate_history(history: &[ChatMessage]) -> u64 {
 }
 
 fn token_table<M: Borrow<ChatMessage>>(messages: &[M]) -> (Vec<u64>, f64, BTreeSet<String>) {
-    let suppressed = crate::linearize::summarized_sources(messages);
+    let suppressed = crate::hidden::summarized_sources(messages);
     let tokens: Vec<u64> = messages
         .iter()
         .map(|m| {
@@ -227,9 +199,7 @@ fn calibration<M: Borrow<ChatMessage>>(messages: &[M], tokens: &[u64]) -> f64 {
     }) else {
         return 1.0;
     };
-    let last_summary = messages
-        .iter()
-        .rposition(|m| m.borrow().extra.contains_key("compression"));
+    let last_summary = messages.iter().rposition(|m| m.borrow().is_compression());
     if last_summary.is_some_and(|s| s > anchor) {
         return 1.0;
     }
@@ -659,7 +629,7 @@ fn drop_exempt_by_rule(work: &mut Work) -> bool {
                 drop.insert(i);
             }
             Exemption::KeepRecentN => {
-                let subkind = event_subkind(message).unwrap_or("").to_string();
+                let subkind = message.event_subkind().unwrap_or("").to_string();
                 let seen = seen_per_subkind.entry(subkind).or_insert(0);
                 *seen += 1;
                 if *seen > KEEP_RECENT_N {

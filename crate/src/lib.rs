@@ -4,24 +4,25 @@
 
 pub mod collector;
 pub mod command;
+pub mod config;
 pub mod decode;
 pub mod delta;
+pub mod effect;
 pub mod engine;
 pub mod error;
 pub mod event;
 pub mod export;
+pub mod hidden;
 pub mod history_limit;
 pub mod linearize;
 pub mod message;
+pub mod mirror;
 pub mod plan;
 pub mod prompt;
 pub mod provider;
 pub mod queue;
 pub mod render;
 pub mod request;
-pub mod request_anthropic;
-pub mod request_gemini;
-pub mod request_responses;
 pub mod retry;
 pub mod session;
 pub mod sse;
@@ -29,7 +30,6 @@ pub mod thinking;
 pub mod thread;
 pub mod tools;
 pub mod trajectory;
-pub mod view;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;

@@ -5,7 +5,7 @@
 //! `<plan>`, `<plan-update>` and `<event>` text, context roles are folded into a neighbour, and
 //! UI-only, report and summary-suppressed messages are left out.
 
-use crate::history_limit::{exemption, Exemption};
+use crate::hidden::summarized_sources;
 use crate::message::{ChatMessage, Content, Role};
 use serde_json::Value;
 use std::borrow::Borrow;
@@ -35,7 +35,7 @@ pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> V
             );
             push_user(&mut out, &mut pending_context, Content::Text(text));
         }
-        if is_left_out(message, &suppressed) || is_summary(message) {
+        if is_left_out(message, &suppressed) || message.is_summary() {
             continue;
         }
         match message.role {
@@ -52,7 +52,7 @@ pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> V
                 flush_context(&mut out, &mut pending_context);
                 let keep = thinking == Thinking::KeepCurrentTurn
                     && last_user.is_some_and(|u| index > u)
-                    && !is_stopped(message);
+                    && !message.is_stopped();
                 out.push(assistant(message, keep));
             }
             Role::Tool | Role::System => {
@@ -78,31 +78,17 @@ fn is_left_out(message: &ChatMessage, suppressed: &BTreeSet<String>) -> bool {
         || suppressed.contains(&message.message_id)
 }
 
-/// Whether a message is a summary made by compaction (SPEC §5).
-pub fn is_summary(message: &ChatMessage) -> bool {
-    message
-        .extra
-        .get("compression")
-        .and_then(|c| c.get("kind"))
-        .and_then(Value::as_str)
-        == Some("summary")
-}
-
 /// For each summary, the history index of its earliest source: where it is rendered.
 fn summary_positions<M: Borrow<ChatMessage>>(
     history: &[M],
 ) -> std::collections::BTreeMap<usize, &ChatMessage> {
     let mut at = std::collections::BTreeMap::new();
-    for summary in history.iter().map(Borrow::borrow).filter(|m| is_summary(m)) {
-        let sources: BTreeSet<&str> = summary
-            .extra
-            .get("compression")
-            .and_then(|c| c.get("summarized_source_message_ids"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+    for summary in history
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|m| m.is_summary())
+    {
+        let sources: BTreeSet<&str> = summary.summarized_source_ids().collect();
         if let Some(first) = history
             .iter()
             .position(|m| sources.contains(m.borrow().message_id.as_str()))
@@ -111,35 +97,6 @@ fn summary_positions<M: Borrow<ChatMessage>>(
         }
     }
     at
-}
-
-fn is_stopped(message: &ChatMessage) -> bool {
-    message.extra.get("stopped").and_then(Value::as_bool) == Some(true)
-}
-
-/// Ids named by summaries as their sources (`extra.compression.summarized_source_message_ids`).
-/// A `Never` message (a plan, a plan delta) is not suppressed even when a summary names it.
-pub(crate) fn summarized_sources<M: Borrow<ChatMessage>>(history: &[M]) -> BTreeSet<String> {
-    let mut ids: BTreeSet<String> = history
-        .iter()
-        .map(Borrow::borrow)
-        .filter_map(|m: &ChatMessage| {
-            m.extra
-                .get("compression")?
-                .get("summarized_source_message_ids")?
-                .as_array()
-        })
-        .flatten()
-        .filter_map(|id| id.as_str().map(str::to_string))
-        .collect();
-    if !ids.is_empty() {
-        for message in history.iter().map(Borrow::borrow) {
-            if exemption(message) == Exemption::Never {
-                ids.remove(&message.message_id);
-            }
-        }
-    }
-    ids
 }
 
 fn plain(message: &ChatMessage) -> ChatMessage {
@@ -271,7 +228,7 @@ fn context_file_text(file: &Value) -> String {
 /// `<plan>`, `<plan-update>` or `<event>` text for a hidden message.
 fn hidden_text(message: &ChatMessage) -> String {
     if message.role == Role::Plan {
-        let plan = message.extra.get("plan");
+        let plan = message.plan_meta();
         let mode = plan
             .and_then(|p| p.get("mode"))
             .and_then(Value::as_str)
@@ -287,25 +244,24 @@ fn hidden_text(message: &ChatMessage) -> String {
             escape_attr(&version)
         );
     }
-    let event = message.extra.get("event");
     let field = |key: &str| {
-        event
-            .and_then(|e| e.get(key))
+        message
+            .event_field(key)
             .map(scalar_text)
             .unwrap_or_default()
     };
     let subkind = field("subkind");
     let body = if message.content.is_empty() {
-        event
-            .and_then(|e| e.get("payload"))
+        message
+            .event_field("payload")
             .map(payload_text)
             .unwrap_or_default()
     } else {
         message.content.text()
     };
     if subkind == "plan_delta" {
-        let seq = event
-            .and_then(|e| e.get("payload"))
+        let seq = message
+            .event_field("payload")
             .and_then(|p| p.get("seq"))
             .map(scalar_text)
             .unwrap_or_default();

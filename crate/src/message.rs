@@ -239,8 +239,4 @@ impl ChatMessage {
     pub fn tool_calls(&self) -> &[ToolCall] {
         self.tool_calls.as_deref().unwrap_or(&[])
     }
-
-    pub fn is_ui_only(&self) -> bool {
-        self.role == Role::Error || self.extra.get("ui_only").and_then(Value::as_bool) == Some(true)
-    }
 }

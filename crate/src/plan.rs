@@ -4,6 +4,7 @@
 //! The tool step places the messages made here after all of its results.
 
 use crate::message::{ChatMessage, Content, Role};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// A plan body keeps at most this many characters, the truncation marker included.
@@ -11,8 +12,9 @@ pub const PLAN_BODY_CAP: usize = 96 * 1024;
 /// A plan delta keeps at most this many characters, the truncation marker included.
 pub const PLAN_DELTA_CAP: usize = 16 * 1024;
 
-/// The plan as it stands: its base message and the notes of its updates, in order.
-#[derive(Debug, Clone, PartialEq)]
+/// The plan as it stands: its base message and the notes of its updates, in order. The page
+/// shows it from `runtime.plan`, so it never re-derives it from the messages.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct CurrentPlan {
     pub message_id: String,
     pub mode: String,
@@ -31,7 +33,7 @@ pub fn current_plan(history: &[ChatMessage], pending: &[ChatMessage]) -> Option<
         .last()?
         .0;
     let base = all().nth(base_index)?;
-    let meta = base.extra.get("plan");
+    let meta = base.plan_meta();
     let updates = all()
         .skip(base_index + 1)
         .filter(|m| is_plan_delta(m))
@@ -54,20 +56,12 @@ pub fn current_plan(history: &[ChatMessage], pending: &[ChatMessage]) -> Option<
 }
 
 fn is_plan_delta(message: &ChatMessage) -> bool {
-    message.role == Role::Event
-        && message
-            .extra
-            .get("event")
-            .and_then(|e| e.get("subkind"))
-            .and_then(Value::as_str)
-            == Some("plan_delta")
+    message.role == Role::Event && message.event_subkind() == Some("plan_delta")
 }
 
 fn delta_seq(message: &ChatMessage) -> u64 {
     message
-        .extra
-        .get("event")
-        .and_then(|e| e.get("payload"))
+        .event_field("payload")
         .and_then(|p| p.get("seq"))
         .and_then(Value::as_u64)
         .unwrap_or(0)
@@ -138,7 +132,7 @@ pub fn set_plan(
     }
     let mut message = ChatMessage::new(message_id, Role::Plan, Content::Text(body));
     message.created_at_ms = Some(now);
-    message.extra.insert("plan".into(), meta);
+    message.set_plan_meta(meta);
     let verb = if existing.is_some() {
         "replaced"
     } else {
@@ -186,10 +180,7 @@ pub fn update_plan(
     }
     let mut message = ChatMessage::new(message_id, Role::Event, Content::Text(note));
     message.created_at_ms = Some(now);
-    message.extra.insert(
-        "event".into(),
-        json!({"subkind": "plan_delta", "source": "update_plan", "payload": payload}),
-    );
+    message.set_event("plan_delta", "update_plan", payload);
     PlanOutcome {
         result: Ok(format!("Plan updated (update {seq}).")),
         message: Some(message),
@@ -202,13 +193,13 @@ pub fn get_plan(existing: Option<&CurrentPlan>) -> PlanOutcome {
         return refuse("no plan exists yet; use set_plan to make one");
     };
     PlanOutcome {
-        result: Ok(render(plan)),
+        result: Ok(plan_text(plan)),
         message: None,
     }
 }
 
 /// The synthesized current plan: `<plan>` with its `<plan-update>`s (SPEC §7's forms).
-pub fn render(plan: &CurrentPlan) -> String {
+pub fn plan_text(plan: &CurrentPlan) -> String {
     let mut out = format!(
         "<plan mode=\"{}\" version=\"{}\">\n{}\n</plan>",
         plan.mode,

@@ -4,8 +4,19 @@
 
 use crate::command::{Command, CommandEnvelope};
 use crate::error::Refusal;
-use crate::event::QueuedItemSummary;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+
+/// One queued command as subscribers see it (SPEC §3.1 `queue_updated`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct QueuedItemSummary {
+    pub client_request_id: String,
+    #[serde(rename = "type")]
+    pub command: String,
+    pub priority: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+}
 
 pub const MAX_QUEUE: usize = 100;
 const DEDUP_WINDOW: usize = 100;

@@ -4,7 +4,7 @@
 //! Invariant: results are added to the history in call order, whatever order they arrive in, and
 //! a hidden message produced during the step (a decision, a plan change) goes after all of them.
 
-use crate::message::{ChatMessage, ToolCall};
+use crate::message::{ChatMessage, Role, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -137,6 +137,32 @@ pub fn run_engine_tool(tool: EngineTool, args: &Value) -> (ToolOutcome, Option<S
             Some(StepStop::AskUser),
         ),
     }
+}
+
+/// The questions of the last `ask_questions` call since the last user message (what the turn
+/// waits on in `waiting_user_input`); `None` when there is none. A question that is not a
+/// string is shown as its JSON; arguments that do not parse give no questions.
+pub fn pending_questions(history: &[ChatMessage]) -> Option<Vec<String>> {
+    for message in history.iter().rev() {
+        if message.role == Role::User {
+            return None;
+        }
+        let Some(call) = message
+            .tool_calls()
+            .iter()
+            .find(|c| c.function.name == "ask_questions")
+        else {
+            continue;
+        };
+        let args: Value = serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null);
+        let text = |q: &Value| q.as_str().map_or_else(|| q.to_string(), str::to_string);
+        return Some(match args.get("questions") {
+            Some(Value::Array(list)) => list.iter().map(text).collect(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(one) => vec![text(one)],
+        });
+    }
+    None
 }
 
 #[derive(Debug, Clone, PartialEq)]

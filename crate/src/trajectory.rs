@@ -8,7 +8,6 @@
 //! Loading: unknown keys are kept, missing ids get deterministic ones, a message that does not
 //! parse is kept as a `system_notice` event holding its raw JSON, and every repair is reported.
 
-use crate::engine::Effect;
 use crate::error::Refusal;
 use crate::message::{ChatMessage, Content, Role};
 use crate::thread::ThreadParams;
@@ -71,8 +70,10 @@ impl Changes {
 pub struct TrajectoryBook {
     version: u64,
     acked_version: u64,
-    pending: Changes,
-    in_flight: Option<(u64, Changes)>,
+    /// Changes not saved yet: the next save (SPEC §2 `save_queued`).
+    save_queued: Changes,
+    /// The save under way, its version and changes (SPEC §2 `save_in_flight`).
+    save_in_flight: Option<(u64, Changes)>,
     storage_error: Option<String>,
     failures: u32,
     retry_at: Option<u64>,
@@ -88,30 +89,30 @@ impl TrajectoryBook {
     }
 
     pub fn is_dirty(&self) -> bool {
-        !self.pending.is_empty() || self.in_flight.is_some()
+        !self.save_queued.is_empty() || self.save_in_flight.is_some()
     }
 
     pub fn touch(&mut self, message_id: &str) {
         self.version += 1;
-        self.pending.removed.remove(message_id);
-        self.pending.touched.insert(message_id.to_string());
+        self.save_queued.removed.remove(message_id);
+        self.save_queued.touched.insert(message_id.to_string());
     }
 
     pub fn remove(&mut self, message_id: &str) {
         self.version += 1;
-        self.pending.touched.remove(message_id);
-        self.pending.removed.insert(message_id.to_string());
+        self.save_queued.touched.remove(message_id);
+        self.save_queued.removed.insert(message_id.to_string());
     }
 
     pub fn touch_thread(&mut self) {
         self.version += 1;
-        self.pending.thread = true;
+        self.save_queued.thread = true;
     }
 
     /// The streaming draft changed (a checkpoint) or went away (committed or dropped).
     pub fn touch_draft(&mut self) {
         self.version += 1;
-        self.pending.draft = true;
+        self.save_queued.draft = true;
     }
 
     /// The next save to perform, if one is due and none is in flight.
@@ -122,15 +123,15 @@ impl TrajectoryBook {
         thread: &ThreadParams,
         messages: &[ChatMessage],
         draft: Option<&ChatMessage>,
-    ) -> Option<Effect> {
-        if self.in_flight.is_some()
-            || self.pending.is_empty()
+    ) -> Option<TrajectorySave> {
+        if self.save_in_flight.is_some()
+            || self.save_queued.is_empty()
             || self.retry_at.is_some_and(|at| now < at)
         {
             return None;
         }
         self.retry_at = None;
-        let changes = std::mem::take(&mut self.pending);
+        let changes = std::mem::take(&mut self.save_queued);
         let positions: HashMap<&str, usize> = messages
             .iter()
             .enumerate()
@@ -157,13 +158,17 @@ impl TrajectoryBook {
                 .draft
                 .then(|| draft.map_or(Value::Null, |d| json!(d))),
         };
-        self.in_flight = Some((self.version, changes));
-        Some(Effect::SaveTrajectory { save })
+        self.save_in_flight = Some((self.version, changes));
+        Some(save)
     }
 
     pub fn acked(&mut self, version: u64) {
-        if self.in_flight.as_ref().is_some_and(|(v, _)| *v == version) {
-            self.in_flight = None;
+        if self
+            .save_in_flight
+            .as_ref()
+            .is_some_and(|(v, _)| *v == version)
+        {
+            self.save_in_flight = None;
             self.acked_version = version;
             self.storage_error = None;
             self.failures = 0;
@@ -172,12 +177,12 @@ impl TrajectoryBook {
 
     /// A failed save: its changes go back to pending; returns when to try again.
     pub fn failed(&mut self, now: u64, version: u64, reason: &str) -> Option<u64> {
-        let (v, changes) = self.in_flight.take()?;
+        let (v, changes) = self.save_in_flight.take()?;
         if v != version {
-            self.in_flight = Some((v, changes));
+            self.save_in_flight = Some((v, changes));
             return None;
         }
-        self.pending.absorb(changes);
+        self.save_queued.absorb(changes);
         self.storage_error = Some(reason.to_string());
         self.failures += 1;
         let at = now + (1000u64 << self.failures.min(6)).min(60_000);
@@ -247,7 +252,7 @@ fn recover_draft(
     }
     draft.tool_calls = None;
     draft.finish_reason = Some("interrupted".into());
-    draft.extra.insert("interrupted".into(), Value::Bool(true));
+    draft.mark_interrupted();
     notes.push(format!(
         "the reply {} was interrupted mid-stream; kept up to its last checkpoint",
         draft.message_id
@@ -309,9 +314,6 @@ fn load_message(
 
 fn unreadable(raw: Value) -> ChatMessage {
     let mut message = ChatMessage::new(String::new(), Role::Event, Content::Text(raw.to_string()));
-    message.extra.insert(
-        "event".into(),
-        json!({"subkind": "system_notice", "source": "load", "payload": {"raw": raw}}),
-    );
+    message.set_event("system_notice", "load", json!({"raw": raw}));
     message
 }

@@ -1,6 +1,6 @@
 // Decoding + accumulating the same provider transcripts, side by side in one run:
 //   - the engine natively (`palaver decode --bench N`),
-//   - the engine as wasm under Node (`StreamDecoder` from a `--target nodejs` build),
+//   - the engine as wasm under Node (`StreamAssembly` from a `--target nodejs` build),
 //   - the official SDKs' own accumulators: openai's ChatCompletionStream
 //     (`chat.completions.stream().finalChatCompletion()`) and @anthropic-ai/sdk's MessageStream
 //     (`messages.stream().finalMessage()`), each fed by an in-memory `fetch`.
@@ -23,7 +23,7 @@ const args = Object.fromEntries(
 const wireDir = resolve(args.wire ?? '../../../shared/wire');
 const rounds = Number(args.rounds ?? 30);
 const require = createRequire(import.meta.url);
-const { StreamDecoder } = require(resolve(args.pkg, 'palaver.js'));
+const { StreamAssembly } = require(resolve(args.pkg, 'palaver.js'));
 const CHUNK = 4096;
 
 /** The transcripts of one provider that describe a whole message (error cases left out: the
@@ -68,7 +68,7 @@ async function measure(cases, once) {
 
 function wasmOnce(kind) {
   return async (c) => {
-    const decoder = new StreamDecoder(kind);
+    const decoder = new StreamAssembly(kind);
     for (const chunk of c.chunks) decoder.feed(chunk);
     const message = decoder.finish();
     decoder.free();

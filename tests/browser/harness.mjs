@@ -138,9 +138,21 @@ export async function sendAndWait(page, text, replies) {
 }
 
 export async function waitIdle(page, replies, timeout = 15_000) {
-  await page.waitForFunction((n) => {
-    const app = globalThis.palaverApp;
-    return app?.chat && !app.chat.busy && app.chat.runtime.queue_size === 0 &&
-      document.querySelectorAll('[data-testid=message][data-role=assistant]:not([data-streaming])').length === n;
-  }, replies, { timeout });
+  try {
+    await page.waitForFunction((n) => {
+      const app = globalThis.palaverApp;
+      return app?.chat && !app.chat.busy && app.chat.runtime.queue_size === 0 &&
+        document.querySelectorAll('[data-testid=message][data-role=assistant]:not([data-streaming])').length === n;
+    }, replies, { timeout });
+  } catch (error) {
+    // Say what the page showed instead, so a failure names its cause.
+    const seen = await page.evaluate(() => ({
+      chat: globalThis.palaverApp?.chat?.id ?? null,
+      state: globalThis.palaverApp?.chat?.runtime?.state ?? null,
+      queue: globalThis.palaverApp?.chat?.runtime?.queue_size ?? null,
+      roles: [...document.querySelectorAll('[data-testid=message]')].map((m) => m.dataset.role + (m.hasAttribute('data-streaming') ? '*' : '')),
+      status: document.querySelector('[data-testid=status]')?.textContent ?? '',
+    })).catch(() => ({}));
+    throw new Error(`waited for ${replies} answers and an idle chat: ${JSON.stringify(seen)} (${error.message.split('\n')[0]})`);
+  }
 }

@@ -32,7 +32,7 @@ try {
   row('cold load: first paint', `${load.fp?.toFixed(0)} ms (first contentful paint ${load.fcp?.toFixed(0)} ms)`);
   row('cold load: interactive (engine open, chats listed)', `${load.interactive?.toFixed(0)} ms`);
   row('cold load: bytes transferred (as palaver serve sends them, gzip)', `${load.transfer.toLocaleString('en')} B`);
-  const shell = [...readdirSync(join(root, 'www')).map((f) => join(root, 'www', f)), join(root, 'pkg/palaver.js'), join(root, 'pkg/palaver_bg.wasm')];
+  const shell = [...readdirSync(join(root, 'www'), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath ?? e.path, e.name)), join(root, 'pkg/palaver.js'), join(root, 'pkg/palaver_bg.wasm')];
   const gz = shell.reduce((sum, f) => sum + gzipSync(readFileSync(f), { level: 9 }).length, 0);
   const wasmGz = gzipSync(readFileSync(join(root, 'pkg/palaver_bg.wasm')), { level: 9 }).length;
   row('app transfer size, gzipped (www/ + pkg/)', `${gz.toLocaleString('en')} B (wasm ${wasmGz.toLocaleString('en')} B)`);

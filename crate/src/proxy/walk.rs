@@ -242,10 +242,10 @@ struct Walker<'a> {
 }
 
 /// `Err` ends the whole walk: `Some(stop)` when the budget ran out, `None` when `visit` asked.
-type Step = Result<(), Option<Stop>>;
+type Walked = Result<(), Option<Stop>>;
 
 impl Walker<'_> {
-    fn directory(&mut self, dir: Arc<Dir>, prefix: &str, depth: usize) -> Step {
+    fn directory(&mut self, dir: Arc<Dir>, prefix: &str, depth: usize) -> Walked {
         if let Some(stop) = self.budget.spent() {
             return Err(Some(stop));
         }

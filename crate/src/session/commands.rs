@@ -441,10 +441,7 @@ impl ChatSession {
         }
         for note in loaded.notes {
             let mut message = self.new_message(ctx, Role::Event, Content::Text(note.clone()));
-            message.extra.insert(
-                "event".into(),
-                json!({"subkind": "system_notice", "source": "restore", "payload": {"text": note}}),
-            );
+            message.set_event("system_notice", "restore", json!({"text": note}));
             self.push_message(message);
         }
     }

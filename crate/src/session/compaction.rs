@@ -9,7 +9,7 @@
 use super::state::{Compaction, Generating, Resume, SessionState, StreamPhase, Streaming};
 use super::{ChatSession, Ctx};
 use crate::delta::Draft;
-use crate::engine::{Effect, RequestPurpose};
+use crate::effect::{Effect, RequestPurpose};
 use crate::history_limit::{exemption, Exemption};
 use crate::message::{ChatMessage, Content, Role};
 use crate::provider::StreamDecoder;
@@ -55,7 +55,7 @@ impl ChatSession {
             .iter()
             .rposition(|m| m.role == Role::User)
             .unwrap_or(0);
-        let suppressed = crate::linearize::summarized_sources(&self.messages);
+        let suppressed = crate::hidden::summarized_sources(&self.messages);
         (0..tail)
             .filter(|&i| {
                 let m = &self.messages[i];
@@ -73,13 +73,19 @@ impl ChatSession {
         // SPEC §5: the phase goes checking → running → applied/skipped/failed; `checking` is
         // emitted at once, or a subscriber would only ever see where the check ended.
         self.compression_phase = Some("checking".into());
+        let usage = self.context_usage(ctx.config);
+        self.compression_reason = Some(format!(
+            "the history is about {} of {} tokens",
+            usage.estimated_tokens, usage.n_ctx
+        ));
         self.emit_status_changes(ctx);
         let sources = self.compaction_sources();
         if sources.len() < MIN_SOURCES {
-            return self.compaction_over(ctx, "skipped", resume);
+            let why = format!("fewer than {MIN_SOURCES} messages can be summarized");
+            return self.compaction_over(ctx, "skipped", &why, resume);
         }
         let Some(provider) = ctx.config.provider_for(self.thread.provider) else {
-            return self.compaction_over(ctx, "failed", resume);
+            return self.compaction_over(ctx, "failed", "no provider is configured", resume);
         };
         let mut history: Vec<ChatMessage> =
             sources.iter().map(|&i| self.messages[i].clone()).collect();
@@ -104,10 +110,11 @@ impl ChatSession {
             budget: Some(budget),
         }) {
             Ok(request) => request,
-            Err(_) => return self.compaction_over(ctx, "failed", resume),
+            Err(e) => return self.compaction_over(ctx, "failed", &e.to_string(), resume),
         };
         let Some(decoder) = StreamDecoder::for_kind(request.provider) else {
-            return self.compaction_over(ctx, "failed", resume);
+            let why = "no decoder for this provider";
+            return self.compaction_over(ctx, "failed", why, resume);
         };
         let request_id = ctx.ids.next("r");
         self.effect(Effect::StartRequest {
@@ -154,10 +161,7 @@ impl ChatSession {
             .sum();
         let mut message = self.new_message(ctx, Role::Assistant, Content::Text(summary));
         let after = crate::history_limit::estimate_tokens(&message);
-        message.extra.insert(
-            "compression".into(),
-            json!({"kind": "summary", "summarized_source_message_ids": job.source_ids}),
-        );
+        message.set_summary_of(&job.source_ids);
         let summary_id = message.message_id.clone();
         self.push_message(message);
         let mut report = self.new_message(
@@ -168,32 +172,41 @@ impl ChatSession {
                 job.source_ids.len()
             )),
         );
-        report.extra.insert(
-            "compression_report".into(),
-            json!({
-                "summary_message_id": summary_id,
-                "source_count": job.source_ids.len(),
-                "tokens_before": before,
-                "tokens_after": after,
-                "emergency": job.emergency,
-            }),
-        );
+        report.set_compression_report(json!({
+            "summary_message_id": summary_id,
+            "source_count": job.source_ids.len(),
+            "tokens_before": before,
+            "tokens_after": after,
+            "emergency": job.emergency,
+        }));
         self.push_message(report);
-        self.compaction_over(ctx, "applied", job.resume)
+        let why = format!(
+            "{} messages summarized: about {before} tokens became {after}",
+            job.source_ids.len()
+        );
+        self.compaction_over(ctx, "applied", &why, job.resume)
     }
 
     /// The compaction request failed: the four stages will do (SPEC §5); not tried again until
     /// the history has grown.
     pub(super) fn compaction_failed(&mut self, ctx: &mut Ctx, job: Compaction) -> SessionState {
         self.compaction_blocked_until = Some(self.messages.len() + MIN_SOURCES);
-        self.compaction_over(ctx, "failed", job.resume)
+        let why = "the summary request failed; the four stages limit the history instead";
+        self.compaction_over(ctx, "failed", why, job.resume)
     }
 
-    fn compaction_over(&mut self, ctx: &mut Ctx, phase: &str, resume: Resume) -> SessionState {
+    fn compaction_over(
+        &mut self,
+        ctx: &mut Ctx,
+        phase: &str,
+        reason: &str,
+        resume: Resume,
+    ) -> SessionState {
         if phase != "applied" {
             self.compaction_blocked_until = Some(self.messages.len() + MIN_SOURCES);
         }
         self.compression_phase = Some(phase.into());
+        self.compression_reason = Some(reason.into());
         match resume {
             Resume::Idle => SessionState::Idle,
             Resume::Round(round) => self.send_round(ctx, round, 1, None),

@@ -7,17 +7,17 @@
 
 mod commands;
 mod compaction;
-mod runtime;
 pub mod state;
-mod step;
+mod tool_step;
 mod turn;
 
+pub use crate::event::{ContextUsage, ErrorInfo, RetryStatus, Runtime};
 pub use commands::BranchSource;
-pub use runtime::{ContextUsage, RetryStatus, Runtime};
-pub use state::{ErrorInfo, SessionState};
+pub use state::SessionState;
 
+use crate::config::{EngineConfig, IdGen};
 use crate::delta::Draft;
-use crate::engine::{Effect, EngineConfig, IdGen};
+use crate::effect::Effect;
 use crate::event::{Event, EventEnvelope, QueuedItemSummary};
 use crate::message::{ChatMessage, Role};
 use crate::queue::CommandQueue;
@@ -80,12 +80,15 @@ pub struct ChatSession {
     /// Set by `abort`: the queue waits for the next command before it is popped again.
     hold_queue: bool,
     last_runtime: Option<Runtime>,
-    /// The token estimate of the stored history; recomputed only after the history changes,
-    /// so a stream chunk costs O(chunk), not O(chat).
-    estimate_cache: std::cell::Cell<Option<u64>>,
+    /// What the runtime reports that is derived from the stored history (the token estimate,
+    /// the plan, the pending questions); recomputed only after the history changes, so a stream
+    /// chunk costs O(chunk), not O(chat).
+    derived: std::cell::RefCell<Option<Derived>>,
     last_queue: Vec<QueuedItemSummary>,
     /// The last compaction's status for `runtime_updated` (`running`, `applied`, …).
     compression_phase: Option<String>,
+    /// Why compaction started, was skipped or failed (SPEC §2's `compression_reason`).
+    compression_reason: Option<String>,
     /// After a skipped or failed compaction, none is tried before the history reaches this length.
     compaction_blocked_until: Option<usize>,
     /// The streaming reply as last checkpointed for saving, and when.
@@ -97,6 +100,14 @@ pub struct ChatSession {
     pub(crate) learned_n_ctx: Option<u64>,
     events: Vec<EventEnvelope>,
     effects: Vec<Effect>,
+}
+
+/// See `ChatSession::derived`.
+#[derive(Clone, Debug)]
+struct Derived {
+    estimated_tokens: u64,
+    plan: Option<crate::plan::CurrentPlan>,
+    questions: Option<Vec<String>>,
 }
 
 impl ChatSession {
@@ -112,9 +123,10 @@ impl ChatSession {
             book: TrajectoryBook::default(),
             hold_queue: false,
             last_runtime: None,
-            estimate_cache: std::cell::Cell::new(None),
+            derived: std::cell::RefCell::new(None),
             last_queue: Vec::new(),
             compression_phase: None,
+            compression_reason: None,
             compaction_blocked_until: None,
             last_strength: None,
             draft_checkpoint: None,
@@ -175,7 +187,7 @@ impl ChatSession {
             &self.messages,
             self.draft_checkpoint.as_ref(),
         ) {
-            self.effects.push(save);
+            self.effects.push(Effect::SaveTrajectory { save });
         }
         (
             std::mem::take(&mut self.events),
@@ -232,23 +244,39 @@ impl ChatSession {
             context_usage: self.context_usage(config),
             is_compressing: matches!(&self.state, SessionState::Generating(g) if g.compaction.is_some()),
             compression_phase: self.compression_phase.clone(),
+            compression_reason: self.compression_reason.clone(),
             storage_error: self.book.storage_error().map(str::to_string),
             retry: self.retry_status(config),
             compression_strength: self.last_strength,
+            busy: self.state.is_busy(),
+            plan: self.derived().plan,
+            questions: match self.state {
+                SessionState::WaitingUserInput => {
+                    Some(self.derived().questions.unwrap_or_default())
+                }
+                _ => None,
+            },
         }
+    }
+
+    /// The history-derived part of the runtime, from the cache or computed once.
+    fn derived(&self) -> Derived {
+        if let Some(derived) = self.derived.borrow().as_ref() {
+            return derived.clone();
+        }
+        let derived = Derived {
+            estimated_tokens: self.estimate_history(),
+            plan: crate::plan::current_plan(&self.messages, &[]),
+            questions: crate::tools::pending_questions(&self.messages),
+        };
+        self.derived.replace(Some(derived.clone()));
+        derived
     }
 
     /// SPEC §5's estimate: characters / 4 + 10 per message, 1000 per image, anchored to the
     /// provider's last reported `prompt_tokens` when there is one.
     fn context_usage(&self, config: &EngineConfig) -> ContextUsage {
-        let estimated_tokens = match self.estimate_cache.get() {
-            Some(tokens) => tokens,
-            None => {
-                let tokens = self.estimate_history();
-                self.estimate_cache.set(Some(tokens));
-                tokens
-            }
-        };
+        let estimated_tokens = self.derived().estimated_tokens;
         let n_ctx = self.n_ctx(config);
         ContextUsage {
             estimated_tokens,
@@ -275,10 +303,7 @@ impl ChatSession {
             None => (0, 0),
         };
         // A summary after the report means the report counted messages no longer sent.
-        let last_summary = self
-            .messages
-            .iter()
-            .rposition(|m| m.extra.contains_key("compression"));
+        let last_summary = self.messages.iter().rposition(|m| m.is_compression());
         if last_summary.is_some_and(|s| anchor.is_none_or(|a| s > a)) {
             return crate::history_limit::estimate_history(&self.messages);
         }
@@ -360,7 +385,7 @@ impl ChatSession {
     // --- History mutations: each emits its event and marks the trajectory dirty. ---
 
     pub(crate) fn push_message(&mut self, message: ChatMessage) {
-        self.estimate_cache.set(None);
+        self.derived.replace(None);
         let index = self.messages.len();
         self.book.touch(&message.message_id);
         self.messages.push(message.clone());
@@ -368,7 +393,7 @@ impl ChatSession {
     }
 
     pub(crate) fn replace_message(&mut self, index: usize, message: ChatMessage) {
-        self.estimate_cache.set(None);
+        self.derived.replace(None);
         self.book.touch(&message.message_id);
         self.messages[index] = message.clone();
         self.emit(Event::MessageUpdated {
@@ -378,7 +403,7 @@ impl ChatSession {
     }
 
     pub(crate) fn remove_message_at(&mut self, index: usize) {
-        self.estimate_cache.set(None);
+        self.derived.replace(None);
         let removed = self.messages.remove(index);
         self.book.remove(&removed.message_id);
         // Later messages moved up one place: their stored positions change.
@@ -391,7 +416,7 @@ impl ChatSession {
     }
 
     pub(crate) fn truncate_at(&mut self, from_index: usize) {
-        self.estimate_cache.set(None);
+        self.derived.replace(None);
         if from_index >= self.messages.len() {
             return;
         }
@@ -403,7 +428,7 @@ impl ChatSession {
 
     /// Applies admitted params. The event's patch is normalized to what the thread now holds: a
     /// `null` that reset a key to its default carries that default, and a `null` that unset an
-    /// optional key stays `null`, which a view applies as "remove" (`ChatView`).
+    /// optional key stays `null`, which a view applies as "remove" (`ChatMirror`).
     pub(crate) fn patch_thread(
         &mut self,
         patch: serde_json::Map<String, Value>,

@@ -1,6 +1,6 @@
 //! The session states of SPEC §2.1, each with the data it waits on (GUIDE §2).
 
-use crate::event::PauseReason;
+use crate::event::{ErrorInfo, PauseReason};
 use crate::provider::StreamDecoder;
 use crate::retry::ErrorClass;
 use crate::tools::ToolStep;
@@ -30,6 +30,17 @@ impl SessionState {
             SessionState::Completed => "completed",
             SessionState::Error(_) => "error",
         }
+    }
+
+    /// A turn is under way: the user can stop it, and a message now is queued.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            SessionState::Generating(_)
+                | SessionState::ExecutingTools(_)
+                | SessionState::Paused(_)
+                | SessionState::WaitingIde(_)
+        )
     }
 
     /// The states a new turn may start from (SPEC §2.1, first row).
@@ -119,24 +130,4 @@ impl Streaming {
 pub struct Paused {
     pub step: ToolStep,
     pub reasons: Vec<PauseReason>,
-}
-
-/// What ended a turn in `error` (SPEC §2.4): the kind (`llm_error`, `stream_error`,
-/// `max_tool_rounds`), the provider's or engine's code, its words, and whether retrying may help.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct ErrorInfo {
-    pub kind: String,
-    pub code: String,
-    pub message: String,
-    pub retryable: bool,
-    /// The class the UI shows a remedy for (SECURITY D24).
-    #[serde(default)]
-    pub class: ErrorClass,
-    /// How many attempts the request got before giving up (0: not a provider request).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub attempts: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }

@@ -1,13 +1,11 @@
 //! The turn loop's provider side (SPEC §2.4, §2.5, §6.5): start a round, feed stream bytes to the
 //! decoder and the draft, end the round, retry what may be retried, watch for stalls, abort.
 
-use super::state::{
-    AttemptFailure, ErrorInfo, Generating, Resume, SessionState, StreamPhase, Streaming,
-};
+use super::state::{AttemptFailure, Generating, Resume, SessionState, StreamPhase, Streaming};
 use super::{ChatSession, Ctx, RequestFailure};
 use crate::delta::{DeltaOp, Draft, StreamFailure};
-use crate::engine::{Effect, RequestPurpose};
-use crate::event::Event;
+use crate::effect::{Effect, RequestPurpose};
+use crate::event::{ErrorInfo, Event};
 use crate::message::{ChatMessage, Role};
 use crate::provider::{DecodeItem, StreamDecoder};
 use crate::request::{build_request, RequestInput};
@@ -406,10 +404,7 @@ impl ChatSession {
             request_id: g.request_id.clone(),
         });
         if let Some(draft) = self.draft.as_mut() {
-            draft.extra.insert(
-                "error".into(),
-                json!({"code": attempt_failure.code, "message": attempt_failure.message}),
-            );
+            draft.set_stream_error(&attempt_failure.code, &attempt_failure.message);
         }
         let info = failed(
             "stream_error",
@@ -488,7 +483,7 @@ impl ChatSession {
     /// The retry shown in the runtime: the countdown while waiting, the attempt while retrying.
     pub(super) fn retry_status(
         &self,
-        config: &crate::engine::EngineConfig,
+        config: &crate::config::EngineConfig,
     ) -> Option<super::RetryStatus> {
         let SessionState::Generating(g) = &self.state else {
             return None;
@@ -517,12 +512,11 @@ impl ChatSession {
             Role::Error,
             crate::message::Content::Text(info.message.clone()),
         );
-        notice.extra.insert("ui_only".into(), Value::Bool(true));
-        notice.extra.insert("code".into(), info.code.clone().into());
-        notice.extra.insert("kind".into(), info.kind.clone().into());
-        notice
-            .extra
-            .insert("retryable".into(), info.retryable.into());
+        notice.mark_error_notice(crate::hidden::ErrorNotice {
+            code: &info.code,
+            kind: &info.kind,
+            retryable: info.retryable,
+        });
         self.push_message(notice);
         SessionState::Error(info)
     }
@@ -567,9 +561,7 @@ fn set_aside_cut_calls(message: &mut ChatMessage, finish_reason: &str) {
         serde_json::from_str::<Value>(&call.function.arguments).is_ok_and(|v| v.is_object())
     });
     if !cut.is_empty() {
-        message
-            .extra
-            .insert("incomplete_tool_calls".into(), json!(cut));
+        message.set_incomplete_tool_calls(json!(cut));
     }
     message.tool_calls = (!whole.is_empty()).then_some(whole);
 }
@@ -579,7 +571,7 @@ fn partial_message(draft: Draft, finish_reason: &str, now: u64) -> ChatMessage {
     let mut message = draft.into_message(Some(finish_reason.to_string()), now);
     message.tool_calls = None;
     if finish_reason == "abort" {
-        message.extra.insert("stopped".into(), Value::Bool(true));
+        message.mark_stopped();
     }
     message
 }

@@ -1,4 +1,4 @@
-//! `StreamDecoder` for JS: one provider stream decoded as its chunks arrive, for tools, the
+//! `StreamAssembly` for JS: one provider stream decoded as its chunks arrive, for tools, the
 //! bench page and the SDK comparison (`tests/bench`). The engine itself decodes inside `handle`.
 
 use super::{js_error, to_js};
@@ -6,20 +6,20 @@ use crate::decode::{DecodeError, StreamAssembly};
 use crate::provider::ProviderKind;
 use wasm_bindgen::prelude::*;
 
-#[wasm_bindgen(js_name = StreamDecoder)]
-pub struct WasmStreamDecoder {
+#[wasm_bindgen(js_name = StreamAssembly)]
+pub struct WasmStreamAssembly {
     assembly: Option<StreamAssembly>,
 }
 
-#[wasm_bindgen(js_class = StreamDecoder)]
-impl WasmStreamDecoder {
-    /// `new StreamDecoder("anthropic")`; throws `BadConfig` for an unknown provider kind.
+#[wasm_bindgen(js_class = StreamAssembly)]
+impl WasmStreamAssembly {
+    /// `new StreamAssembly("anthropic")`; throws `BadConfig` for an unknown provider kind.
     #[wasm_bindgen(constructor)]
-    pub fn new(kind: &str) -> Result<WasmStreamDecoder, JsValue> {
+    pub fn new(kind: &str) -> Result<WasmStreamAssembly, JsValue> {
         let assembly = ProviderKind::parse(kind)
             .and_then(StreamAssembly::new)
             .ok_or_else(|| js_error("BadConfig", &format!("unknown provider kind {kind}")))?;
-        Ok(WasmStreamDecoder {
+        Ok(WasmStreamAssembly {
             assembly: Some(assembly),
         })
     }

@@ -308,8 +308,8 @@ impl Host {
                 )
                 .unwrap_or(Value::Null),
             };
-            let text =
-                crate::export::render(&trajectory, &format).map_err(|e| error("BadInput", &e))?;
+            let text = crate::export::export_chat(&trajectory, &format)
+                .map_err(|e| error("BadInput", &e))?;
             Ok(JsValue::from_str(&text))
         })
     }

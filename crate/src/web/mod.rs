@@ -1,5 +1,5 @@
 //! The browser host (wasm32 only). For now the thin facade of GUIDE §5: the JS class `Engine`
-//! over the sans-IO core (and `StreamDecoder`, one provider stream decoded outside the engine) — create it with a config, feed it inputs, read snapshots. Values cross
+//! over the sans-IO core (and `StreamAssembly`, one provider stream decoded outside the engine) — create it with a config, feed it inputs, read snapshots. Values cross
 //! the boundary as plain JSON-compatible objects; the TypeScript types are declared once below.
 //! Domain errors travel inside events as data; only a malformed JS value throws, as a JS `Error`
 //! whose `name` says the kind (`BadConfig`, `BadInput`).

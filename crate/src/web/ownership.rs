@@ -157,7 +157,7 @@ pub(super) fn on_owner_message(shared: &Handle, chat_id: &str, message: Value) {
             if let Some(ChatRole::Follower { view, .. }) =
                 shared.borrow_mut().roles.get_mut(chat_id)
             {
-                *view = crate::view::ChatView::from_snapshot(&snapshot).ok();
+                *view = crate::mirror::ChatMirror::from_snapshot(&snapshot).ok();
             }
             let value = to_js(&snapshot);
             let waiters = shared

@@ -6,7 +6,7 @@
 //! IndexedDB. Where Web Locks are missing, each tab owns its chats and says so.
 
 use crate::event::EventEnvelope;
-use crate::view::ChatView;
+use crate::mirror::ChatMirror;
 use js_sys::{Function, Promise, Reflect};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
@@ -22,7 +22,7 @@ pub enum ChatRole {
     },
     Follower {
         channel: BroadcastChannel,
-        view: Option<ChatView>,
+        view: Option<ChatMirror>,
     },
 }
 

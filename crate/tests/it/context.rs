@@ -155,6 +155,12 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
         ]}),
     );
     let results = tool_results(&h);
+    let snapshot = serde_json::to_value(h.engine.snapshot("c1")).unwrap_or(Value::Null);
+    assert_eq!(
+        snapshot["runtime"]["plan"]["updates"],
+        json!([[1, "read done"], [2, "write <b>done</b>"]]),
+        "the runtime's plan has every update in order"
+    );
     let got = &results[6].1;
     assert!(
         got.contains("1. read")
@@ -198,6 +204,12 @@ fn set_plan_replaces_the_current_plan() {
     assert_eq!(plans.len(), 2);
     assert_eq!(plans[1]["plan"]["version"], 2);
     assert_eq!(plans[1]["plan"]["supersedes"], plans[0]["message_id"]);
+    // The runtime carries the plan as it stands, so the page shows it without re-deriving it.
+    let snapshot = serde_json::to_value(h.engine.snapshot("c1")).unwrap_or(Value::Null);
+    let shown = &snapshot["runtime"]["plan"];
+    assert_eq!(shown["version"], 2, "{shown}");
+    assert_eq!(shown["body"], "1. new\n2. better");
+    assert_eq!(shown["message_id"], plans[1]["message_id"]);
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -744,6 +756,12 @@ fn compaction_by_the_model_summarizes_old_turns_and_keeps_them_stored() {
     assert_eq!(purpose_of(&step), ["chat"], "then the round itself");
     let rt = runtime(&h);
     assert_eq!(rt["compression_phase"], "applied");
+    assert!(
+        rt["compression_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("messages summarized")),
+        "the runtime says what compaction did: {rt}"
+    );
     assert_eq!(rt["is_compressing"], false);
     let all = messages(&h);
     let summary = all
@@ -795,6 +813,12 @@ fn a_failed_compaction_falls_back_to_the_four_stages() {
     });
     assert_eq!(purpose_of(&step), ["chat"]);
     assert_eq!(runtime(&h)["compression_phase"], "failed");
+    assert!(
+        runtime(&h)["compression_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("summary request failed")),
+        "and why it failed"
+    );
     assert!(!messages(&h)
         .iter()
         .any(|m| m["role"] == "compression_report"));
@@ -1182,7 +1206,7 @@ fn exports_mark_stopped_and_cut_answers() {
         {"message_id": "u3", "role": "user", "content": "q3"},
         {"message_id": "a3", "role": "assistant", "content": "whole", "finish_reason": "stop"},
     ]});
-    let markdown = palaver::export::render(&trajectory, "markdown").unwrap_or_default();
+    let markdown = palaver::export::export_chat(&trajectory, "markdown").unwrap_or_default();
     assert_eq!(
         markdown.matches("[stopped by the user").count(),
         1,
@@ -1193,7 +1217,7 @@ fn exports_mark_stopped_and_cut_answers() {
         1,
         "{markdown}"
     );
-    let refact = palaver::export::render(&trajectory, "refact").unwrap_or_default();
+    let refact = palaver::export::export_chat(&trajectory, "refact").unwrap_or_default();
     assert!(
         refact.contains("\"stopped\": true") || refact.contains("\"stopped\":true"),
         "{refact}"

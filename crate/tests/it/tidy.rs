@@ -119,3 +119,269 @@ fn every_wire_override_names_an_existing_case() {
         );
     }
 }
+
+/// The core's top-level modules (`session` for `session/…`, `history_limit` for
+/// `history_limit.rs`) with their files.
+fn core_modules() -> std::collections::BTreeMap<String, Vec<PathBuf>> {
+    let mut files = Vec::new();
+    rust_files(&src_dir(), &mut files);
+    let mut modules = std::collections::BTreeMap::<String, Vec<PathBuf>>::new();
+    for path in files.into_iter().filter(|p| !is_host(p)) {
+        let relative = path.strip_prefix(src_dir()).unwrap_or(&path).to_path_buf();
+        let first = relative
+            .components()
+            .next()
+            .map(|c| {
+                c.as_os_str()
+                    .to_string_lossy()
+                    .trim_end_matches(".rs")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        modules.entry(first).or_default().push(path);
+    }
+    modules
+}
+
+/// The core modules a file's code names: `crate::x::…` paths and `use crate::{x, y::…}` groups.
+fn named_modules(
+    code: &str,
+    known: &std::collections::BTreeMap<String, Vec<PathBuf>>,
+) -> Vec<String> {
+    let compact: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = Vec::new();
+    let mut push = |name: &str| {
+        if known.contains_key(name) && !out.iter().any(|n: &String| n == name) {
+            out.push(name.to_string());
+        }
+    };
+    for (at, _) in compact.match_indices("crate::") {
+        let rest = &compact[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level names of the group: `a`, `b::c`, nested braces skipped.
+            let mut depth = 0;
+            let mut word = String::new();
+            let mut at_start = true;
+            for ch in group.chars() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => at_start = true,
+                    c if depth == 0 && at_start && (c.is_alphanumeric() || c == '_') => {
+                        word.push(c)
+                    }
+                    _ if depth == 0 && at_start && !word.is_empty() => {
+                        push(&word);
+                        word.clear();
+                        at_start = false;
+                    }
+                    _ => {}
+                }
+            }
+            if !word.is_empty() {
+                push(&word);
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            push(&name);
+        }
+    }
+    out
+}
+
+/// ARCHITECTURE.md's layer list: lines `- **Ln** a, b, c` under `## Layers of the core`.
+fn architecture_layers() -> std::collections::BTreeMap<String, usize> {
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ARCHITECTURE.md"))
+        .unwrap_or_default();
+    let section = text.split("## Layers of the core").nth(1).unwrap_or("");
+    let section = section.split("\n## ").next().unwrap_or("");
+    let mut layers = std::collections::BTreeMap::new();
+    for line in section.lines() {
+        let Some(rest) = line.trim().strip_prefix("- **L") else {
+            continue;
+        };
+        let Some((number, names)) = rest.split_once("**") else {
+            continue;
+        };
+        let Ok(layer) = number.trim().parse::<usize>() else {
+            continue;
+        };
+        for name in names.split(',') {
+            let name = name
+                .trim()
+                .trim_matches('`')
+                .trim_end_matches('/')
+                .to_string();
+            if !name.is_empty() {
+                layers.insert(name, layer);
+            }
+        }
+    }
+    layers
+}
+
+/// Issue 15: the core obeys the layers ARCHITECTURE.md lists — a module uses only modules of
+/// lower layers — so there is no circle between core modules.
+#[test]
+fn core_modules_use_only_lower_layers() {
+    let modules = core_modules();
+    let layers = architecture_layers();
+    assert!(
+        layers.len() >= 20,
+        "ARCHITECTURE.md lists only {} layered modules",
+        layers.len()
+    );
+    let mut problems = Vec::new();
+    for name in modules.keys() {
+        if !layers.contains_key(name) {
+            problems.push(format!("`{name}` is in no layer of ARCHITECTURE.md"));
+        }
+    }
+    for name in layers.keys() {
+        if !modules.contains_key(name) {
+            problems.push(format!(
+                "ARCHITECTURE.md layers `{name}`, which is not a core module"
+            ));
+        }
+    }
+    for (name, files) in &modules {
+        let own = layers.get(name).copied().unwrap_or(0);
+        for path in files {
+            let code = code_of(&fs::read_to_string(path).unwrap_or_default());
+            for used in named_modules(&code, &modules) {
+                let theirs = layers.get(&used).copied().unwrap_or(usize::MAX);
+                if used != *name && theirs >= own {
+                    problems.push(format!(
+                        "{} (layer {own}) uses `{used}` (layer {theirs})",
+                        path.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "layering broken:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_check_reads_groups_and_paths() {
+    let modules = core_modules();
+    let names = named_modules(
+        "use crate::{delta::Draft, message::{ChatMessage, Role}, error};\nlet x = crate::plan::f();",
+        &modules,
+    );
+    assert_eq!(names, ["delta", "message", "error", "plan"]);
+}
+
+/// Issue 15: hidden-role keys (`event`, `plan`, `compression`, `stopped`, `ui_only`, …) are
+/// spelled in `hidden.rs` only; everything else reads them through its typed accessors.
+#[test]
+fn hidden_role_data_is_read_through_one_module() {
+    let mut problems = Vec::new();
+    for files in core_modules().values() {
+        for path in files {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
+            if matches!(name.as_str(), "hidden.rs" | "delta.rs" | "message.rs") {
+                continue;
+            }
+            let code: String = code_of(&fs::read_to_string(path).unwrap_or_default())
+                .split_whitespace()
+                .collect();
+            for access in [
+                ".extra.get(",
+                ".extra.insert(",
+                ".extra.contains_key(",
+                ".extra.remove(",
+            ] {
+                if code.contains(access) {
+                    problems.push(format!("{}: `{access}`", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "hidden-role keys read outside hidden.rs:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Issue 15: ARCHITECTURE.md's code map names every file of `crate/src` and `www/`: a file
+/// `d/x.rs` in the row of `d/`, `x.rs` or `x` as code; a top-level `x.rs` as `x`; `d/mod.rs` by
+/// its folder; a page file by its path under `www/`.
+#[test]
+fn architecture_names_every_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap_or_default();
+    let row_of = |folder: &str| -> String {
+        text.lines()
+            .filter(|l| l.contains(&format!("`{folder}/`")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut missing = Vec::new();
+    let mut files = Vec::new();
+    rust_files(&src_dir(), &mut files);
+    for path in &files {
+        let relative = path.strip_prefix(src_dir()).unwrap_or(path);
+        let parts: Vec<String> = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().to_string())
+            .collect();
+        let file = parts.last().cloned().unwrap_or_default();
+        let stem = file.trim_end_matches(".rs");
+        let named = match parts.len() {
+            1 => text.contains(&format!("`{stem}`")) || text.contains(&format!("`{file}`")),
+            _ if file == "mod.rs" => {
+                text.contains(&format!("`{}/`", parts[..parts.len() - 1].join("/")))
+            }
+            _ => {
+                let folder = parts[..parts.len() - 1].join("/");
+                let row = row_of(&folder);
+                let top = row_of(&parts[0]);
+                [row, top].iter().any(|r| {
+                    r.contains(&format!("`{file}`"))
+                        || r.contains(&format!("`{stem}`"))
+                        || r.contains(&format!("`{stem}/`"))
+                })
+            }
+        };
+        if !named {
+            missing.push(format!("crate/src/{}", parts.join("/")));
+        }
+    }
+    let mut page = Vec::new();
+    web_files(&root.join("www"), &root.join("www"), &mut page);
+    for file in page {
+        if !text.contains(&format!("`{file}`")) {
+            missing.push(format!("www/{file}"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's code map does not name:\n{}",
+        missing.join("\n")
+    );
+}
+
+fn web_files(base: &Path, dir: &Path, out: &mut Vec<String>) {
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            web_files(base, &path, out);
+        } else {
+            let relative = path.strip_prefix(base).unwrap_or(&path);
+            out.push(relative.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}

@@ -2,80 +2,9 @@
 //! are for provider forwarding, which is not built). Raw TCP requests, so headers arrive exactly
 //! as written. Each case is named by its SECURITY id.
 
-use crate::serve::{raw, start_with, temp_dir, Server, TOKEN};
+use crate::support::{raw, request, symlink_fixture as fixture, tool, TOKEN};
 use palaver::proxy::ServeConfig;
-use serde_json::{json, Value};
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
-
-/// A workspace `T/ws` with a sibling `T/ws-secret`, an outside file, and the symlinks of A.4.6.
-/// Returns the server and `T`.
-pub fn fixture(name: &str, allow_shell: bool, origins: &[&str]) -> (Server, PathBuf) {
-    let dir = temp_dir(name);
-    let t = dir.0.clone();
-    let ws = t.join("ws");
-    let write = |p: &Path, text: &str| {
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
-        }
-        std::fs::write(p, text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    };
-    write(&ws.join("README.md"), "# readme\nline two\nline three\n");
-    write(&ws.join("sub/file.txt"), "inside\n");
-    write(&ws.join("..test"), "dots\n");
-    write(&ws.join("report_50%.pdf"), "pct\n");
-    write(&t.join("ws-secret/secret.txt"), "SECRET-SIBLING\n");
-    write(&t.join("outside.txt"), "SECRET-OUTSIDE\n");
-    std::fs::write(ws.join("bin.dat"), b"abc\0def").unwrap_or_else(|e| panic!("{e}"));
-    symlink("/etc", ws.join("etc_link")).unwrap_or_default();
-    symlink(&t, ws.join("abs_out")).unwrap_or_default();
-    symlink(t.join("outside.txt"), ws.join("file_out")).unwrap_or_default();
-    symlink(t.join("new/x"), ws.join("dangling")).unwrap_or_default();
-    symlink("sub/file.txt", ws.join("in")).unwrap_or_default();
-    symlink("chain2", ws.join("chain1")).unwrap_or_default();
-    symlink("..", ws.join("chain2")).unwrap_or_default();
-    symlink(".", ws.join("loop")).unwrap_or_default();
-    let config = ServeConfig {
-        www: t.join("www"),
-        pkg: t.join("pkg"),
-        workspace: ws,
-        allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
-        allow_shell,
-        allow_hard_links: false,
-        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
-        token: TOKEN.into(),
-    };
-    (start_with(config, dir), t)
-}
-
-pub struct Reply {
-    pub status: u16,
-    pub head: String,
-    pub body: Value,
-}
-
-pub fn request(port: u16, method: &str, path: &str, extra_headers: &str, body: &str) -> Reply {
-    let text = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{extra_headers}\r\n{body}",
-        body.len()
-    );
-    let (status, head, body) = raw(port, &text);
-    Reply {
-        status,
-        head,
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-    }
-}
-
-pub fn tool(port: u16, name: &str, args: Value) -> Reply {
-    request(
-        port,
-        "POST",
-        &format!("/api/tools/{name}"),
-        &format!("Authorization: Bearer {TOKEN}\r\n"),
-        &args.to_string(),
-    )
-}
+use serde_json::json;
 
 // ---- A.4.1 token ----
 
@@ -473,7 +402,7 @@ fn a7_a_flood_of_wrong_tokens_locks_nobody_out() {
 #[test]
 fn a53_a_slow_body_is_cut_at_the_request_deadline() {
     use std::io::{Read, Write};
-    let dir = crate::serve::temp_dir("slowbody");
+    let dir = crate::support::temp_dir("slowbody");
     let config = ServeConfig {
         www: dir.0.join("www"),
         pkg: dir.0.join("pkg"),
@@ -488,7 +417,7 @@ fn a53_a_slow_body_is_cut_at_the_request_deadline() {
         request_timeout: std::time::Duration::from_secs(2),
         ..palaver::proxy::Limits::default()
     };
-    let server = crate::serve::start_with_limits(config, dir, limits);
+    let server = crate::support::start_with_limits(config, dir, limits);
     let port = server.port;
     let mut stream =
         std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));

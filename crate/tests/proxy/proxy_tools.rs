@@ -1,17 +1,17 @@
 //! The proxy's tools against the real server: path attacks on read, write and list (SECURITY
 //! A28–A45), `run_command` (A59–A62), `fetch_url` refusals, concurrent edits (A68), search.
 
-use crate::proxy::{fixture, tool};
+use crate::support::{symlink_fixture as fixture, tool};
 use serde_json::{json, Value};
 
-fn kind(reply: &crate::proxy::Reply) -> String {
+fn kind(reply: &crate::support::Reply) -> String {
     reply.body["error"]["kind"]
         .as_str()
         .unwrap_or("")
         .to_string()
 }
 
-fn no_secret(reply: &crate::proxy::Reply) {
+fn no_secret(reply: &crate::support::Reply) {
     let text = reply.body.to_string();
     assert!(
         !text.contains("SECRET-OUTSIDE")
@@ -430,7 +430,7 @@ fn a59_a61_a62_run_command_argv_env_timeout_and_cap() {
     let text = env.body["content"].as_str().unwrap_or("");
     assert!(text.contains("PATH="), "{text}");
     assert!(
-        !text.contains("sk-test-must-not-leak") && !text.contains(crate::serve::TOKEN),
+        !text.contains("sk-test-must-not-leak") && !text.contains(crate::support::TOKEN),
         "A62: secrets leaked: {text}"
     );
     let pid_file = std::env::temp_dir().join(format!("palaver-sleep-{}", std::process::id()));
@@ -549,7 +549,7 @@ fn the_address_policy_table() {
 
 #[test]
 fn a47_a_directory_swapped_for_a_symlink_during_reads_and_writes_never_leaks() {
-    let (server, _) = fixture("race", false, &[]);
+    let (server, t) = fixture("race", false, &[]);
     let port = server.port;
     assert_eq!(
         tool(
@@ -562,14 +562,11 @@ fn a47_a_directory_swapped_for_a_symlink_during_reads_and_writes_never_leaks() {
     );
     let listed = tool(port, "list_dir", json!({"path": "."}));
     assert_eq!(listed.status, 200);
-    // The workspace root is the fixture's `ws`; find it from a link we planted (`in` → sub/file.txt).
-    let ws = std::env::temp_dir()
-        .join(format!(
-            "palaver-race-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ))
-        .join("ws");
+    let ws = t.join("ws");
+    assert!(
+        ws.join("race/f.txt").exists(),
+        "the race runs in the fixture's workspace"
+    );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flipper = {
         let stop = stop.clone();
@@ -649,10 +646,10 @@ fn run_command_streams_lines_as_ndjson() {
     let body = json!({"argv": ["sh", "-c", "echo one; echo two >&2; echo three"]}).to_string();
     let text = format!(
         "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        crate::serve::TOKEN,
+        crate::support::TOKEN,
         body.len()
     );
-    let (status, head, raw_body) = crate::serve::raw(port, &text);
+    let (status, head, raw_body) = crate::support::raw(port, &text);
     assert_eq!(status, 200);
     assert!(
         head.contains("content-type: application/x-ndjson"),
@@ -691,7 +688,7 @@ fn a27_a_client_that_goes_away_kills_the_streamed_command() {
     let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 60000}).to_string();
     let text = format!(
         "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        crate::serve::TOKEN,
+        crate::support::TOKEN,
         body.len()
     );
     let mut stream =
@@ -819,7 +816,7 @@ fn a70_concurrent_reads_see_only_whole_versions() {
 
 #[test]
 fn a46_a_workspace_given_through_a_symlink_works_and_a48_hard_links_are_not_written_through() {
-    let dir = crate::serve::temp_dir("rootlink");
+    let dir = crate::support::temp_dir("rootlink");
     let real = dir.0.join("real-ws");
     std::fs::create_dir_all(&real).unwrap_or_default();
     std::fs::write(dir.0.join("outside.txt"), "SECRET-OUTSIDE\n").unwrap_or_default();
@@ -834,10 +831,10 @@ fn a46_a_workspace_given_through_a_symlink_works_and_a48_hard_links_are_not_writ
         allow_shell: false,
         allow_hard_links: false,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
-        token: crate::serve::TOKEN.into(),
+        token: crate::support::TOKEN.into(),
     };
     let outside = dir.0.join("outside.txt");
-    let server = crate::serve::start_with(config, dir);
+    let server = crate::support::start_with(config, dir);
     assert_eq!(
         tool(server.port, "read_file", json!({"path": "a.txt"})).body["content"],
         "A\n",
@@ -888,14 +885,14 @@ fn a18_a51_a54_rebinding_posts_chunked_floods_and_huge_headers_are_refused() {
     let port = server.port;
     let rebinding = format!("POST /api/tools/write_file HTTP/1.1\r\nHost: evil.example:{port}\r\nOrigin: http://evil.example:{port}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}");
     assert_eq!(
-        crate::serve::raw(port, &rebinding).0,
+        crate::support::raw(port, &rebinding).0,
         403,
         "A18: Origin == Host is not trust"
     );
     use std::io::{Read, Write};
     let mut stream =
         std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
-    let head = format!("POST /api/tools/write_file HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", crate::serve::TOKEN);
+    let head = format!("POST /api/tools/write_file HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", crate::support::TOKEN);
     stream.write_all(head.as_bytes()).unwrap_or_default();
     let chunk = vec![b'a'; 1024 * 1024];
     for _ in 0..12 {
@@ -921,7 +918,7 @@ fn a18_a51_a54_rebinding_posts_chunked_floods_and_huge_headers_are_refused() {
         &status[..status.len().min(80)]
     );
     let huge = format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Big: {}\r\nConnection: close\r\n\r\n", "b".repeat(1024 * 1024));
-    let (status, _, _) = crate::serve::raw(port, &huge);
+    let (status, _, _) = crate::support::raw(port, &huge);
     assert!(
         status == 431 || status == 0 || status == 400,
         "A54: a 1 MiB header line: {status}"
@@ -930,11 +927,11 @@ fn a18_a51_a54_rebinding_posts_chunked_floods_and_huge_headers_are_refused() {
 }
 
 fn request_ok(port: u16) -> u16 {
-    crate::proxy::request(
+    crate::support::request(
         port,
         "GET",
         "/api/health",
-        &format!("Authorization: Bearer {}\r\n", crate::serve::TOKEN),
+        &format!("Authorization: Bearer {}\r\n", crate::support::TOKEN),
         "",
     )
     .status

@@ -75,7 +75,8 @@ fn e2_ignore_files_that_are_symlinks_devices_or_outside_change_nothing_and_crash
 
 #[test]
 fn e3_serving_the_app_from_inside_the_workspace_is_refused() {
-    let root = support::temp_tree("e3");
+    let dir = support::temp_dir("e3");
+    let root = dir.0.clone();
     let ws = root.join("ws");
     for dir in ["www", "pkg"] {
         std::fs::create_dir_all(ws.join(dir)).unwrap_or_default();
@@ -353,7 +354,8 @@ fn e7_a_setsid_child_dies_at_the_timeout() {
 
 #[test]
 fn e7_a_sigkilled_server_leaves_no_command_running() {
-    let root = support::temp_tree("e7kill");
+    let dir = support::temp_dir("e7kill");
+    let root = dir.0.clone();
     let (mut server, port) = serve_binary(&root, &["--allow-shell"], &[]);
     let body = json!({"argv": ["sh", "-c", "setsid sleep 300 & echo $! > escaped.pid; sleep 300 & echo $! > plain.pid; sleep 300"], "timeout_ms": 100000}).to_string();
     let request = format!(
@@ -606,7 +608,8 @@ fn e11_names_with_bidi_overrides_or_zero_width_characters_are_refused() {
 
 #[test]
 fn e11_a_child_cannot_read_the_servers_secrets_from_proc() {
-    let root = support::temp_tree("e11env");
+    let dir = support::temp_dir("e11env");
+    let root = dir.0.clone();
     let canary = "sk-env-CANARY-7f3a";
     let (mut server, port) = serve_binary(
         &root,

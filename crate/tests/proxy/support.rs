@@ -1,19 +1,33 @@
-//! Test support: a real server on 127.0.0.1:0 in its own thread over a temporary tree
-//! (`www/`, `pkg/`, `ws/`), raw-TCP requests, and process liveness checks.
+//! The one support module of the proxy tests: a real server on 127.0.0.1:0 in its own thread
+//! over a temporary tree (`www/`, `pkg/`, `ws/`), the symlink-laden workspace of A.4.6, raw-TCP
+//! requests (bytes exactly as written), JSON tool calls, and process liveness checks.
 
 use palaver::proxy::{serve_with_limits, Limits, ServeConfig};
 use serde_json::Value;
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::symlink;
+use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub const TOKEN: &str = "5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592";
 
+/// A running server; dropping it stops it, then removes its temporary tree if it owns one.
 pub struct Server {
     pub port: u16,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    _dir: Option<TempDir>,
+}
+
+/// A temporary directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Drop for Server {
@@ -27,7 +41,8 @@ impl Drop for Server {
     }
 }
 
-/// A running server and its temporary tree, removed on drop (server first).
+/// A running server and its temporary tree (`www/`, `pkg/`, `ws/`), which the server removes
+/// when it is dropped.
 pub struct Fixture {
     pub server: Server,
     pub root: PathBuf,
@@ -39,32 +54,40 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if let Some(thread) = self.server.thread.take() {
-            if let Some(stop) = self.server.stop.take() {
-                let _ = stop.send(());
-            }
-            let _ = thread.join();
-        }
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-pub fn temp_tree(name: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("palaver-pt-{name}-{}", std::process::id()));
+/// The temporary tree of a test: `www/` (an index and a script), `pkg/` (a wasm header),
+/// `ws/sub/file.txt`. Unique per process and thread.
+pub fn temp_dir(name: &str) -> TempDir {
+    let root = std::env::temp_dir().join(format!(
+        "palaver-pt-{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let _ = std::fs::remove_dir_all(&root);
     for dir in ["www", "pkg", "ws/sub"] {
         std::fs::create_dir_all(root.join(dir)).unwrap_or_else(|e| panic!("{e}"));
     }
-    std::fs::write(
-        root.join("www/index.html"),
-        "<!doctype html><title>t</title>",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(root.join("www/app.js"), "export {}").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(root.join("ws/sub/file.txt"), "inside\n").unwrap_or_else(|e| panic!("{e}"));
-    root
+    let write = |path: &str, bytes: &[u8]| {
+        std::fs::write(root.join(path), bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
+    };
+    write("www/index.html", b"<!doctype html><title>t</title>");
+    write("www/app.js", b"export {}");
+    write("pkg/palaver_bg.wasm", b"\0asm\x01\0\0\0");
+    write("ws/sub/file.txt", b"inside\n");
+    TempDir(root)
+}
+
+/// The configuration of a server over a temporary tree, its workspace `ws/`.
+pub fn config_for(dir: &TempDir, allow_shell: bool) -> ServeConfig {
+    ServeConfig {
+        www: dir.0.join("www"),
+        pkg: dir.0.join("pkg"),
+        workspace: dir.0.join("ws"),
+        allowed_origins: Vec::new(),
+        allow_shell,
+        allow_hard_links: false,
+        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
+        token: TOKEN.into(),
+    }
 }
 
 pub fn fixture(name: &str, allow_shell: bool) -> Fixture {
@@ -78,21 +101,28 @@ pub fn fixture_with(
     allow_hard_links: bool,
     limits: Limits,
 ) -> Fixture {
-    let root = temp_tree(name);
+    let dir = temp_dir(name);
+    let root = dir.0.clone();
     let config = ServeConfig {
-        www: root.join("www"),
-        pkg: root.join("pkg"),
-        workspace: root.join("ws"),
-        allowed_origins: Vec::new(),
-        allow_shell,
         allow_hard_links,
-        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
-        token: TOKEN.into(),
+        ..config_for(&dir, allow_shell)
     };
     Fixture {
-        server: start_limited(config, limits),
+        server: start_with_limits(config, dir, limits),
         root,
     }
+}
+
+/// Runs the real server on 127.0.0.1:0 in its own thread until the `Server` is dropped; the
+/// server owns `dir` and removes it after stopping.
+pub fn start_with(config: ServeConfig, dir: TempDir) -> Server {
+    start_with_limits(config, dir, Limits::default())
+}
+
+pub fn start_with_limits(config: ServeConfig, dir: TempDir, limits: Limits) -> Server {
+    let mut server = start_limited(config, limits);
+    server._dir = Some(dir);
+    server
 }
 
 pub fn start_limited(config: ServeConfig, limits: Limits) -> Server {
@@ -123,6 +153,7 @@ pub fn start_limited(config: ServeConfig, limits: Limits) -> Server {
         port,
         stop: Some(stop_tx),
         thread: Some(thread),
+        _dir: None,
     }
 }
 
@@ -158,9 +189,32 @@ pub fn raw(port: u16, request: &str) -> (u16, String, Vec<u8>) {
     (status, head.to_ascii_lowercase(), body)
 }
 
+/// A JSON reply: status, lower-cased head, parsed body (`null` when it is not JSON).
 pub struct Reply {
     pub status: u16,
+    pub head: String,
     pub body: Value,
+}
+
+/// A request with a JSON body and the headers given, exactly as written.
+pub fn request(port: u16, method: &str, path: &str, extra_headers: &str, body: &str) -> Reply {
+    let text = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{extra_headers}\r\n{body}",
+        body.len()
+    );
+    let (status, head, body) = raw(port, &text);
+    Reply {
+        status,
+        head,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    }
+}
+
+pub fn get(port: u16, path: &str, host: &str) -> (u16, String, Vec<u8>) {
+    raw(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+    )
 }
 
 pub fn tool_with(port: u16, token: &str, name: &str, args: &Value) -> Reply {
@@ -169,9 +223,10 @@ pub fn tool_with(port: u16, token: &str, name: &str, args: &Value) -> Reply {
         "POST /api/tools/{name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let (status, _, body) = raw(port, &request);
+    let (status, head, body) = raw(port, &request);
     Reply {
         status,
+        head,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     }
 }
@@ -188,7 +243,8 @@ pub fn alive(pid: &str) -> bool {
 /// Runs the real binary with `HTTP_PROXY`/`ALL_PROXY` pointing at a listener of ours and asks
 /// it to fetch a name that does not resolve: the listener must see no connection.
 pub fn fetch_through_env_proxy_is_not_used() {
-    let root = temp_tree("envproxy");
+    let dir = temp_dir("envproxy");
+    let root = dir.0.clone();
     let trap = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
     trap.set_nonblocking(true).unwrap_or_default();
     let proxy = format!(
@@ -226,7 +282,8 @@ pub fn fetch_through_env_proxy_is_not_used() {
 
 /// The one line `palaver serve --port 0` prints, with a fresh token.
 pub fn first_line_of_serve() -> String {
-    let root = temp_tree("firstline");
+    let dir = temp_dir("firstline");
+    let root = dir.0.clone();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
         .args(["serve", "--port", "0", "--www"])
         .arg(root.join("www"))
@@ -344,4 +401,44 @@ pub fn swap_with_symlink(
         }
     });
     (stop, handle)
+}
+
+/// A workspace `T/ws` with a sibling `T/ws-secret`, an outside file, and the symlinks of A.4.6.
+/// Returns the server and `T`.
+pub fn symlink_fixture(name: &str, allow_shell: bool, origins: &[&str]) -> (Server, PathBuf) {
+    let dir = temp_dir(name);
+    let t = dir.0.clone();
+    let ws = t.join("ws");
+    let write = |p: &Path, text: &str| {
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(p, text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    };
+    write(&ws.join("README.md"), "# readme\nline two\nline three\n");
+    write(&ws.join("sub/file.txt"), "inside\n");
+    write(&ws.join("..test"), "dots\n");
+    write(&ws.join("report_50%.pdf"), "pct\n");
+    write(&t.join("ws-secret/secret.txt"), "SECRET-SIBLING\n");
+    write(&t.join("outside.txt"), "SECRET-OUTSIDE\n");
+    std::fs::write(ws.join("bin.dat"), b"abc\0def").unwrap_or_else(|e| panic!("{e}"));
+    symlink("/etc", ws.join("etc_link")).unwrap_or_default();
+    symlink(&t, ws.join("abs_out")).unwrap_or_default();
+    symlink(t.join("outside.txt"), ws.join("file_out")).unwrap_or_default();
+    symlink(t.join("new/x"), ws.join("dangling")).unwrap_or_default();
+    symlink("sub/file.txt", ws.join("in")).unwrap_or_default();
+    symlink("chain2", ws.join("chain1")).unwrap_or_default();
+    symlink("..", ws.join("chain2")).unwrap_or_default();
+    symlink(".", ws.join("loop")).unwrap_or_default();
+    let config = ServeConfig {
+        www: t.join("www"),
+        pkg: t.join("pkg"),
+        workspace: ws,
+        allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
+        allow_shell,
+        allow_hard_links: false,
+        reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
+        token: TOKEN.into(),
+    };
+    (start_with(config, dir), t)
 }

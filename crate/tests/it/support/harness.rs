@@ -4,14 +4,14 @@
 
 use palaver::engine::{Bytes, Effect, Engine, EngineConfig, Input, Step};
 use palaver::event::EventEnvelope;
-use palaver::view::ChatView;
+use palaver::mirror::ChatMirror;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 pub struct Harness {
     pub engine: Engine,
     pub now: u64,
-    views: BTreeMap<String, ChatView>,
+    views: BTreeMap<String, ChatMirror>,
     last_seq: BTreeMap<String, u64>,
     pub last_request: Option<String>,
     pub last_save: Option<(String, u64)>,
@@ -57,7 +57,7 @@ impl Harness {
         self.last_seq.insert(chat_id.into(), snapshot.seq);
         self.views.insert(
             chat_id.into(),
-            ChatView::from_snapshot(&snapshot).unwrap_or_else(|e| panic!("{e}")),
+            ChatMirror::from_snapshot(&snapshot).unwrap_or_else(|e| panic!("{e}")),
         );
         step
     }

@@ -9,15 +9,16 @@
 //! them, minus the engine's `index` merge key, before the message they belong to; items without
 //! `encrypted_content` are useless without server-side storage and are left out.
 
+use super::common::{model_of, prepared_history};
+use super::{ProviderRequest, RequestInput};
 use crate::linearize::Thinking;
 use crate::message::{ChatMessage, Content, Role};
 use crate::provider::ProviderKind;
-use crate::request::{model_of, prepared_history, ProviderRequest, RequestInput};
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 
-pub fn responses(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
+pub(super) fn responses(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
     let reasoning = input.thread.reasoning_effort.is_some();
     let thinking = if reasoning {
         Thinking::KeepCurrentTurn

@@ -6,10 +6,11 @@
 //! byte for byte, with their signatures — minus the engine's own `index` merge key; elsewhere
 //! they are stripped (SPEC §3.3, §7). Blocks without a signature (a stopped partial) never go.
 
+use super::common::{data_url, model_of, prepared_history};
+use super::{ProviderRequest, RequestInput};
 use crate::linearize::Thinking;
 use crate::message::{ChatMessage, Content, Role};
 use crate::provider::ProviderKind;
-use crate::request::{data_url, model_of, prepared_history, ProviderRequest, RequestInput};
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
@@ -17,7 +18,7 @@ use std::borrow::Cow;
 /// Anthropic requires `max_tokens`; this is used when the thread sets none.
 pub const DEFAULT_MAX_TOKENS: u64 = 8192;
 
-pub fn anthropic(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
+pub(super) fn anthropic(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
     let thinking = if input.thread.thinking_budget.is_some() {
         Thinking::KeepCurrentTurn
     } else {

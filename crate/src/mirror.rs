@@ -1,4 +1,4 @@
-//! `ChatView`: what a subscriber holds — a snapshot with the events after it applied in order
+//! `ChatMirror`: what a subscriber holds — a snapshot with the events after it applied in order
 //! (SPEC §3.1). The conformance suite checks after every step that it equals the engine's own
 //! snapshot; the JS side mirrors the same rules.
 
@@ -18,7 +18,7 @@ pub enum ViewError {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChatView {
+pub struct ChatMirror {
     pub seq: u64,
     pub thread: Value,
     pub runtime: Runtime,
@@ -26,7 +26,7 @@ pub struct ChatView {
     pub draft: Option<Draft>,
 }
 
-impl ChatView {
+impl ChatMirror {
     pub fn from_snapshot(snapshot: &EventEnvelope) -> Result<Self, ViewError> {
         let Event::Snapshot {
             thread,
@@ -37,7 +37,7 @@ impl ChatView {
         else {
             return Err(ViewError::NoSnapshot);
         };
-        Ok(ChatView {
+        Ok(ChatMirror {
             seq: snapshot.seq,
             thread: thread.clone(),
             runtime: runtime.clone(),

@@ -3,7 +3,10 @@
 
 use crate::delta::{DeltaOp, Draft};
 use crate::message::ChatMessage;
-use crate::session::Runtime;
+mod runtime;
+
+pub use crate::queue::QueuedItemSummary;
+pub use runtime::{ContextUsage, ErrorInfo, PauseReason, RetryStatus, Runtime};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -13,25 +16,6 @@ pub struct EventEnvelope {
     pub seq: u64,
     #[serde(flatten)]
     pub event: Event,
-}
-
-/// One reason a round paused for approval (SPEC §8.4).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct PauseReason {
-    pub tool_call_id: String,
-    pub tool_name: String,
-    pub args: Value,
-    pub rule: String,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct QueuedItemSummary {
-    pub client_request_id: String,
-    #[serde(rename = "type")]
-    pub command: String,
-    pub priority: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preview: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

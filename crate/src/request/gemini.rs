@@ -9,16 +9,17 @@
 //! one); within the open turn (after the last user message) the request puts each back there.
 //! Elsewhere, and when thinking is off, they are stripped with the rest of the thinking.
 
+use super::common::{data_url, model_of, prepared_history};
+use super::{ProviderRequest, RequestInput};
 use crate::linearize::Thinking;
 use crate::message::{ChatMessage, Content, Role};
 use crate::provider::ProviderKind;
-use crate::request::{data_url, model_of, prepared_history, ProviderRequest, RequestInput};
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-pub fn gemini(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
+pub(super) fn gemini(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
     let thinking = if input.thread.thinking_budget.is_some() {
         Thinking::KeepCurrentTurn
     } else {

@@ -1,9 +1,40 @@
-//! The runtime summary sent in snapshots and `runtime_updated` (SPEC §2, §3.1, §5).
+//! The runtime summary sent in snapshots and `runtime_updated` (SPEC §2, §3.1, §5), and the
+//! parts it is made of: the error that ended a turn, the pause reasons, the retry countdown.
 
-use crate::event::{PauseReason, QueuedItemSummary};
+use crate::plan::CurrentPlan;
+use crate::queue::QueuedItemSummary;
 use crate::retry::ErrorClass;
-use crate::session::state::ErrorInfo;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One reason a round paused for approval (SPEC §8.4).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct PauseReason {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub args: Value,
+    pub rule: String,
+}
+
+/// What ended a turn in `error` (SPEC §2.4): the kind (`llm_error`, `stream_error`,
+/// `max_tool_rounds`), the provider's or engine's code, its words, and whether retrying may help.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ErrorInfo {
+    pub kind: String,
+    pub code: String,
+    pub message: String,
+    pub retryable: bool,
+    /// The class the UI shows a remedy for (SECURITY D24).
+    #[serde(default)]
+    pub class: ErrorClass,
+    /// How many attempts the request got before giving up (0: not a provider request).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ContextUsage {
@@ -33,6 +64,8 @@ pub struct Runtime {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression_phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_error: Option<String>,
     /// How far the history limit went for the last request sent (SPEC §5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -40,6 +73,16 @@ pub struct Runtime {
     /// A provider request being retried: the countdown and its cause (SPEC §6.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryStatus>,
+    /// A turn is under way (generating, running tools, paused or waiting for the IDE): the page
+    /// shows Stop instead of Send. The one place that says which states are busy.
+    #[serde(default)]
+    pub busy: bool,
+    /// The current plan with its updates (SPEC §8.2), as the page shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<CurrentPlan>,
+    /// In `waiting_user_input`: the questions of the `ask_questions` call the turn waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<Vec<String>>,
 }
 
 /// `attempt` of `max_attempts` is next (waiting until `at_ms`) or under way (`at_ms` absent).

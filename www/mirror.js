@@ -2,7 +2,7 @@
 // a snapshot replaces everything, message events edit the list, stream deltas grow the draft.
 // It is a mirror, never a second source of truth: a gap in `seq` means "ask for a snapshot".
 
-export class ChatState {
+export class ChatMirror {
   constructor(id) {
     this.id = id;
     this.seq = -1;
@@ -44,8 +44,9 @@ export class ChatState {
     this.dirty.messages = true;
   }
 
+  /** A turn is under way: the engine says so (`runtime.busy`). */
   get busy() {
-    return ['generating', 'executing_tools', 'paused', 'waiting_ide'].includes(this.runtime.state);
+    return Boolean(this.runtime.busy);
   }
 }
 
@@ -99,7 +100,7 @@ const HANDLERS = {
     chat.dirty.messages = true;
   },
   thread_updated(chat, e) {
-    // A null in the patch unsets that key (the engine's ChatView does the same).
+    // A null in the patch unsets that key (the engine's ChatMirror does the same).
     const thread = { ...chat.thread, ...e.patch };
     for (const [key, value] of Object.entries(e.patch ?? {})) if (value === null) delete thread[key];
     chat.thread = thread;

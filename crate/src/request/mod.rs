@@ -1,14 +1,20 @@
 //! Request building (SPEC §6.5): the linearized history → the body and URL of a provider request.
 //! The core never sees an API key: the host adds the provider's auth header to the effect.
+//! One file per provider kind, as in `provider/`; what they share is in `common.rs`.
+
+mod anthropic;
+mod common;
+mod gemini;
+mod openai_chat;
+mod openai_responses;
 
 use crate::history_limit::{limit_history, CompressionStrength, HistoryLimitError};
-use crate::linearize::{linearize, Thinking};
-use crate::message::{ChatMessage, Content, Role};
+use crate::message::ChatMessage;
 use crate::provider::ProviderKind;
 use crate::thread::ThreadParams;
 use crate::tools::ToolSpec;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 /// Where a provider lives, without its key (SPEC §6.1), and the model settings the user chose
@@ -86,110 +92,13 @@ pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, HistoryLim
     let limited = limit_history(input.history, input.budget)?;
     let history = &limited.messages;
     let mut request = match input.provider.kind {
-        ProviderKind::OpenaiChat => openai_chat(input, history),
-        ProviderKind::Anthropic => crate::request_anthropic::anthropic(input, history),
-        ProviderKind::Gemini => crate::request_gemini::gemini(input, history),
-        ProviderKind::OpenaiResponses => crate::request_responses::responses(input, history),
+        ProviderKind::OpenaiChat => openai_chat::openai_chat(input, history),
+        ProviderKind::Anthropic => anthropic::anthropic(input, history),
+        ProviderKind::Gemini => gemini::gemini(input, history),
+        ProviderKind::OpenaiResponses => openai_responses::responses(input, history),
     };
     request.compression_strength = limited.strength;
     Ok(request)
-}
-
-pub(crate) fn model_of<'a>(input: &'a RequestInput) -> &'a str {
-    if input.thread.model.is_empty() {
-        &input.provider.model
-    } else {
-        &input.thread.model
-    }
-}
-
-fn openai_chat(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
-    let mut messages = Vec::new();
-    if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
-        messages.push(json!({"role": "system", "content": system}));
-    }
-    messages.extend(
-        prepared_history(history, Thinking::Off)
-            .iter()
-            .map(openai_message),
-    );
-    let mut body = Map::new();
-    body.insert("model".into(), model_of(input).into());
-    body.insert("messages".into(), Value::Array(messages));
-    if !input.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            input.tools.iter().map(openai_tool).collect(),
-        );
-    }
-    if let Some(t) = input.thread.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(max) = input.thread.max_tokens {
-        body.insert("max_tokens".into(), json!(max));
-    }
-    if let Some(effort) = &input.thread.reasoning_effort {
-        body.insert("reasoning_effort".into(), json!(effort));
-    }
-    body.insert("stream".into(), Value::Bool(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    ProviderRequest {
-        provider: ProviderKind::OpenaiChat,
-        url: format!(
-            "{}/chat/completions",
-            input.provider.base_url.trim_end_matches('/')
-        ),
-        headers: input.provider.headers.clone(),
-        body: Value::Object(body),
-        compression_strength: CompressionStrength::Absent,
-    }
-}
-
-/// The limited copy (see `build_request`), linearized (SPEC §7).
-pub(crate) fn prepared_history<M: std::borrow::Borrow<ChatMessage>>(
-    history: &[M],
-    thinking: Thinking,
-) -> Vec<ChatMessage> {
-    linearize(history, thinking)
-}
-
-/// `data:<mime>;base64,<data>` → `(mime, data)`; anything else is a URL, not inline data.
-pub(crate) fn data_url(url: &str) -> Option<(&str, &str)> {
-    let (header, data) = url.strip_prefix("data:")?.split_once(',')?;
-    Some((header.strip_suffix(";base64")?, data))
-}
-
-fn openai_tool(spec: &ToolSpec) -> Value {
-    json!({"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}})
-}
-
-fn openai_message(message: &ChatMessage) -> Value {
-    let role = match message.role {
-        Role::System => "system",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-        _ => "user",
-    };
-    let mut out = Map::new();
-    out.insert("role".into(), role.into());
-    out.insert("content".into(), content_json(&message.content));
-    if let Some(calls) = message.tool_calls.as_ref().filter(|c| !c.is_empty()) {
-        out.insert(
-            "tool_calls".into(),
-            serde_json::to_value(calls).unwrap_or(Value::Null),
-        );
-    }
-    if let Some(id) = &message.tool_call_id {
-        out.insert("tool_call_id".into(), id.clone().into());
-    }
-    Value::Object(out)
-}
-
-fn content_json(content: &Content) -> Value {
-    match content {
-        Content::Text(text) => Value::String(text.clone()),
-        Content::Parts(parts) => Value::Array(parts.clone()),
-    }
 }
 
 /// The characters of the parts of a request that are not history: system prompt and tools.

@@ -4,7 +4,7 @@
 
 use super::state::{Paused, SessionState};
 use super::{ChatSession, Ctx};
-use crate::engine::Effect;
+use crate::effect::Effect;
 use crate::event::{Event, PauseReason};
 use crate::message::{ChatMessage, Content, Role, ToolCall};
 use crate::plan;
@@ -228,7 +228,7 @@ impl ChatSession {
                 );
                 message.created_at_ms = Some(ctx.now);
                 if let Some(data) = &outcome.data {
-                    message.extra.insert("data".into(), data.clone());
+                    message.set_tool_data(data.clone());
                 }
                 self.push_message(message);
             }
@@ -366,7 +366,7 @@ impl ChatSession {
         if let Some(index) = self.message_index(&step.assistant_message_id) {
             let mut message = self.messages[index].clone();
             message.tool_calls = (!step.calls.is_empty()).then(|| step.calls.clone());
-            message.extra.insert("stopped".into(), Value::Bool(true));
+            message.mark_stopped();
             self.replace_message(index, message);
         }
         self.add_step_results(ctx, &step);
@@ -378,13 +378,8 @@ fn decision_event(ctx: &mut Ctx, call: &ToolCall, decision: &str, by: &str) -> C
     let mut message =
         ChatMessage::new(ctx.ids.next("m"), Role::Event, Content::Text(String::new()));
     message.created_at_ms = Some(ctx.now);
-    message.extra.insert(
-        "event".into(),
-        json!({
-            "subkind": "tool_decision",
-            "source": by,
-            "payload": {"tool_call_id": call.id, "tool_name": call.function.name, "decision": decision},
-        }),
-    );
+    let payload =
+        json!({"tool_call_id": call.id, "tool_name": call.function.name, "decision": decision});
+    message.set_event("tool_decision", by, payload);
     message
 }

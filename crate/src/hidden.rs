@@ -1,0 +1,176 @@
+//! Hidden-role data (seed 001, SPEC §2): what `event`, `plan`, summary, stopped, error and
+//! ui-only messages carry beside their content. Trajectories keep it in a message's flattened
+//! `extra` keys, as Refact writes them; this module is the only place that spells those keys,
+//! so the history limit, linearization, plans, export and the session read one typed view.
+//!
+//! Keys: `event {subkind, source, payload}`, `plan {mode, version, …}`,
+//! `compression {kind, summarized_source_message_ids}`, `compression_report {…}`,
+//! `stopped`, `interrupted`, `ui_only`, `error {code, message}`, `incomplete_tool_calls`, `data`.
+
+use crate::delta::Draft;
+use crate::message::{ChatMessage, Role};
+use serde_json::{json, Value};
+use std::borrow::Borrow;
+use std::collections::BTreeSet;
+
+/// What may happen to a message when the history is limited (seed 001).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exemption {
+    /// Plans and plan deltas survive every compression.
+    Never,
+    /// Dropped once older than the last `DROP_ON_AGE_USER_TURNS` user turns.
+    DropOnAge,
+    /// Only the `KEEP_RECENT_N` most recent of the same event subkind are kept.
+    KeepRecentN,
+    /// The normal rules.
+    PreserveAnchor,
+}
+
+/// The error a failed turn shows (a UI-only `error` message).
+pub struct ErrorNotice<'a> {
+    pub code: &'a str,
+    pub kind: &'a str,
+    pub retryable: bool,
+}
+
+impl ChatMessage {
+    /// An `event` message's subkind (`plan_delta`, `tick`, `tool_decision`, …).
+    pub fn event_subkind(&self) -> Option<&str> {
+        self.event_field("subkind")?.as_str()
+    }
+
+    /// One field of an `event` message: `subkind`, `source` or `payload`.
+    pub fn event_field(&self, key: &str) -> Option<&Value> {
+        self.extra.get("event")?.get(key)
+    }
+
+    pub fn set_event(&mut self, subkind: &str, source: &str, payload: Value) {
+        let event = json!({"subkind": subkind, "source": source, "payload": payload});
+        self.extra.insert("event".into(), event);
+    }
+
+    /// A plan's metadata: `mode`, `version`, `supersedes`, `summary`, truncation.
+    pub fn plan_meta(&self) -> Option<&Value> {
+        self.extra.get("plan")
+    }
+
+    pub fn set_plan_meta(&mut self, meta: Value) {
+        self.extra.insert("plan".into(), meta);
+    }
+
+    /// Made by compaction (any kind): such a message replaces earlier ones in what is sent.
+    pub fn is_compression(&self) -> bool {
+        self.extra.contains_key("compression")
+    }
+
+    /// A summary made by compaction (SPEC §5).
+    pub fn is_summary(&self) -> bool {
+        self.extra
+            .get("compression")
+            .and_then(|c| c.get("kind"))
+            .and_then(Value::as_str)
+            == Some("summary")
+    }
+
+    /// The ids a summary stands for (`compression.summarized_source_message_ids`).
+    pub fn summarized_source_ids(&self) -> impl Iterator<Item = &str> {
+        self.extra
+            .get("compression")
+            .and_then(|c| c.get("summarized_source_message_ids"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    }
+
+    pub fn set_summary_of(&mut self, source_ids: &[String]) {
+        let compression = json!({"kind": "summary", "summarized_source_message_ids": source_ids});
+        self.extra.insert("compression".into(), compression);
+    }
+
+    pub fn set_compression_report(&mut self, report: Value) {
+        self.extra.insert("compression_report".into(), report);
+    }
+
+    /// An answer the user stopped: incomplete, marked so in the page and every export.
+    pub fn is_stopped(&self) -> bool {
+        self.flag("stopped")
+    }
+
+    pub fn mark_stopped(&mut self) {
+        self.extra.insert("stopped".into(), Value::Bool(true));
+    }
+
+    /// A reply cut by a crash, kept up to its last checkpoint.
+    pub fn mark_interrupted(&mut self) {
+        self.extra.insert("interrupted".into(), Value::Bool(true));
+    }
+
+    /// Shown to the user, never sent to the model: `error` messages and `ui_only` notices.
+    pub fn is_ui_only(&self) -> bool {
+        self.role == Role::Error || self.flag("ui_only")
+    }
+
+    /// Turns the message into the UI-only notice of a failed turn.
+    pub fn mark_error_notice(&mut self, notice: ErrorNotice) {
+        self.extra.insert("ui_only".into(), Value::Bool(true));
+        self.extra.insert("code".into(), notice.code.into());
+        self.extra.insert("kind".into(), notice.kind.into());
+        self.extra
+            .insert("retryable".into(), notice.retryable.into());
+    }
+
+    /// Tool calls whose arguments were cut mid-stream: kept for the record, never run.
+    pub fn set_incomplete_tool_calls(&mut self, calls: Value) {
+        self.extra.insert("incomplete_tool_calls".into(), calls);
+    }
+
+    /// Structured data a tool returned beside its text.
+    pub fn set_tool_data(&mut self, data: Value) {
+        self.extra.insert("data".into(), data);
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        self.extra.get(key).and_then(Value::as_bool) == Some(true)
+    }
+}
+
+impl Draft {
+    /// The stream error a partial answer ended with.
+    pub fn set_stream_error(&mut self, code: &str, message: &str) {
+        let error = json!({"code": code, "message": message});
+        self.extra.insert("error".into(), error);
+    }
+}
+
+/// How the history limit treats a message (seed 001's exemption table).
+pub fn exemption(message: &ChatMessage) -> Exemption {
+    match message.role {
+        Role::Plan => Exemption::Never,
+        Role::Event => match message.event_subkind() {
+            Some("plan_delta") => Exemption::Never,
+            Some("tick" | "mode_switch") => Exemption::DropOnAge,
+            Some("process_completed" | "cron_fire") => Exemption::KeepRecentN,
+            _ => Exemption::PreserveAnchor,
+        },
+        _ => Exemption::PreserveAnchor,
+    }
+}
+
+/// Ids named by summaries as their sources. A `Never` message (a plan, a plan delta) is not
+/// suppressed even when a summary names it.
+pub fn summarized_sources<M: Borrow<ChatMessage>>(history: &[M]) -> BTreeSet<String> {
+    let mut ids: BTreeSet<String> = history
+        .iter()
+        .flat_map(|m| m.borrow().summarized_source_ids())
+        .map(str::to_string)
+        .collect();
+    if !ids.is_empty() {
+        for message in history.iter().map(Borrow::borrow) {
+            if exemption(message) == Exemption::Never {
+                ids.remove(&message.message_id);
+            }
+        }
+    }
+    ids
+}

@@ -1,0 +1,89 @@
+//! OpenAI Chat Completions requests (and every OpenAI-compatible server: llama.cpp, Ollama, vLLM).
+
+use super::common::{model_of, prepared_history};
+use super::{ProviderRequest, RequestInput};
+use crate::history_limit::CompressionStrength;
+use crate::linearize::Thinking;
+use crate::message::{ChatMessage, Content, Role};
+use crate::provider::ProviderKind;
+use crate::tools::ToolSpec;
+use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+
+pub(super) fn openai_chat(
+    input: &RequestInput,
+    history: &[Cow<'_, ChatMessage>],
+) -> ProviderRequest {
+    let mut messages = Vec::new();
+    if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    messages.extend(
+        prepared_history(history, Thinking::Off)
+            .iter()
+            .map(openai_message),
+    );
+    let mut body = Map::new();
+    body.insert("model".into(), model_of(input).into());
+    body.insert("messages".into(), Value::Array(messages));
+    if !input.tools.is_empty() {
+        body.insert(
+            "tools".into(),
+            input.tools.iter().map(openai_tool).collect(),
+        );
+    }
+    if let Some(t) = input.thread.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(max) = input.thread.max_tokens {
+        body.insert("max_tokens".into(), json!(max));
+    }
+    if let Some(effort) = &input.thread.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
+    body.insert("stream".into(), Value::Bool(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    ProviderRequest {
+        provider: ProviderKind::OpenaiChat,
+        url: format!(
+            "{}/chat/completions",
+            input.provider.base_url.trim_end_matches('/')
+        ),
+        headers: input.provider.headers.clone(),
+        body: Value::Object(body),
+        compression_strength: CompressionStrength::Absent,
+    }
+}
+
+fn openai_tool(spec: &ToolSpec) -> Value {
+    json!({"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}})
+}
+
+fn openai_message(message: &ChatMessage) -> Value {
+    let role = match message.role {
+        Role::System => "system",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        _ => "user",
+    };
+    let mut out = Map::new();
+    out.insert("role".into(), role.into());
+    out.insert("content".into(), content_json(&message.content));
+    if let Some(calls) = message.tool_calls.as_ref().filter(|c| !c.is_empty()) {
+        out.insert(
+            "tool_calls".into(),
+            serde_json::to_value(calls).unwrap_or(Value::Null),
+        );
+    }
+    if let Some(id) = &message.tool_call_id {
+        out.insert("tool_call_id".into(), id.clone().into());
+    }
+    Value::Object(out)
+}
+
+fn content_json(content: &Content) -> Value {
+    match content {
+        Content::Text(text) => Value::String(text.clone()),
+        Content::Parts(parts) => Value::Array(parts.clone()),
+    }
+}

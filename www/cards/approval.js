@@ -1,0 +1,22 @@
+// A paused round's approval (SPEC §8.4): the calls the engine paused on (`runtime.pause_reasons`),
+// approved or rejected together.
+import { el, button, summarizeArgs } from '../view.js';
+
+const callIds = (chat) => (chat.runtime.pause_reasons ?? []).map((r) => r.tool_call_id);
+
+export default {
+  name: 'approval',
+  select: (chat) => (chat.runtime.state === 'paused' && chat.runtime.pause_reasons?.length ? chat.runtime.pause_reasons : null),
+  render(reasons) {
+    const list = el('ul', {}, ...reasons.map((r) => el('li', { 'data-tool': r.tool_name },
+      el('code', { text: r.tool_name }), ' ', el('span', { text: summarizeArgs(r.args) }),
+      el('pre', { class: 'args', text: JSON.stringify(r.args, null, 2).slice(0, 4000) }))));
+    return el('section', { class: 'card approval', testid: 'tool-approval' },
+      el('h3', { text: reasons.length === 1 ? 'Allow this tool call?' : `Allow these ${reasons.length} tool calls?` }), list,
+      el('div', { class: 'actions' }, button('approve', 'Approve', 'approve'), button('reject', 'Reject', 'reject')));
+  },
+  actions: {
+    approve: (chat, _target, send) => send({ type: 'approve_tools', tool_call_ids: callIds(chat) }),
+    reject: (chat, _target, send) => send({ type: 'reject_tools', tool_call_ids: callIds(chat), reason: 'The user rejected this call.' }),
+  },
+};

@@ -1,0 +1,42 @@
+// The cards under the transcript (the plan, a tool approval, the assistant's questions,
+// Regenerate, and those later issues add). A card is one module exporting
+//   { name, slot?, select(chat) → data | null, render(data, ctx) → Node, actions: { name(chat, target, send) } }
+// where `select` reads what the engine reports (the mirror's runtime and messages; never
+// re-derived engine state), `render` builds the card from that data, and each action answers a
+// click on a `[data-action]` button inside it by sending the engine a command. A new card is a
+// new module and one line below; nothing else in the page changes.
+import plan from './plan.js';
+import approval from './approval.js';
+import askUser from './ask-user.js';
+import regenerate from './regenerate.js';
+
+export const CARDS = [plan, approval, askUser, regenerate];
+
+/** Renders every card whose `select` gives data into its slot (`cards` unless it names one). */
+export function render(slots, chat, ctx) {
+  const bySlot = new Map(Object.keys(slots).map((slot) => [slot, []]));
+  for (const card of CARDS) {
+    const data = card.select(chat);
+    if (data === null || data === undefined) continue;
+    const node = card.render(data, ctx);
+    node.dataset.card = card.name;
+    bySlot.get(card.slot ?? 'cards')?.push(node);
+  }
+  for (const [slot, nodes] of bySlot) {
+    slots[slot].replaceChildren(...nodes);
+    slots[slot].hidden = nodes.length === 0;
+  }
+}
+
+/** One click handler per slot: the action named by the button, of the card it sits in. */
+export function bind(slots, { chat, send }) {
+  for (const root of Object.values(slots)) {
+    root.addEventListener('click', (event) => {
+      const target = event.target.closest('[data-action]');
+      const card = CARDS.find((c) => c.name === target?.closest('[data-card]')?.dataset.card);
+      const action = card?.actions?.[target.dataset.action];
+      const current = chat();
+      if (action && current) action(current, target, send);
+    });
+  }
+}

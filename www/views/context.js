@@ -1,0 +1,21 @@
+// The context gauge: the engine's estimate of what the next request takes against the window
+// (`runtime.context_usage`), and the provider's cache hits of the last answer.
+
+export function render(node, chat) {
+  const usage = chat.runtime.context_usage ?? {};
+  let last = null;
+  for (let i = chat.messages.length - 1; i >= 0 && !last; i -= 1) if (chat.messages[i].usage) last = chat.messages[i].usage;
+  const estimated = usage.estimated_tokens ?? 0;
+  const budget = usage.n_ctx ?? 0;
+  const cacheRead = last?.cache_read_tokens ?? 0;
+  const prompt = last?.prompt_tokens ?? 0;
+  node.dataset.estimated = String(estimated);
+  node.dataset.budget = String(budget);
+  node.dataset.cacheRead = String(cacheRead);
+  node.querySelector('meter').value = budget ? Math.min(1, estimated / budget) : 0;
+  const cache = prompt ? ` · cache hits ${cacheRead.toLocaleString('en')} of ${prompt.toLocaleString('en')} prompt tokens (${Math.round((100 * cacheRead) / prompt)}%)` : '';
+  node.querySelector('span').textContent = `≈ ${estimated.toLocaleString('en')} of ${budget.toLocaleString('en')} tokens${cache}`;
+}
+
+/** The gauge has no controls. */
+export function bind() {}
