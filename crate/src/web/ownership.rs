@@ -9,7 +9,6 @@ use crate::engine::Input;
 use js_sys::{Function, Promise};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{spawn_local, JsFuture};
 
 /// The chat as this tab sees it: the engine's snapshot when it owns the chat, the mirrored
@@ -133,15 +132,17 @@ pub(super) async fn follow(shared: &Handle, chat_id: &str) -> Result<JsValue, Js
             .push(resolve);
     });
     tabs::post(&channel, &json!({"kind": "snapshot_request"}));
-    let timeout = Promise::new(&mut |_, reject: Function| {
-        if let Ok(window) = js_sys::global().dyn_into::<web_sys::Window>() {
-            let silent = error("OwnerSilent", "the tab that owns this chat does not answer");
-            let _ = window
-                .set_timeout_with_callback_and_timeout_and_arguments_1(&reject, 5000, &silent);
+    let answer = JsFuture::from(waiting);
+    let timeout = gloo_timers::future::TimeoutFuture::new(5000);
+    let snapshot = match futures::future::select(answer, timeout).await {
+        futures::future::Either::Left((answer, _)) => answer?,
+        futures::future::Either::Right(_) => {
+            return Err(error(
+                "OwnerSilent",
+                "the tab that owns this chat does not answer",
+            ))
         }
-    });
-    let race = Promise::race(&js_sys::Array::of2(&waiting, &timeout));
-    let snapshot = JsFuture::from(race).await?;
+    };
     wait_for_takeover(shared, chat_id);
     Ok(snapshot)
 }

@@ -8,7 +8,7 @@ use super::subscribers::*;
 use super::tabs::ChatRole;
 use super::tool_calls::*;
 use crate::engine::{Effect, Engine, Input, Step};
-use js_sys::{Function, Promise};
+use js_sys::Function;
 use serde::Serialize;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -124,12 +124,11 @@ pub(super) fn perform(shared: &Handle, effect: Effect) {
 pub(super) fn wake_at(shared: &Handle, at_ms: u64) {
     let shared = shared.clone();
     let delay = at_ms.saturating_sub(now()).min(i32::MAX as u64) as i32;
-    let tick = Closure::once_into_js(move || {
+    let delay = u32::try_from(delay).unwrap_or(0);
+    gloo_timers::callback::Timeout::new(delay, move || {
         handle(&shared, Input::Tick {});
-    });
-    let _ = js_sys::global().dyn_into::<web_sys::Window>().map(|w| {
-        w.set_timeout_with_callback_and_timeout_and_arguments_0(tick.unchecked_ref(), delay)
-    });
+    })
+    .forget();
 }
 
 pub(super) fn describe(error: JsValue) -> String {
@@ -150,13 +149,8 @@ pub(super) fn headers_of(response: &Response) -> BTreeMap<String, String> {
         .collect()
 }
 
-pub(super) async fn sleep_ms(ms: i32) {
-    let promise = Promise::new(&mut |resolve: Function, _| {
-        if let Ok(window) = js_sys::global().dyn_into::<web_sys::Window>() {
-            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
-        }
-    });
-    let _ = JsFuture::from(promise).await;
+pub(super) async fn sleep_ms(ms: u32) {
+    gloo_timers::future::TimeoutFuture::new(ms).await;
 }
 
 /// `localStorage[key]`: only the small data-existed marker of B18 lives there, never chat data.
