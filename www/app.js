@@ -214,6 +214,9 @@ function scheduleRender() {
 function render() {
   const chat = app.chat;
   if (!chat) return;
+  // Cards appearing under the transcript make it shorter: one that was at its end stays there.
+  const transcript = $('transcript');
+  const atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80 && !Number.isFinite(app.restoreScroll);
   $('chat-title').textContent = chat.thread.title || 'Untitled chat';
   renderModelLine(chat);
   app.view.render(chat);
@@ -222,6 +225,7 @@ function render() {
     app.restoreScroll = NaN;
   }
   if (chat.dirty.messages || chat.dirty.runtime) renderControls(chat);
+  if (atEnd) transcript.scrollTop = transcript.scrollHeight;
   chat.dirty = { messages: false, draft: false, runtime: false };
 }
 

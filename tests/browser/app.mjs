@@ -213,6 +213,11 @@ async function planAskAndSteer(page) {
   check((await page.textContent('[data-testid=plan]')).includes('Rewrite them'), 'the plan block shows the plan');
   check((await page.textContent('[data-testid=plan-updates]')).includes('Step 1 done'), 'with its updates');
   check((await page.textContent('[data-testid=ask-user]')).includes('Which tone'), 'the ask-user card shows the question');
+  check(await page.locator('[data-testid=regenerate]').count() === 0, 'while a question waits, the answer box is offered and Regenerate is not');
+  // PALAVER_SHOTS=dir keeps a picture of the cards for a person to look at.
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: `${process.env.PALAVER_SHOTS}/plan-and-question.png`, fullPage: true });
+  const transcript = await page.evaluate(() => { const t = document.getElementById('transcript'); return { bottom: t.scrollHeight - t.scrollTop - t.clientHeight, text: t.innerText }; });
+  check(transcript.bottom < 2 && transcript.text.includes('One question first.'), `a card that appears keeps the transcript at its end, where the question's text is (${transcript.bottom} px from the end)`);
   await page.fill('[data-testid=ask-user-answer]', 'Formal, please');
   await page.click('[data-testid=ask-user-send]');
   await waitIdle(page, 2);
@@ -647,8 +652,8 @@ try {
   const page = await newPage();
   for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
     ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['offline', offline]]) {
-    // PALAVER_SECTIONS=a,b runs the newcomer's path and only those sections (while developing).
-    if (process.env.PALAVER_SECTIONS && name !== 'newcomer' && !process.env.PALAVER_SECTIONS.split(',').includes(name)) continue;
+    // PALAVER_SECTIONS='a;b' runs the newcomer's path and only those sections (while developing).
+    if (process.env.PALAVER_SECTIONS && name !== 'newcomer' && !process.env.PALAVER_SECTIONS.split(';').includes(name)) continue;
     console.log(`-- ${name}`);
     try {
       await run(page);
