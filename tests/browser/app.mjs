@@ -481,8 +481,10 @@ async function linkHijack(page) {
   const saved = await page.evaluate(() => JSON.parse(localStorage.getItem('palaver.settings')).providers['openai-chat'].base_url);
   check(saved === good, `E1: a link does not change the saved base URL (${saved})`);
   const before = requests.length;
+  // The reload reopens the chat that was open; the new one must be the one shown before sending.
+  const restored = await page.evaluate(() => globalThis.palaverApp.chat?.id ?? null);
   await page.click('[data-testid=new-chat]');
-  await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
+  await page.waitForFunction((old) => globalThis.palaverApp.chat && globalThis.palaverApp.chat.id !== old && !document.querySelector('[data-testid=message]'), restored);
   await sendAndWait(page, 'After the link', 1);
   const sent = requests.slice(before).filter((r) => r.method() === 'POST');
   check(sent.length > 0 && sent.every((r) => r.url().startsWith(double.url)), `E1: the next message still goes to the provider the user saved (${sent.map((r) => r.url()).join(', ')})`);
