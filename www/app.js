@@ -7,6 +7,8 @@ import { ChatMirror } from './mirror.js';
 import { el, button, TranscriptView, PAGE } from './view.js';
 import * as queueView from './views/queue.js';
 import * as contextView from './views/context.js';
+import * as statusView from './views/status.js';
+import * as chatListView from './views/chat-list.js';
 import * as cards from './cards/registry.js';
 import * as settingsStore from './settings.js';
 import * as agent from './agent.js';
@@ -137,14 +139,8 @@ async function checkStorage() {
 }
 
 function renderChatList() {
-  const query = $('chat-search').value.trim().toLowerCase();
-  // The open chat's title is the engine's, which is ahead of what IndexedDB has stored so far.
-  const titled = app.chats.map((c) => (c.id === app.chat?.id && app.chat.thread.title ? { ...c, title: app.chat.thread.title } : c));
-  const shown = titled.filter((c) => !query || (c.title || 'Untitled chat').toLowerCase().includes(query));
-  $('chat-list').replaceChildren(...shown.map((chat) => el('button', {
-    type: 'button', testid: 'chat-item', text: chat.title || 'Untitled chat', 'data-chat-id': chat.id,
-    ariaCurrent: String(chat.id === app.chat?.id), onclick: () => selectChat(chat.id),
-  })));
+  const openTitle = app.chat?.thread.title;
+  chatListView.render($('chat-list'), { chats: app.chats, openId: app.chat?.id, openTitle, query: $('chat-search').value });
 }
 
 /** Opens a chat; calls run one after another, so quick clicks never interleave. */
@@ -238,38 +234,8 @@ function renderControls(chat) {
   queueView.render($('queue'), runtime);
   contextView.render($('context-usage'), chat);
   updateComposerButtons();
-  if (runtime.error) status(errorSentence(runtime.error), true);
-  else if (runtime.retry) status(`${RETRY_CAUSE[runtime.retry.class] ?? 'The request failed'}; trying again (attempt ${runtime.retry.attempt} of ${runtime.retry.max_attempts})…`);
-  else if (runtime.storage_error) status(`Not saved yet: ${runtime.storage_error}`, true);
-  else if (runtime.is_compressing) status('Compressing the context…');
-  else status(app.palaver.tabRole(chat.id)?.role === 'follower' ? 'This chat is live in another tab; this tab follows it.' : '');
-}
-
-/** What each error class means for the user, and what fixes it (SECURITY D24's taxonomy). */
-const ERROR_SENTENCES = {
-  auth: 'The provider refused the API key. Check the key (and the base URL) in Settings.',
-  quota: 'The provider says the account is out of credit or over its limit. Check billing with the provider.',
-  rate_limited: 'The provider is limiting how fast requests may come. Wait a minute, then Retry.',
-  overloaded: 'The provider is overloaded right now. Retry in a moment, or pick another model.',
-  network: 'The provider could not be reached. Check the connection and the base URL, then Retry.',
-  request_too_large: 'The conversation is too long for this model\'s context window. Start a new chat, remove long messages, or pick a model with a larger window.',
-  bad_request: 'The provider refused the request as invalid. The model name or a setting may be wrong; check Settings.',
-  server_error: 'The provider failed on its side. Retry in a moment.',
-  malformed: 'The provider sent a stream Palaver could not read. Retry; if it happens again, the server is not compatible.',
-  truncated: 'The answer stopped before the provider finished it. Retry to get it whole.',
-  idle_timeout: 'The provider stopped sending in the middle of the answer. Retry.',
-  first_byte_timeout: 'The provider did not start answering in time. Retry, or check the server.',
-};
-const RETRY_CAUSE = {
-  overloaded: 'The provider is overloaded', rate_limited: 'The provider is rate-limiting', server_error: 'The provider failed',
-  network: 'The provider could not be reached', truncated: 'The answer was cut off', idle_timeout: 'The provider went silent',
-  first_byte_timeout: 'The provider did not answer in time',
-};
-
-/** A status line for a failed turn: what happened and what to do, then the provider's words. */
-function errorSentence(error) {
-  const sentence = ERROR_SENTENCES[error.class] ?? 'The turn failed.';
-  return error.message ? `${sentence} (The provider said: ${error.message})` : sentence;
+  const follower = app.palaver.tabRole(chat.id)?.role === 'follower';
+  statusView.render($('status'), runtime, follower ? 'This chat is live in another tab; this tab follows it.' : '');
 }
 
 /** The chat header's model line: the model answering this chat and its context window. */
@@ -293,8 +259,7 @@ function updateComposerButtons() {
 }
 
 function status(text, error = false) {
-  $('status').textContent = text;
-  $('status').className = error ? 'error' : '';
+  statusView.say($('status'), text, error);
 }
 
 // --- composer ---
@@ -734,6 +699,7 @@ function wire() {
   $('stop').addEventListener('click', () => command({ type: 'abort' }));
   $('new-chat').addEventListener('click', () => engineReady() && newChat());
   $('chat-search').addEventListener('input', renderChatList);
+  chatListView.bind($('chat-list'), { select: (id) => selectChat(id) });
   // Filled on the click that opens the panel (before it shows), so typing can follow at once.
   $('settings').querySelector('summary').addEventListener('click', () => {
     if (!$('settings').open) openSettings();

@@ -83,7 +83,7 @@ pub struct ChatSession {
     /// What the runtime reports that is derived from the stored history (the token estimate,
     /// the plan, the pending questions); recomputed only after the history changes, so a stream
     /// chunk costs O(chunk), not O(chat).
-    derived: std::cell::RefCell<Option<Derived>>,
+    derived: std::cell::OnceCell<Derived>,
     last_queue: Vec<QueuedItemSummary>,
     /// The last compaction's status for `runtime_updated` (`running`, `applied`, …).
     compression_phase: Option<String>,
@@ -103,7 +103,7 @@ pub struct ChatSession {
 }
 
 /// See `ChatSession::derived`.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Derived {
     estimated_tokens: u64,
     plan: Option<crate::plan::CurrentPlan>,
@@ -123,7 +123,7 @@ impl ChatSession {
             book: TrajectoryBook::default(),
             hold_queue: false,
             last_runtime: None,
-            derived: std::cell::RefCell::new(None),
+            derived: std::cell::OnceCell::new(),
             last_queue: Vec::new(),
             compression_phase: None,
             compression_reason: None,
@@ -228,6 +228,7 @@ impl ChatSession {
 
     pub fn runtime(&self, config: &EngineConfig) -> Runtime {
         let queued_items = self.queue.summary();
+        let derived = self.derived();
         Runtime {
             state: self.state.name().to_string(),
             error: match &self.state {
@@ -249,10 +250,10 @@ impl ChatSession {
             retry: self.retry_status(config),
             compression_strength: self.last_strength,
             busy: self.state.is_busy(),
-            plan: self.derived().plan,
+            plan: derived.plan.clone(),
             questions: match self.state {
                 SessionState::WaitingUserInput => {
-                    Some(self.derived().questions.unwrap_or_default())
+                    Some(derived.questions.clone().unwrap_or_default())
                 }
                 _ => None,
             },
@@ -260,17 +261,12 @@ impl ChatSession {
     }
 
     /// The history-derived part of the runtime, from the cache or computed once.
-    fn derived(&self) -> Derived {
-        if let Some(derived) = self.derived.borrow().as_ref() {
-            return derived.clone();
-        }
-        let derived = Derived {
+    fn derived(&self) -> &Derived {
+        self.derived.get_or_init(|| Derived {
             estimated_tokens: self.estimate_history(),
             plan: crate::plan::current_plan(&self.messages, &[]),
             questions: crate::tools::pending_questions(&self.messages),
-        };
-        self.derived.replace(Some(derived.clone()));
-        derived
+        })
     }
 
     /// SPEC §5's estimate: characters / 4 + 10 per message, 1000 per image, anchored to the
@@ -385,7 +381,7 @@ impl ChatSession {
     // --- History mutations: each emits its event and marks the trajectory dirty. ---
 
     pub(crate) fn push_message(&mut self, message: ChatMessage) {
-        self.derived.replace(None);
+        self.derived.take();
         let index = self.messages.len();
         self.book.touch(&message.message_id);
         self.messages.push(message.clone());
@@ -393,7 +389,7 @@ impl ChatSession {
     }
 
     pub(crate) fn replace_message(&mut self, index: usize, message: ChatMessage) {
-        self.derived.replace(None);
+        self.derived.take();
         self.book.touch(&message.message_id);
         self.messages[index] = message.clone();
         self.emit(Event::MessageUpdated {
@@ -403,7 +399,7 @@ impl ChatSession {
     }
 
     pub(crate) fn remove_message_at(&mut self, index: usize) {
-        self.derived.replace(None);
+        self.derived.take();
         let removed = self.messages.remove(index);
         self.book.remove(&removed.message_id);
         // Later messages moved up one place: their stored positions change.
@@ -416,7 +412,7 @@ impl ChatSession {
     }
 
     pub(crate) fn truncate_at(&mut self, from_index: usize) {
-        self.derived.replace(None);
+        self.derived.take();
         if from_index >= self.messages.len() {
             return;
         }

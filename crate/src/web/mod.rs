@@ -44,6 +44,28 @@ export type Input =
   | { input: "save_failed"; chat_id: string; version: number; reason?: string }
   | { input: "tick" };
 export interface EventEnvelope { chat_id: string; seq: number; type: string; [key: string]: unknown; }
+/** `runtime` in a snapshot and in `runtime_updated` (SPEC §2, §3.1): what the page shows, never re-derived. */
+export interface Runtime {
+  state: "idle" | "generating" | "executing_tools" | "paused" | "waiting_ide" | "waiting_user_input" | "completed" | "error";
+  /** A turn is under way: Stop instead of Send, a message now is queued. */
+  busy: boolean;
+  error?: { kind: string; code: string; message: string; retryable: boolean; class: ErrorClass; attempts?: number };
+  pause_reasons: { tool_call_id: string; tool_name: string; args: unknown; rule: string }[];
+  queue_size: number;
+  queued_items: { client_request_id: string; type: string; priority: boolean; preview?: string }[];
+  queue_held?: boolean;
+  context_usage: { estimated_tokens: number; n_ctx: number; message_count: number; pressure: number };
+  is_compressing: boolean;
+  compression_phase?: "checking" | "running" | "applied" | "skipped" | "failed";
+  compression_reason?: string;
+  storage_error?: string;
+  compression_strength?: string;
+  retry?: { attempt: number; max_attempts: number; at_ms?: number; class: ErrorClass; code: string; message: string };
+  /** The plan as it stands: base, version and its updates as `[seq, note]`. */
+  plan?: { message_id: string; mode: string; version: number; body: string; updates: [number, string][] };
+  /** In `waiting_user_input`: the questions of the `ask_questions` call the turn waits on. */
+  questions?: string[];
+}
 export type Effect =
   | { effect: "start_request"; chat_id: string; request_id: string; purpose: "chat" | "compaction"; request: { provider: string; url: string; headers: Record<string, string>; body: unknown } }
   | { effect: "cancel_request"; request_id: string }
