@@ -145,11 +145,11 @@ function renderChatList() {
 
 /** Opens a chat; calls run one after another, so quick clicks never interleave. */
 function selectChat(id) {
-  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(() => openChatMirror(id));
+  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(() => openChatView(id));
   return app.selecting;
 }
 
-async function openChatMirror(id) {
+async function openChatView(id) {
   if (app.subscription !== null) app.palaver.unsubscribe(app.subscription);
   saveComposerDraft();
   $('composer').value = localStorage.getItem(draftKey(id)) ?? '';
@@ -190,7 +190,7 @@ async function newChat() {
   app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(async () => {
     id = await app.palaver.createChat('');
     await showChats();
-    await openChatMirror(id);
+    await openChatView(id);
   });
   await app.selecting;
   return id;

@@ -27,7 +27,7 @@ pub enum CompressionStrength {
     High,
 }
 
-pub use crate::hidden::{exemption, Exemption};
+use crate::hidden::{exemption, Exemption};
 
 pub const DROP_ON_AGE_USER_TURNS: usize = 2;
 pub const KEEP_RECENT_N: usize = 3;

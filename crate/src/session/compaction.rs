@@ -10,7 +10,7 @@ use super::state::{Compaction, Generating, Resume, SessionState, StreamPhase, St
 use super::{ChatSession, Ctx};
 use crate::delta::Draft;
 use crate::effect::{Effect, RequestPurpose};
-use crate::history_limit::{exemption, Exemption};
+use crate::hidden::{exemption, Exemption};
 use crate::message::{ChatMessage, Content, Role};
 use crate::provider::StreamDecoder;
 use crate::request::{build_request, RequestInput};
