@@ -9,6 +9,7 @@ source "$(dirname "$0")/lib.sh"
 ensure_wasm_target
 ensure_wasm_bindgen
 build_pkg
+ensure_default_model
 say "building the palaver binary"
 cargo build --release --bin palaver --manifest-path "$ROOT/Cargo.toml"
 args=("$@")

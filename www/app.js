@@ -13,13 +13,18 @@ import * as cards from './cards/registry.js';
 import * as settingsStore from './settings.js';
 import * as agent from './agent.js';
 import { Attachments } from './attachments.js';
+import { LocalModel } from './local/client.js';
+import { DEFAULT_MODEL, SMALL_MODEL_NOTE, DEFAULT_LOCAL_N_CTX } from './local/catalog.js';
+import * as localView from './views/local-model.js';
 
 const $ = (id) => document.getElementById(id);
 
+/** The only scripts the page starts: the offline cache and the model worker. */
+const SCRIPTS = ['sw.js', 'local/worker.js'];
 const policy = globalThis.trustedTypes?.createPolicy('palaver', {
   createHTML: (markdown) => renderMarkdown(markdown),
   createScriptURL: (url) => {
-    if (url !== 'sw.js') throw new TypeError(`no script URL but sw.js: ${url}`);
+    if (!SCRIPTS.includes(url)) throw new TypeError(`no script URL but ${SCRIPTS.join(' and ')}: ${url}`);
     return url;
   },
 });
@@ -44,8 +49,13 @@ const app = {
 function engineConfig(settings) {
   const providers = Object.entries(settings.providers)
     .filter(([kind, p]) => settingsStore.PROVIDER_KINDS.includes(kind) && p?.base_url)
-    .map(([kind, p]) => ({ kind, base_url: p.base_url, model: p.model ?? '', ...settingsStore.modelSettings(p) }));
+    .map(([kind, p]) => ({ kind, base_url: p.base_url, model: p.model ?? '', ...localDefaults(kind), ...settingsStore.modelSettings(p) }));
   return providers.length ? { providers } : {};
+}
+
+/** The model in the page gets its window (for the gauge and the history limit) unless one is set. */
+function localDefaults(kind) {
+  return kind === 'local' ? { n_ctx: DEFAULT_LOCAL_N_CTX } : {};
 }
 
 /**
@@ -77,6 +87,8 @@ async function openEngine() {
   }
   const config = { ...engineConfig(settings), ...(await agentConfig(settings)) };
   app.palaver = await Palaver.open(config, undefined, (message) => status(message, true));
+  // `local` requests go to the model worker (started on the first one), with the window chosen.
+  app.palaver.setLocalTransport((url, init) => localModel().transport(url, init, { n_ctx: localWindow() }));
   for (const [kind, config] of Object.entries(settings.providers)) {
     const origin = settingsStore.originOf(config?.base_url ?? '');
     if (!app.keys[kind] && settings.remember_key) {
@@ -121,13 +133,38 @@ async function showChats() {
   if (!app.chat) showEmptyState();
 }
 
-/** With no chat open: how to start, and (first run of the extension, a new browser) how to import. */
+/**
+ * With no chat open: how to start. When nothing can answer yet (no provider, no model in the
+ * page), the ways to get an answer come first; then how to import chats from elsewhere.
+ */
 function showEmptyState() {
+  const importButton = button('empty-import', 'Import an export file…', 'import', { onclick: () => $('import-file').click() });
+  if (!settingsStore.isConfigured(settingsStore.loadSettings())) {
+    $('transcript').replaceChildren(firstRunOffer(importButton));
+    return;
+  }
   const text = app.chats.length
     ? 'Pick a chat on the left, or write below to start a new one.'
     : 'No chats here yet. Write below to start one, or import chats exported from another browser or from the Palaver site (each keeps its own storage).';
-  const importButton = button('empty-import', 'Import an export file…', 'import', { onclick: () => $('import-file').click() });
   $('transcript').replaceChildren(el('div', { class: 'empty', testid: 'empty-state' }, el('p', { text }), importButton));
+}
+
+/** Nothing can answer yet: a small model in this browser, or a provider. */
+function firstRunOffer(importButton) {
+  const progress = el('div', { class: 'progress', testid: 'first-run-progress', hidden: true });
+  const said = el('p', { testid: 'first-run-status', role: 'status' });
+  localView.bind(progress, { cancel: () => app.download?.abort() });
+  const unavailable = localUnavailable();
+  const tryLocal = unavailable ? null : button('try-local', 'Try a small model in this browser (98 MB, offline after the first load)', 'try-local', { onclick: () => tryLocalModel(progress, said) });
+  return el('div', { class: 'empty first-run', testid: 'empty-state' },
+    el('p', { text: 'Nothing can answer yet. Choose how:' }),
+    el('div', { class: 'choices' },
+      tryLocal,
+      button('connect-provider', 'Connect a provider', 'connect-provider', { onclick: () => openSettingsPanel() })),
+    el('p', { class: 'note', testid: 'small-model-note', text: unavailable ?? SMALL_MODEL_NOTE }),
+    progress, said,
+    el('p', { text: 'Chats from another browser or the extension? Each keeps its own storage: import their export.' }),
+    importButton);
 }
 
 /** B17/B18: storage nearly full, or the browser dropped our data since the last visit. */
@@ -486,6 +523,202 @@ async function deleteChat() {
   $('status').append(undo);
 }
 
+// --- the model in the page ---
+
+/**
+ * Why the model in the page cannot run here, or null. Chrome's extension pages may not start
+ * workers from blob: URLs (manifest v3 refuses that policy), and llama.cpp's wasm build starts its
+ * workers that way; a sandboxed extension page has an opaque origin where they fail to load too.
+ */
+function localUnavailable() {
+  if (location.protocol !== 'chrome-extension:') return null;
+  return 'The model in the page cannot run inside the extension: Chrome\'s rules for extensions forbid the workers llama.cpp starts. Use it in the app palaver serve (or any static host) serves, or connect a provider here.';
+}
+
+function localModel() {
+  if (!app.local) app.local = new LocalModel(policy ? policy.createScriptURL('local/worker.js') : 'local/worker.js');
+  return app.local;
+}
+
+/** The window the page's model is loaded with: the user's, else the default. */
+function localWindow() {
+  const local = settingsStore.loadSettings().providers?.local ?? {};
+  return settingsStore.modelSettings(local).n_ctx ?? DEFAULT_LOCAL_N_CTX;
+}
+
+/**
+ * Where the default model is served: beside the app (`palaver serve`'s /models/, a static host's
+ * models/). The extension has no server of its own: it asks the paired palaver serve.
+ */
+function defaultModelUrl() {
+  if (location.protocol === 'chrome-extension:') {
+    const proxy = agent.proxyOf(settingsStore.loadSettings());
+    return proxy ? `${proxy.url}/models/${DEFAULT_MODEL.file}` : null;
+  }
+  return new URL(DEFAULT_MODEL.path, location.href).href;
+}
+
+/**
+ * Runs one download at a time with its progress (bar, bytes, %) and Cancel in `node`; the model is
+ * then loaded once with a window of `n_ctx` tokens to prove it works.
+ */
+async function download(node, label, start, n_ctx = localWindow()) {
+  app.download?.abort();
+  const controller = new AbortController();
+  app.download = controller;
+  localView.renderProgress(node, { loaded: 0, total: 0 }, label);
+  try {
+    return await start({ signal: controller.signal, n_ctx, onProgress: (progress) => localView.renderProgress(node, progress, label) });
+  } finally {
+    if (app.download === controller) app.download = null;
+    node.hidden = true;
+  }
+}
+
+/** The default model's id once it is stored, downloading it (sha256 checked) when it is not. */
+async function fetchDefaultModel(node) {
+  const local = localModel();
+  if ((await local.list()).some((m) => m.id === DEFAULT_MODEL.file)) return DEFAULT_MODEL.file;
+  const url = defaultModelUrl();
+  if (!url) throw new Error('In the extension, pick the .gguf file from disk (Settings → Model in this browser), or pair palaver serve, which serves the default model.');
+  const expected = { size: DEFAULT_MODEL.size, sha256: DEFAULT_MODEL.sha256 };
+  const stored = await download(node, `Downloading ${DEFAULT_MODEL.label}`, (options) => local.download(url, DEFAULT_MODEL.file, expected, options));
+  return stored.id;
+}
+
+/**
+ * Asks the offline cache to keep llama.cpp's files (loaded only on use), so the model in the page
+ * answers offline too; resolves when they are kept (at once without a service worker).
+ */
+async function cacheModelRuntime() {
+  const worker = (await navigator.serviceWorker?.getRegistration?.().catch(() => null))?.active;
+  if (!worker) return;
+  await new Promise((resolve) => {
+    const done = (event) => {
+      if (event.data?.type !== 'runtime-cached') return;
+      navigator.serviceWorker.removeEventListener('message', done);
+      resolve();
+    };
+    navigator.serviceWorker.addEventListener('message', done);
+    worker.postMessage({ type: 'cache-runtime' });
+    setTimeout(resolve, 60_000);
+  });
+}
+
+/** First run: the default model, downloaded once, answers from now on. */
+async function tryLocalModel(progress, said) {
+  said.textContent = '';
+  said.className = '';
+  try {
+    const id = await fetchDefaultModel(progress);
+    await useLocalModel(id, { n_ctx: DEFAULT_MODEL.n_ctx, max_tokens: DEFAULT_MODEL.max_tokens });
+    await cacheModelRuntime();
+    if (!app.chat) showEmptyState();
+    status(`${DEFAULT_MODEL.label} runs in this browser, offline: write below. ${SMALL_MODEL_NOTE}`);
+    $('composer').focus();
+  } catch (error) {
+    said.textContent = error.message;
+    said.className = 'error';
+  }
+}
+
+/** Makes the stored model `id` the active provider (defaults in `extra`, the user's settings win). */
+async function useLocalModel(id, extra = {}) {
+  const settings = settingsStore.loadSettings();
+  const current = settings.providers?.local ?? {};
+  const kept = Object.fromEntries(settingsStore.MODEL_SETTINGS.filter((k) => k in current).map((k) => [k, current[k]]));
+  settingsStore.saveSettings(settingsStore.withProvider(settings, 'local', '', id, { ...extra, ...kept }));
+  document.body.dataset.ready = 'false';
+  await openEngine();
+  document.body.dataset.ready = 'true';
+}
+
+function localStatus(text, error = false) {
+  $('local-status').textContent = text;
+  $('local-status').className = error ? 'error' : '';
+}
+
+/** The `local` kind's part of Settings: how it runs, the stored models with sizes, downloads. */
+async function refreshLocalPanel() {
+  $('local-note').textContent = SMALL_MODEL_NOTE;
+  const unavailable = localUnavailable();
+  $('local-store').hidden = Boolean(unavailable);
+  if (unavailable) {
+    $('local-threads').textContent = unavailable;
+    return;
+  }
+  try {
+    const local = localModel();
+    const [info, models] = await Promise.all([local.info(), local.list()]);
+    $('local-threads').textContent = localView.threadsText(info);
+    if (!$('provider-model').value && models.length) {
+      $('provider-model').value = (models.find((m) => m.id === DEFAULT_MODEL.file) ?? models[0]).id;
+    }
+    localView.renderModels($('local-models'), models, $('provider-model').value.trim());
+    $('model-list').replaceChildren(...models.map((m) => new Option('', m.id)));
+    $('local-download-default').hidden = models.some((m) => m.id === DEFAULT_MODEL.file);
+  } catch (error) {
+    localStatus(error.message, true);
+  }
+}
+
+/** A download or import from the Settings panel; the model it stores becomes the chosen one. */
+async function storeLocalModel(label, start) {
+  localStatus('');
+  try {
+    const stored = await download($('local-progress'), label, start, Number($('provider-n-ctx').value) || localWindow());
+    $('provider-model').value = stored.id;
+    await cacheModelRuntime();
+    localStatus(`${stored.id} is stored in this browser. Save to use it.`);
+  } catch (error) {
+    localStatus(error.message, true);
+  }
+  await refreshLocalPanel();
+}
+
+function bindLocalPanel() {
+  $('local-download-default').addEventListener('click', () => storeLocalModel(`Downloading ${DEFAULT_MODEL.label}`, async (options) => {
+    const url = defaultModelUrl();
+    if (!url) throw new Error('In the extension, pick the .gguf file from disk, or pair palaver serve, which serves the default model.');
+    return localModel().download(url, DEFAULT_MODEL.file, { size: DEFAULT_MODEL.size, sha256: DEFAULT_MODEL.sha256 }, options);
+  }));
+  $('local-pick').addEventListener('click', () => $('local-file').click());
+  $('local-file').addEventListener('change', () => {
+    const file = $('local-file').files[0];
+    $('local-file').value = '';
+    if (file) storeLocalModel(`Storing ${file.name}`, (options) => localModel().importFile(file, options));
+  });
+  $('local-download-url').addEventListener('click', () => {
+    const text = $('local-url').value.trim();
+    let url;
+    try {
+      url = new URL(text);
+    } catch {
+      localStatus('Give the full address of a .gguf file (https://…/model.gguf).', true);
+      return;
+    }
+    const name = decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf');
+    storeLocalModel(`Downloading ${name}`, (options) => localModel().download(url.href, name, {}, options));
+  });
+  localView.bind($('local-model'), {
+    use: (id) => {
+      $('provider-model').value = id;
+      refreshLocalPanel();
+    },
+    remove: async (id) => {
+      try {
+        await localModel().remove(id);
+        if ($('provider-model').value === id) $('provider-model').value = '';
+        localStatus(`${id} was deleted from this browser.`);
+      } catch (error) {
+        localStatus(error.message, true);
+      }
+      await refreshLocalPanel();
+    },
+    cancel: () => app.download?.abort(),
+  });
+}
+
 // --- settings ---
 
 /** The key of `kind` if it was given for `baseUrl`'s origin, else '' (SECURITY E1). */
@@ -521,9 +754,20 @@ function openSettings() {
     ` ${tool}`)));
 }
 
+/** Opens Settings from a button elsewhere (the first-run offer), as its own summary does. */
+function openSettingsPanel() {
+  if (!$('settings').open) openSettings();
+  $('settings').open = true;
+  $('provider-kind').focus();
+}
+
 /** The provider fields for `kind`, as configured (each kind keeps its own URL, model and key). */
 function fillProviderFields(settings, kind, proposal = null) {
   const config = settings.providers[kind] ?? {};
+  const local = kind === 'local';
+  for (const node of $('settings-form').querySelectorAll('.remote-only')) node.hidden = local;
+  $('local-model').hidden = !local;
+  $('provider-n-ctx').placeholder = local ? String(DEFAULT_LOCAL_N_CTX) : 'from the provider, else 128000';
   const fromLink = proposal && (proposal.kind ?? settings.kind) === kind ? proposal : {};
   $('provider-base-url').value = fromLink.base_url ?? config.base_url ?? '';
   $('provider-model').value = fromLink.model ?? config.model ?? '';
@@ -535,6 +779,7 @@ function fillProviderFields(settings, kind, proposal = null) {
   $('model-list').replaceChildren();
   app.models = [];
   showKeyFor(kind);
+  if (local) refreshLocalPanel();
 }
 
 /** The model settings fields, as stored (numbers; '' left out). */
@@ -705,6 +950,7 @@ function wire() {
     if (!$('settings').open) openSettings();
   });
   $('settings-form').addEventListener('submit', saveSettingsForm);
+  bindLocalPanel();
   $('provider-kind').addEventListener('change', () => fillProviderFields(settingsStore.loadSettings(), $('provider-kind').value, app.proposal));
   $('provider-base-url').addEventListener('input', () => showKeyFor($('provider-kind').value));
   $('list-models').addEventListener('click', listProviderModels);
@@ -773,6 +1019,8 @@ async function main() {
   await openEngine();
   await checkStorage();
   registerServiceWorker();
+  // A model in the page in use: its runtime is kept for offline use (an update cleared it).
+  if (settingsStore.activeProvider(settingsStore.loadSettings()).kind === 'local') cacheModelRuntime();
   document.body.dataset.ready = 'true';
   performance.mark('palaver-interactive');
 }
@@ -781,4 +1029,5 @@ async function main() {
 globalThis.palaverApp = app;
 app.selectChat = (id) => selectChat(id);
 app.showChats = () => showChats();
+app.localModel = () => localModel();
 main().catch((error) => status(String(error?.message ?? error), true));

@@ -3,7 +3,12 @@
 // its AES-GCM ciphertext under a wrapping CryptoKey made non-extractable (SECURITY C16, C17).
 
 const SETTINGS_KEY = 'palaver.settings';
-export const PROVIDER_KINDS = ['openai-chat', 'anthropic', 'gemini', 'openai-responses'];
+export const PROVIDER_KINDS = ['openai-chat', 'anthropic', 'gemini', 'openai-responses', 'local'];
+/**
+ * The `local` kind (the model in the page) has no server: its requests go to the page's model
+ * worker. This stands in for a base URL, and names the target in "What the model sees".
+ */
+export const LOCAL_BASE_URL = 'local://this-browser';
 
 /**
  * The stored settings: the active provider `kind`, every configured provider's `{base_url, model}`
@@ -38,7 +43,14 @@ export function activeProvider(settings) {
 export function withProvider(settings, kind, baseUrl, model, extra = null) {
   const current = settings.providers?.[kind] ?? {};
   const kept = extra ?? Object.fromEntries(MODEL_SETTINGS.filter((k) => k in current).map((k) => [k, current[k]]));
-  return { ...settings, kind, providers: { ...settings.providers, [kind]: { base_url: baseUrl, model, ...kept } } };
+  const base_url = kind === 'local' ? LOCAL_BASE_URL : baseUrl;
+  return { ...settings, kind, providers: { ...settings.providers, [kind]: { base_url, model, ...kept } } };
+}
+
+/** Whether anything can answer: a provider with a base URL, or a model chosen for the page. */
+export function isConfigured(settings) {
+  const provider = activeProvider(settings);
+  return provider.kind === 'local' ? Boolean(provider.model) : Boolean(provider.base_url);
 }
 
 /** A provider's model settings as the engine takes them: valid numbers and efforts only. */

@@ -10,7 +10,9 @@ const workerPolicy = self.trustedTypes?.createPolicy('palaver', {
   createScriptURL: (url) => (url === '../pkg/shell.js' ? url : ''),
 });
 importScripts(workerPolicy ? workerPolicy.createScriptURL('../pkg/shell.js') : '../pkg/shell.js');
-const { version: VERSION, files: SHELL } = self.palaverShell;
+const { version: VERSION, files: SHELL, runtime: RUNTIME = [] } = self.palaverShell;
+/** Where the files loaded only on use live (llama.cpp in wasm for the model in the page). */
+const RUNTIME_PREFIX = new URL('../pkg/vendor/', self.location).pathname;
 
 self.addEventListener('install', (event) => {
   event.waitUntil(caches.open(VERSION).then((cache) => cache.addAll(SHELL)).then(() => self.skipWaiting()));
@@ -18,10 +20,36 @@ self.addEventListener('install', (event) => {
 
 self.addEventListener('activate', (event) => {
   event.waitUntil((async () => {
+    const current = await caches.open(VERSION);
     for (const name of await caches.keys()) {
-      if (name.startsWith('palaver-shell-') && name !== VERSION) await caches.delete(name);
+      if (!name.startsWith('palaver-shell-') || name === VERSION) continue;
+      // The model runtime a user already has stays usable offline across app updates (the
+      // network refreshes it on its next use online).
+      const old = await caches.open(name);
+      for (const request of await old.keys()) {
+        if (new URL(request.url).pathname.startsWith(RUNTIME_PREFIX) && !(await current.match(request))) {
+          await current.put(request, await old.match(request));
+        }
+      }
+      await caches.delete(name);
     }
     await self.clients.claim();
+  })());
+});
+
+/**
+ * `{type: 'cache-runtime'}` from the page (once it has a model in the page): the files llama.cpp
+ * needs are cached now, whichever context fetched them first, so the model answers offline.
+ */
+self.addEventListener('message', (event) => {
+  if (event.data?.type !== 'cache-runtime') return;
+  event.waitUntil((async () => {
+    const cache = await caches.open(VERSION);
+    for (const path of RUNTIME) {
+      const url = new URL(path, self.location).href;
+      if (!(await cache.match(url))) await cache.add(url).catch(() => {});
+    }
+    event.source?.postMessage({ type: 'runtime-cached' });
   })());
 });
 

@@ -44,6 +44,7 @@ mod native {
         let config = ServeConfig {
             www: root.join("www"),
             pkg: root.join("pkg"),
+            models: None,
             workspace: root.join("ws"),
             allowed_origins: Vec::new(),
             allow_shell: false,

@@ -22,6 +22,11 @@ try {
   await ready(page);
   check(await page.isVisible('[data-testid=chat-list]'), 'the side panel page renders the chat list');
   check(await page.isVisible('[data-testid=empty-import]'), 'B24: its first run offers to import chats (its storage is its own)');
+  // Issue 16: Chrome's extension rules forbid the workers llama.cpp in wasm starts; the panel says so
+  // instead of offering a model that could not load.
+  const note = await page.textContent('[data-testid=small-model-note]');
+  check(await page.isHidden('[data-testid=try-local]') && await page.isVisible('[data-testid=connect-provider]') && note.includes('cannot run inside the extension'),
+    `the model in the page is not offered in the extension, and the page says why (${note})`);
   const version = await page.textContent('[data-testid=engine-version]');
   check(/^\d+\.\d+/.test(version), `C12: the wasm engine runs under the manifest CSP (engine ${version})`);
   await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: 'sk-test-ext' });

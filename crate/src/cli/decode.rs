@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct DecodeArgs {
-    /// openai-chat, anthropic, gemini or openai-responses
+    /// openai-chat, anthropic, gemini, openai-responses or local
     #[arg(long)]
     pub provider: String,
     /// Print the delta ops as JSON lines instead of the assembled message.
@@ -23,7 +23,7 @@ pub struct DecodeArgs {
 
 pub fn run(args: DecodeArgs) -> ExitCode {
     let Some(kind) = ProviderKind::parse(&args.provider) else {
-        eprintln!("palaver decode: unknown provider `{}` (openai-chat, anthropic, gemini, openai-responses)", args.provider);
+        eprintln!("palaver decode: unknown provider `{}` (openai-chat, anthropic, gemini, openai-responses, local)", args.provider);
         return ExitCode::FAILURE;
     };
     let mut input = Vec::new();

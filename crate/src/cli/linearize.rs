@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct LinearizeArgs {
-    /// openai-chat, anthropic, gemini or openai-responses
+    /// openai-chat, anthropic, gemini, openai-responses or local
     #[arg(long)]
     pub provider: String,
     /// The context window in tokens.
@@ -32,7 +32,7 @@ pub struct LinearizeArgs {
 
 pub fn run(args: LinearizeArgs) -> ExitCode {
     let Some(kind) = ProviderKind::parse(&args.provider) else {
-        eprintln!("palaver linearize: unknown provider `{}` (openai-chat, anthropic, gemini, openai-responses)", args.provider);
+        eprintln!("palaver linearize: unknown provider `{}` (openai-chat, anthropic, gemini, openai-responses, local)", args.provider);
         return ExitCode::FAILURE;
     };
     let mut input = String::new();

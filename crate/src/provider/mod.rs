@@ -23,6 +23,9 @@ pub enum ProviderKind {
     Anthropic,
     Gemini,
     OpenaiResponses,
+    /// A model running in the page (llama.cpp compiled to wasm): the requests and the stream are
+    /// OpenAI chat's, only the host's transport differs (no network, no key).
+    Local,
 }
 
 impl ProviderKind {
@@ -32,6 +35,7 @@ impl ProviderKind {
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Gemini => "gemini",
             ProviderKind::OpenaiResponses => "openai-responses",
+            ProviderKind::Local => "local",
         }
     }
 
@@ -48,6 +52,7 @@ impl ProviderKind {
             Self::Anthropic,
             Self::Gemini,
             Self::OpenaiResponses,
+            Self::Local,
         ]
         .into_iter()
         .find(|kind| kind.name() == name)
@@ -78,7 +83,8 @@ impl StreamDecoder {
     /// The decoder for `kind` (every kind has one; `Option` keeps callers ready for new kinds).
     pub fn for_kind(kind: ProviderKind) -> Option<Self> {
         match kind {
-            ProviderKind::OpenaiChat => {
+            // The model in the page answers in OpenAI chat's stream format.
+            ProviderKind::OpenaiChat | ProviderKind::Local => {
                 Some(StreamDecoder::OpenaiChat(openai_chat::Decoder::default()))
             }
             ProviderKind::Anthropic => Some(StreamDecoder::Anthropic(Default::default())),

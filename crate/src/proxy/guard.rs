@@ -204,19 +204,59 @@ fn token_ok(headers: &HeaderMap, token: &str) -> bool {
 /// the same policy as a meta tag minus `frame-ancestors`, which a meta tag cannot set.
 pub const APP_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data: blob:; font-src 'self'; media-src 'none'; connect-src 'self' https: http://127.0.0.1:* http://localhost:*; worker-src 'self'; manifest-src 'self'; frame-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'; trusted-types palaver; frame-ancestors 'none'";
 
+/// The model worker's policy (`/local/worker.js`, issue 16). llama.cpp in wasm (wllama) starts its
+/// own workers and their threads from `blob:` URLs it makes from its code, and those workers
+/// inherit this policy: they may start workers from `blob:` and fetch the model and the wasm, and
+/// nothing else. A worker has no DOM, so Trusted Types (which guard the DOM's sinks) are not
+/// required here; `eval` stays refused.
+pub const MODEL_WORKER_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval' blob:; worker-src 'self' blob:; connect-src 'self' https: http://127.0.0.1:* http://localhost:*; object-src 'none'; base-uri 'none'; form-action 'none'";
+
+/// The path of the model worker's script as `palaver serve` serves `www/`.
+pub const MODEL_WORKER_PATH: &str = "/local/worker.js";
+
+/// `/models/`: a GET from an allowed origin (the extension) may read the file; no token (the
+/// models are public files, not the workspace), no credentials.
+pub async fn allow_listed_origins(
+    State(config): State<Arc<GuardConfig>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let origin = request
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .filter(|o| config.allowed_origins.iter().any(|a| a == o))
+        .and_then(|o| HeaderValue::from_str(o).ok());
+    let mut response = next.run(request).await;
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("content-length, content-range"),
+        );
+        headers.insert(
+            "cross-origin-resource-policy",
+            HeaderValue::from_static("cross-origin"),
+        );
+    }
+    response
+}
+
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let is_api = path == "/api" || path.starts_with("/api/");
+    let is_model_worker = path == MODEL_WORKER_PATH;
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(
-        "cross-origin-resource-policy",
-        HeaderValue::from_static("same-origin"),
-    );
+    // Same-origin unless a route opened itself to the allowed origins (`allow_listed_origins`).
+    headers
+        .entry("cross-origin-resource-policy")
+        .or_insert(HeaderValue::from_static("same-origin"));
     headers.insert(
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
@@ -224,13 +264,25 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     if is_api {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     } else {
+        let policy = if is_model_worker {
+            MODEL_WORKER_CSP
+        } else {
+            APP_CSP
+        };
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(APP_CSP),
+            HeaderValue::from_static(policy),
         );
         headers.insert(
             "cross-origin-opener-policy",
             HeaderValue::from_static("same-origin"),
+        );
+        // With COOP, cross-origin isolation: SharedArrayBuffer, so the model in the page runs
+        // on several threads. `credentialless` (not `require-corp`) keeps a remote image the user
+        // clicks to load working: it is fetched without cookies instead of refused.
+        headers.insert(
+            "cross-origin-embedder-policy",
+            HeaderValue::from_static("credentialless"),
         );
         headers.insert(
             "permissions-policy",

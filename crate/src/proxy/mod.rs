@@ -12,6 +12,7 @@ pub mod tools;
 mod walk;
 mod workspace;
 
+pub use guard::{APP_CSP, MODEL_WORKER_CSP, MODEL_WORKER_PATH};
 pub use server::{
     router, serve, serve_with_limits, Limits, ServeConfig, BODY_LIMIT, HEADER_TIMEOUT,
 };
@@ -33,6 +34,11 @@ pub struct ServeArgs {
     /// The wasm package (default: ./pkg, else the repository's pkg/).
     #[arg(long)]
     pub pkg: Option<PathBuf>,
+    /// GGUF models for the model in the page, served at /models/ (default: the folder the
+    /// scripts download the default model to, `$XDG_CACHE_HOME/palaver/models` or
+    /// `~/.cache/palaver/models`, when it exists).
+    #[arg(long)]
+    pub models: Option<PathBuf>,
     /// A web origin allowed to call the API besides the proxy's own (repeatable, exact match).
     #[arg(long = "allow-origin")]
     pub allow_origin: Vec<String>,
@@ -120,6 +126,7 @@ fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
     Ok(ServeConfig {
         www: static_dir(args.www.as_deref(), "www")?,
         pkg: static_dir(args.pkg.as_deref(), "pkg")?,
+        models: models_dir(args.models.as_deref(), &workspace)?,
         workspace,
         allowed_origins: args.allow_origin.clone(),
         allow_shell: args.allow_shell,
@@ -169,6 +176,37 @@ fn protect_environment() {
     for name in secrets {
         std::env::remove_var(name);
     }
+}
+
+/// The models folder: the one given (it must exist), else the scripts' download folder when it
+/// exists and does not overlap the workspace (then it is simply not served, with a note).
+fn models_dir(given: Option<&Path>, workspace: &Path) -> Result<Option<PathBuf>, String> {
+    if let Some(dir) = given {
+        return dir
+            .is_dir()
+            .then(|| Some(dir.to_path_buf()))
+            .ok_or_else(|| format!("--models {} is not a directory", dir.display()));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")));
+    let Some(dir) = cache.map(|c| c.join("palaver").join("models")) else {
+        return Ok(None);
+    };
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let (models, workspace) = (real(&dir), real(workspace));
+    if models.starts_with(&workspace) || workspace.starts_with(&models) {
+        eprintln!(
+            "palaver serve: not serving {} (it overlaps the workspace); pass --models DIR",
+            dir.display()
+        );
+        return Ok(None);
+    }
+    Ok(Some(dir))
 }
 
 /// The given directory, else `./NAME`, else the repository's `NAME/` next to this crate.

@@ -61,6 +61,8 @@ impl Default for Limits {
 pub struct ServeConfig {
     pub www: PathBuf,
     pub pkg: PathBuf,
+    /// GGUF models for the model in the page, served at `/models/` (`--models`; issue 16).
+    pub models: Option<PathBuf>,
     pub workspace: PathBuf,
     pub allowed_origins: Vec<String>,
     pub allow_shell: bool,
@@ -79,7 +81,11 @@ type Api = Tools;
 pub fn check_app_outside_workspace(config: &ServeConfig) -> std::io::Result<()> {
     let real = |path: &std::path::Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let workspace = real(&config.workspace);
-    for (name, dir) in [("www", &config.www), ("pkg", &config.pkg)] {
+    let models = config.models.iter().map(|dir| ("models", dir));
+    for (name, dir) in [("www", &config.www), ("pkg", &config.pkg)]
+        .into_iter()
+        .chain(models)
+    {
         let dir = real(dir);
         if dir.starts_with(&workspace) || workspace.starts_with(&dir) {
             return Err(std::io::Error::new(
@@ -123,8 +129,18 @@ pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Resul
             guard_config.clone(),
             guard::check_api,
         ));
-    Ok(Router::new()
-        .nest("/api", api_routes)
+    let mut app = Router::new().nest("/api", api_routes);
+    if let Some(models) = &config.models {
+        // Large files, fetched once and kept by the page: ranges (a cut download resumes), no
+        // compression (GGUF does not shrink), readable by the allowed origins (the extension).
+        app = app.nest_service(
+            "/models",
+            Router::new().fallback_service(ServeDir::new(models)).layer(
+                middleware::from_fn_with_state(guard_config.clone(), guard::allow_listed_origins),
+            ),
+        );
+    }
+    Ok(app
         // The app is static and mostly wasm: gzip makes its transfer a third of its size.
         .nest_service(
             "/pkg",

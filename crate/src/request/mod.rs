@@ -92,7 +92,8 @@ pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, HistoryLim
     let limited = limit_history(input.history, input.budget)?;
     let history = &limited.messages;
     let mut request = match input.provider.kind {
-        ProviderKind::OpenaiChat => openai_chat::openai_chat(input, history),
+        // The model in the page takes OpenAI chat requests (llama.cpp's server code).
+        ProviderKind::OpenaiChat | ProviderKind::Local => openai_chat::openai_chat(input, history),
         ProviderKind::Anthropic => anthropic::anthropic(input, history),
         ProviderKind::Gemini => gemini::gemini(input, history),
         ProviderKind::OpenaiResponses => openai_responses::responses(input, history),

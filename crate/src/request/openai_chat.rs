@@ -5,7 +5,6 @@ use super::{ProviderRequest, RequestInput};
 use crate::history_limit::CompressionStrength;
 use crate::linearize::Thinking;
 use crate::message::{ChatMessage, Content, Role};
-use crate::provider::ProviderKind;
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
@@ -44,7 +43,8 @@ pub(super) fn openai_chat(
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     ProviderRequest {
-        provider: ProviderKind::OpenaiChat,
+        // `local` speaks this format too; the request keeps the kind the host routes by.
+        provider: input.provider.kind,
         url: format!(
             "{}/chat/completions",
             input.provider.base_url.trim_end_matches('/')

@@ -398,6 +398,19 @@ impl ChatSession {
             message: failure.message,
         };
         if !visible {
+            // A server that opened its stream before it knew the prompt was too long (the model
+            // in the page, llama.cpp's server) says so in the stream: the same remedy as a refusal.
+            let overflow = retry::context_overflow(
+                Some(&attempt_failure.code),
+                &attempt_failure.message,
+                None,
+            );
+            if let Some(overflow) = overflow {
+                self.effect(Effect::CancelRequest {
+                    request_id: g.request_id.clone(),
+                });
+                return self.on_context_overflow(ctx, g, overflow, attempt_failure);
+            }
             return self.retry_or_fail(ctx, g, "stream_error", attempt_failure, verdict, None);
         }
         self.effect(Effect::CancelRequest {

@@ -59,6 +59,7 @@ impl Host {
             keys: HashMap::new(),
             proxy: None,
             host_tools: HashMap::new(),
+            local_transport: None,
             chats: BTreeMap::new(),
             next_command: 1,
             records_written: 0,
@@ -90,6 +91,20 @@ impl Host {
     #[wasm_bindgen(js_name = setProxy)]
     pub fn set_proxy(&self, url: String, token: String) {
         self.shared.borrow_mut().proxy = Some((url.trim_end_matches('/').to_string(), token));
+    }
+
+    /// How requests of the `local` kind are sent: a function of `fetch`'s shape `(url, init) →
+    /// Promise<Response>` whose response streams the OpenAI chat SSE bytes. The page's model
+    /// runtime (`www/local/`) answers it; the engine decodes it like any OpenAI chat stream.
+    #[wasm_bindgen(js_name = setLocalTransport)]
+    pub fn set_local_transport(
+        &self,
+        #[wasm_bindgen(
+            unchecked_param_type = "(url: string, init: RequestInit) => Promise<Response>"
+        )]
+        transport: Function,
+    ) {
+        self.shared.borrow_mut().local_transport = Some(transport);
     }
 
     /// A tool the page runs: `fn(args) → string | Promise<string>`; a throw is a failed result.

@@ -23,7 +23,7 @@ use wasm_bindgen::prelude::*;
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 /** A provider endpoint without its key; the host adds the auth header. */
-export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; }
+export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; }
 /** What the host learned about the workspace for the system prompt (`Engine.assembleSystemPrompt`). */
 export interface WorkspaceContext { instructions?: { path: string; text: string }[]; files?: string[]; files_truncated?: boolean; date?: string; }
 export interface ToolSpec { name: string; description?: string; parameters?: object; }

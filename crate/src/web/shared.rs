@@ -29,6 +29,9 @@ pub(super) struct Shared {
     pub(super) keys: HashMap<String, String>,
     pub(super) proxy: Option<(String, String)>,
     pub(super) host_tools: HashMap<String, Function>,
+    /// The `local` kind's transport, set by the page: `fetch`'s shape, answered by the model in
+    /// the page (see `setLocalTransport`).
+    pub(super) local_transport: Option<Function>,
     /// Chat records as stored (title, thread), updated by each save.
     pub(super) chats: BTreeMap<String, Value>,
     pub(super) next_command: u64,

@@ -4,6 +4,7 @@
 
 use super::shared::*;
 use crate::engine::{Bytes, Input};
+use crate::provider::ProviderKind;
 use crate::request::ProviderRequest;
 
 use serde_json::{json, Value};
@@ -110,10 +111,7 @@ pub(super) async fn fetch_stream(
     init.set_headers(&headers);
     init.set_body(&JsValue::from_str(&request.body.to_string()));
     init.set_signal(Some(&controller.signal()));
-    let window = js_sys::global()
-        .dyn_into::<web_sys::Window>()
-        .map_err(|_| "no window".to_string())?;
-    let response: Response = JsFuture::from(window.fetch_with_str_and_init(&request.url, &init))
+    let response: Response = JsFuture::from(send(shared, request, &init)?)
         .await
         .map_err(describe)?
         .dyn_into()
@@ -170,6 +168,28 @@ pub(super) async fn fetch_stream(
         },
     );
     Ok(())
+}
+
+/// The request on its way: `fetch`, or for the `local` kind the page's transport (same shape).
+fn send(
+    shared: &Handle,
+    request: &ProviderRequest,
+    init: &RequestInit,
+) -> Result<js_sys::Promise, String> {
+    if request.provider == ProviderKind::Local {
+        let transport = shared.borrow().local_transport.clone().ok_or_else(|| {
+            "no model runs in this page: choose one in Settings (kind: model in this browser)"
+                .to_string()
+        })?;
+        let promise = transport
+            .call2(&JsValue::NULL, &JsValue::from_str(&request.url), init)
+            .map_err(describe)?;
+        return promise.dyn_into().map_err(describe);
+    }
+    let window = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .map_err(|_| "no window".to_string())?;
+    Ok(window.fetch_with_str_and_init(&request.url, init))
 }
 
 /// A context window an error body states: llama.cpp's `n_ctx` (in `error` or at the top).

@@ -938,6 +938,64 @@ fn a_context_refusal_teaches_the_window_and_the_round_is_resent_once() {
     assert_eq!(runtime(&h)["error"]["class"], "request_too_large");
 }
 
+/// Issue 16: a server that opened its stream before it knew the prompt was too long (the model in
+/// the page, which answers 200 at once) says so in the stream. Before anything visible, that is
+/// the same remedy as a refusal: the window is learned, the round resent once; after content
+/// it is a stream error that keeps the partial answer.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_context_overflow_said_in_the_stream_before_content_teaches_the_window() {
+    let mut h = Harness::with_config_patch(&json!({"compact_at": null}));
+    let mut history = Vec::new();
+    for turn in 0..30 {
+        history.push(json!({"message_id": format!("u{turn}"), "role": "user", "content": format!("question {turn} {}", "words ".repeat(60))}));
+        history.push(json!({"message_id": format!("a{turn}"), "role": "assistant", "content": format!("answer {turn} {}", "words ".repeat(60))}));
+    }
+    h.open("c1", Some(json!({"id": "c1", "messages": history})));
+    let first = send(&mut h, "u-new", "and now?");
+    let first_len = request_body(&first)["messages"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let overflow = b": the model is working\n\ndata: {\"error\":{\"type\":\"exceed_context_size_error\",\"message\":\"The chat no longer fits the model's window: the request exceeds the available context size (the context length is 2048 tokens).\",\"n_ctx\":2048}}\n\n";
+    let step = h.stream(overflow);
+    assert!(
+        step.effects
+            .iter()
+            .any(|e| matches!(e, Effect::CancelRequest { .. })),
+        "the broken stream is let go"
+    );
+    assert_eq!(purpose_of(&step), ["chat"], "the round is sent again");
+    assert_eq!(
+        runtime(&h)["context_usage"]["n_ctx"],
+        2048,
+        "the window is learned from the words"
+    );
+    let resent = request_body(&step)["messages"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(
+        resent < first_len,
+        "cut to the learned window ({resent} < {first_len})"
+    );
+    // After visible content the same words end the round with the partial kept.
+    let content = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Par\"}}]}\n\n";
+    h.stream(content);
+    let step = h.stream(overflow);
+    assert!(
+        purpose_of(&step).is_empty(),
+        "no silent retry after content"
+    );
+    assert_eq!(runtime(&h)["state"], "error");
+    let last = messages(&h).last().cloned().unwrap_or_default();
+    assert_eq!(last["role"], "error", "{last}");
+    assert!(
+        messages(&h)
+            .iter()
+            .any(|m| m["role"] == "assistant" && m["content"] == "Par"),
+        "the partial answer is kept"
+    );
+}
+
 /// Issue 14 §3: the provider's model settings reach every request in its own shape; a chat's
 /// params win; the provider's window drives the gauge and the limit.
 #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -169,3 +169,63 @@ fn anthropic_thinking_round_trips_within_the_tool_turn() {
         "the last turn carries the moving cache breakpoint"
     );
 }
+
+/// The `local` kind (the model in the page) is OpenAI chat on the wire: for every OpenAI chat
+/// golden case the body and URL are the same, only the request's kind differs (the host routes
+/// by it); and a stream decodes to the same message.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_local_kind_is_openai_chat_on_the_wire() {
+    use palaver::provider::ProviderKind;
+    let mut compared = 0;
+    for (name, text) in fixtures_in("requests") {
+        let fixture: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if fixture["provider"]["kind"] != "openai-chat" || fixture["expected"].get("body").is_none()
+        {
+            continue;
+        }
+        let mut provider: ProviderConfig = serde_json::from_value(fixture["provider"].clone())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        provider.kind = ProviderKind::Local;
+        let thread: ThreadParams =
+            serde_json::from_value(fixture["thread"].clone()).unwrap_or_default();
+        let tools: Vec<ToolSpec> =
+            serde_json::from_value(fixture["tools"].clone()).unwrap_or_default();
+        let history: Vec<ChatMessage> = serde_json::from_value(fixture["history"].clone())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let request = build_request(&RequestInput {
+            provider: &provider,
+            thread: &thread,
+            system_prompt: fixture["system_prompt"].as_str(),
+            tools: &tools,
+            history: &history,
+            budget: fixture["budget"].as_u64(),
+        })
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(request.provider, ProviderKind::Local, "{name}");
+        assert_eq!(request.body, fixture["expected"]["body"], "{name}: body");
+        assert_eq!(
+            Value::String(request.url),
+            fixture["expected"]["url"],
+            "{name}: url"
+        );
+        compared += 1;
+    }
+    assert!(compared > 0, "no OpenAI chat golden case to compare with");
+    assert_eq!(ProviderKind::parse("local"), Some(ProviderKind::Local));
+    let sse = crate::support::wire("openai-chat/parallel_tool_calls_gpt4o.sse").unwrap_or_default();
+    assert!(!sse.is_empty(), "the wire transcript is missing");
+    let decode = |kind| {
+        palaver::decode::decode_stream(kind, &[sse.as_bytes()]).map(|d| (d.assembled, d.complete))
+    };
+    let local = decode(ProviderKind::Local).unwrap_or_else(|e| panic!("local: {e:?}"));
+    assert!(local.1, "the stream is complete");
+    assert!(
+        local.0["tool_calls"]
+            .as_array()
+            .is_some_and(|c| c.len() > 1),
+        "the calls are decoded: {}",
+        local.0
+    );
+    assert_eq!(Some(local), decode(ProviderKind::OpenaiChat).ok());
+}

@@ -84,6 +84,7 @@ fn e3_serving_the_app_from_inside_the_workspace_is_refused() {
     let config = |www: std::path::PathBuf, pkg: std::path::PathBuf, workspace| ServeConfig {
         www,
         pkg,
+        models: None,
         workspace,
         allowed_origins: Vec::new(),
         allow_shell: false,

@@ -81,6 +81,7 @@ pub fn config_for(dir: &TempDir, allow_shell: bool) -> ServeConfig {
     ServeConfig {
         www: dir.0.join("www"),
         pkg: dir.0.join("pkg"),
+        models: None,
         workspace: dir.0.join("ws"),
         allowed_origins: Vec::new(),
         allow_shell,
@@ -433,6 +434,7 @@ pub fn symlink_fixture(name: &str, allow_shell: bool, origins: &[&str]) -> (Serv
     let config = ServeConfig {
         www: t.join("www"),
         pkg: t.join("pkg"),
+        models: None,
         workspace: ws,
         allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
         allow_shell,

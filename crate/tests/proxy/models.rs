@@ -1,0 +1,115 @@
+//! `/models/` (issue 16): the GGUF files of the model in the page, served beside the app with
+//! ranges (a cut download resumes), readable by the allowed origins only, never from a folder the
+//! model can write; and the app cross-origin isolated (COOP + COEP) so the model runs on threads.
+
+use crate::support::{config_for, raw, start_with, temp_dir, TempDir};
+use palaver::proxy::{Limits, ServeConfig, APP_CSP, MODEL_WORKER_CSP, MODEL_WORKER_PATH};
+
+fn models_server(name: &str, origins: &[&str]) -> (crate::support::Server, Vec<u8>) {
+    let dir: TempDir = temp_dir(name);
+    let models = dir.0.join("models");
+    std::fs::create_dir_all(&models).unwrap_or_default();
+    let bytes: Vec<u8> = b"GGUF"
+        .iter()
+        .copied()
+        .chain((0..4096u32).map(|i| i as u8))
+        .collect();
+    std::fs::write(models.join("tiny.gguf"), &bytes).unwrap_or_default();
+    let config = ServeConfig {
+        models: Some(models),
+        allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
+        ..config_for(&dir, false)
+    };
+    (start_with(config, dir), bytes)
+}
+
+#[test]
+fn models_are_served_with_ranges_and_the_app_is_cross_origin_isolated() {
+    let (server, bytes) = models_server("models-serve", &["chrome-extension://abc"]);
+    let port = server.port;
+    let get = |path: &str, extra: &str| {
+        raw(
+            port,
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}Connection: close\r\n\r\n"
+            ),
+        )
+    };
+    let (status, head, body) = get("/models/tiny.gguf", "");
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(body, bytes, "the whole file");
+    assert!(head.contains("accept-ranges: bytes"), "{head}");
+    assert!(
+        !head.contains("access-control-allow-origin"),
+        "no CORS without an allowed origin: {head}"
+    );
+    let (status, head, body) = get("/models/tiny.gguf", "Range: bytes=4-9\r\n");
+    assert_eq!(status, 206, "{head}");
+    assert_eq!(
+        body,
+        bytes[4..10].to_vec(),
+        "a range resumes a cut download"
+    );
+    let (_, head, _) = get("/models/tiny.gguf", "Origin: chrome-extension://abc\r\n");
+    assert!(
+        head.contains("access-control-allow-origin: chrome-extension://abc"),
+        "{head}"
+    );
+    assert!(
+        head.contains("cross-origin-resource-policy: cross-origin"),
+        "{head}"
+    );
+    let (_, head, _) = get("/models/tiny.gguf", "Origin: https://evil.example\r\n");
+    assert!(
+        !head.contains("access-control-allow-origin"),
+        "another origin may not read: {head}"
+    );
+    assert!(
+        head.contains("cross-origin-resource-policy: same-origin"),
+        "{head}"
+    );
+    let (status, _, _) = get("/models/../ws/sub/file.txt", "");
+    assert_ne!(status, 200, "no way out of the models folder");
+    let (status, _, _) = get("/models/tiny.gguf", "Host: evil.example\r\n");
+    assert_ne!(status, 200, "the Host guard covers /models too");
+    let (_, head, _) = get("/", "");
+    assert!(
+        head.contains("cross-origin-opener-policy: same-origin"),
+        "{head}"
+    );
+    assert!(
+        head.contains("cross-origin-embedder-policy: credentialless"),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("content-security-policy: {APP_CSP}")),
+        "the app keeps its policy: {head}"
+    );
+    // The model worker's own policy: llama.cpp's workers start from blob: URLs under it; no
+    // eval, and nothing but the app's connections.
+    let (_, head, _) = get(MODEL_WORKER_PATH, "");
+    assert!(
+        head.contains(&format!("content-security-policy: {MODEL_WORKER_CSP}")),
+        "{head}"
+    );
+    assert!(
+        !MODEL_WORKER_CSP.contains("'unsafe-eval'") && APP_CSP.contains("worker-src 'self';"),
+        "blob: workers only in the model worker"
+    );
+}
+
+#[test]
+fn a_models_folder_inside_the_workspace_is_refused() {
+    let dir = temp_dir("models-inside");
+    let config = ServeConfig {
+        models: Some(dir.0.join("ws").join("sub")),
+        ..config_for(&dir, false)
+    };
+    let refused = palaver::proxy::router(&config, 1, Limits::default()).err();
+    assert!(
+        refused
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("models")),
+        "a model the agent could swap is refused: {refused:?}"
+    );
+}

@@ -1,0 +1,159 @@
+// The model in the page, measured (a benchmark: it prints numbers, asserts nothing; issue 16):
+// model load cold (download + sha256 + first load) and warm (from OPFS, a new worker), time to
+// first token and tokens/s for the same prompts multi-threaded (palaver serve: cross-origin
+// isolated) and single-threaded (a plain static host: not isolated), the page's long tasks while an
+// answer streams into the app, and — where llama-cpp-python is installed — the same model and
+// prompts natively, side by side.
+// node tests/browser/bench-local.mjs   (after build_pkg, ensure_default_model and `cargo build`)
+import http from 'node:http';
+import { createReadStream, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { homedir } from 'node:os';
+import { join, extname, normalize } from 'node:path';
+import { startServe, launch, tempDir, cleanup, ready, root, waitIdle } from './harness.mjs';
+
+const MODEL_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf';
+const MODELS = process.env.PALAVER_MODELS ?? join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'palaver', 'models');
+const PROMPTS = [
+  ['short (a question)', 'What is the capital of France?'],
+  ['long (about 250 tokens of text)', `${Array.from({ length: 25 }, (_, i) => `Line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n')}\nHow many lines are there?`],
+];
+const MAX_TOKENS = 48;
+const row = (name, value) => console.log(`${name.padEnd(58)} ${value}`);
+const ms = (n) => `${Math.round(n).toLocaleString('en')} ms`;
+
+/** A static host without COOP/COEP (the app is not isolated: one thread), models at /models/. */
+async function startStaticHost() {
+  const types = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.wasm': 'application/wasm', '.svg': 'image/svg+xml', '.webmanifest': 'application/manifest+json' };
+  const roots = [['/pkg/', join(root, 'pkg')], ['/models/', MODELS], ['/', join(root, 'www')]];
+  const server = http.createServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    const [prefix, dir] = roots.find(([p]) => path.startsWith(p));
+    const file = normalize(join(dir, path.slice(prefix.length) || 'index.html'));
+    if (!file.startsWith(dir)) return res.writeHead(403).end();
+    let size;
+    try {
+      size = statSync(file).size;
+    } catch {
+      return res.writeHead(404).end();
+    }
+    res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream', 'content-length': size });
+    createReadStream(file).pipe(res);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { origin: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
+}
+
+/** One chat completion through the app's transport: wall time to the first token, and llama.cpp's own timings. */
+async function complete(page, content) {
+  return page.evaluate(async ({ content, max_tokens, model }) => {
+    const body = { model, messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens };
+    const started = performance.now();
+    const response = await globalThis.palaverApp.localModel().transport('local://this-browser/chat/completions', { body: JSON.stringify(body) }, { n_ctx: 4096 });
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    let first = null;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      if (first === null && /"content":"[^"]/.test(text)) first = performance.now() - started;
+    }
+    const chunks = text.split('\n\n').filter((c) => c.startsWith('data: {')).map((c) => JSON.parse(c.slice(6)));
+    const timings = chunks.findLast((c) => c.timings)?.timings ?? {};
+    return { ttft: first, total: performance.now() - started, prompt_n: timings.prompt_n, pp: timings.prompt_per_second, gen_n: timings.predicted_n, tg: timings.predicted_per_second };
+  }, { content, max_tokens: MAX_TOKENS, model: MODEL_FILE });
+}
+
+async function measure(label, origin, url) {
+  const profile = await tempDir('palaver-bench-local-');
+  const context = await launch(profile);
+  try {
+    const page = await context.newPage();
+    await page.goto(url);
+    await ready(page);
+    const isolated = await page.evaluate(() => crossOriginIsolated);
+    const started = Date.now();
+    await page.click('[data-testid=try-local]');
+    await page.waitForFunction(() => document.querySelector('[data-testid=status]').textContent.includes('runs in this browser'), null, { timeout: 300_000 });
+    const cold = Date.now() - started;
+    const info = await page.evaluate(() => globalThis.palaverApp.localModel().info());
+    row(`${label}: threads (cross-origin isolated: ${isolated})`, info.threads);
+    row(`${label}: cold load (download 98 MB + sha256 + first load)`, `${ms(cold)} (of which llama.cpp load ${ms(info.loaded?.load_ms ?? NaN)})`);
+    for (const [name, content] of PROMPTS) {
+      await complete(page, content); // warm-up (wasm tier-up), then measured
+      const r = await complete(page, content);
+      row(`${label}: ${name}`, `TTFT ${ms(r.ttft)}, prompt ${r.prompt_n} tok at ${r.pp?.toFixed(1)} tok/s, ${r.gen_n} tok generated at ${r.tg?.toFixed(1)} tok/s`);
+    }
+    // Warm: a new page (a new worker), the model from OPFS.
+    await page.reload();
+    await ready(page);
+    const warm = await page.evaluate(async (model) => {
+      const started = performance.now();
+      const loaded = await globalThis.palaverApp.localModel().call('load', { model, n_ctx: 4096 });
+      return { wall: performance.now() - started, load_ms: loaded.load_ms };
+    }, MODEL_FILE);
+    row(`${label}: warm load (from OPFS, new worker)`, `${ms(warm.wall)} (llama.cpp load ${ms(warm.load_ms)})`);
+    // Long tasks on the page's main thread while an answer streams into the app.
+    await page.evaluate(() => {
+      globalThis.__longTasks = [];
+      new PerformanceObserver((list) => globalThis.__longTasks.push(...list.getEntries().map((e) => e.duration))).observe({ type: 'longtask' });
+    });
+    await page.fill('[data-testid=composer]', 'Write a short poem about the sea.');
+    await page.click('[data-testid=send]');
+    await waitIdle(page, 1, 300_000);
+    const long = await page.evaluate(() => globalThis.__longTasks);
+    row(`${label}: main-thread long tasks while answering in the app`, `${long.filter((d) => d > 50).length} over 50 ms (longest ${ms(Math.max(0, ...long))})`);
+  } finally {
+    await context.close();
+    await cleanup(profile);
+  }
+}
+
+/** The same model and prompts natively, with llama-cpp-python where it is installed. */
+function native() {
+  const python = process.env.PALAVER_LLAMA_PYTHON ?? 'python3';
+  const script = `
+import json, os, sys, time
+from llama_cpp import Llama
+model, prompts, max_tokens = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+for threads in (1, 2):
+    started = time.time()
+    llm = Llama(model_path=model, n_ctx=4096, n_threads=threads, n_threads_batch=threads, seed=42, verbose=False)
+    load = (time.time() - started) * 1000
+    for name, content in prompts:
+        for attempt in (0, 1):
+            t = time.time(); first = None; n = 0
+            for chunk in llm.create_chat_completion(messages=[{"role": "user", "content": content}], stream=True, temperature=0, max_tokens=max_tokens):
+                if first is None and chunk["choices"][0]["delta"].get("content"):
+                    first = (time.time() - t) * 1000
+                n += 1
+            total = (time.time() - t) * 1000
+        print(json.dumps({"threads": threads, "load": load, "name": name, "ttft": first, "total": total, "chunks": n}))
+`;
+  try {
+    const out = execFileSync(python, ['-c', script, join(MODELS, MODEL_FILE), JSON.stringify(PROMPTS), String(MAX_TOKENS)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 });
+    for (const line of out.trim().split('\n')) {
+      const r = JSON.parse(line);
+      row(`native llama.cpp, ${r.threads} thread(s): ${r.name}`, `TTFT ${ms(r.ttft)}, whole answer ${ms(r.total)} (load ${ms(r.load)})`);
+    }
+  } catch (error) {
+    row('native llama.cpp', `not available here (${String(error.message).split('\n')[0].slice(0, 80)}); set PALAVER_LLAMA_PYTHON to a python with llama-cpp-python`);
+  }
+}
+
+const workspace = await tempDir('palaver-bench-local-ws-');
+const serve = await startServe(workspace, ['--models', MODELS]);
+const host = await startStaticHost();
+try {
+  console.log(`machine: ${execFileSync('nproc', { encoding: 'utf8' }).trim()} cores; model ${MODEL_FILE}, ${MAX_TOKENS} tokens at most, temperature 0`);
+  await measure('page, palaver serve', serve.origin, serve.printed);
+  await measure('page, static host', host.origin, `${host.origin}/`);
+  native();
+} finally {
+  serve.child.kill('SIGTERM');
+  host.close();
+  await cleanup(workspace);
+}
+process.exit(0);
