@@ -47,7 +47,8 @@ async function startStaticHost() {
 /** One chat completion through the app's transport: wall time to the first token, and llama.cpp's own timings. */
 async function complete(page, content) {
   return page.evaluate(async ({ content, max_tokens, model }) => {
-    const body = { model, messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens };
+    // No prompt cache: every prompt is read whole, as a new chat's first turn is.
+    const body = { model, messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens, cache_prompt: false };
     const started = performance.now();
     const response = await globalThis.palaverApp.localModel().transport('local://this-browser/chat/completions', { body: JSON.stringify(body) }, { n_ctx: 4096 });
     const reader = response.body.getReader();
@@ -98,13 +99,15 @@ async function measure(label, origin, url) {
     // Long tasks on the page's main thread while an answer streams into the app.
     await page.evaluate(() => {
       globalThis.__longTasks = [];
-      new PerformanceObserver((list) => globalThis.__longTasks.push(...list.getEntries().map((e) => e.duration))).observe({ type: 'longtask' });
+      new PerformanceObserver((list) => globalThis.__longTasks.push(...list.getEntries().map((e) => ({ start: e.startTime, duration: e.duration })))).observe({ type: 'longtask' });
+      globalThis.__sent = performance.now();
     });
     await page.fill('[data-testid=composer]', 'Write a short poem about the sea.');
     await page.click('[data-testid=send]');
     await waitIdle(page, 1, 300_000);
-    const long = await page.evaluate(() => globalThis.__longTasks);
-    row(`${label}: main-thread long tasks while answering in the app`, `${long.filter((d) => d > 50).length} over 50 ms (longest ${ms(Math.max(0, ...long))})`);
+    const { long, sent } = await page.evaluate(() => ({ long: globalThis.__longTasks, sent: globalThis.__sent }));
+    const when = long.map((t) => `${ms(t.duration)} at +${ms(t.start - sent)}`).join(', ');
+    row(`${label}: main-thread long tasks while answering in the app`, `${long.filter((t) => t.duration > 50).length} over 50 ms${when ? ` (${when})` : ''}`);
   } finally {
     await context.close();
     await cleanup(profile);
@@ -124,6 +127,7 @@ for threads in (1, 2):
     load = (time.time() - started) * 1000
     for name, content in prompts:
         for attempt in (0, 1):
+            llm.reset()  # no prompt cache: the whole prompt is read, as in the page
             t = time.time(); first = None; n = 0
             for chunk in llm.create_chat_completion(messages=[{"role": "user", "content": content}], stream=True, temperature=0, max_tokens=max_tokens):
                 if first is None and chunk["choices"][0]["delta"].get("content"):
