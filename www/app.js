@@ -609,6 +609,8 @@ async function cacheModelRuntime() {
 async function tryLocalModel(progress, said) {
   said.textContent = '';
   said.className = '';
+  const offer = progress.parentElement?.querySelector('[data-testid=try-local]');
+  if (offer) offer.disabled = true; // one download at a time; Cancel is beside the bar
   try {
     const id = await fetchDefaultModel(progress);
     await useLocalModel(id, { n_ctx: DEFAULT_MODEL.n_ctx, max_tokens: DEFAULT_MODEL.max_tokens });
@@ -619,6 +621,8 @@ async function tryLocalModel(progress, said) {
   } catch (error) {
     said.textContent = error.message;
     said.className = 'error';
+  } finally {
+    if (offer) offer.disabled = false;
   }
 }
 
