@@ -91,6 +91,10 @@ pub enum Input {
         /// Keys the tool merges into the thread (SPEC §8.3); never the ones that steer the agent.
         #[serde(default)]
         session_metadata: Option<serde_json::Map<String, Value>>,
+        /// Parts beside the text — images an MCP tool returned (`{type: "image_url", …}`): the
+        /// result becomes a parts message, sent as images to providers that take them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parts: Vec<Value>,
     },
     /// A line of output from a running workspace tool (`run_command`'s NDJSON, MCP progress).
     ToolProgress {
@@ -202,12 +206,14 @@ impl Engine {
                 tool_failed,
                 data,
                 session_metadata,
+                parts,
             } => {
                 let outcome = ToolOutcome {
                     content,
                     failed: tool_failed,
                     data,
                     session_metadata,
+                    parts,
                 };
                 self.to_chat(now, &chat_id, &mut step, |s, ctx| {
                     s.transition(

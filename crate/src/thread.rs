@@ -112,13 +112,14 @@ impl ThreadParams {
         })
     }
 
-    /// The rule for a tool: the thread's policy by name, then `*`, then SPEC §8.4's defaults.
-    pub fn rule_for(&self, tool_name: &str) -> ToolRule {
+    /// The rule for a tool: the thread's policy by name, then `*`, then the default (SPEC §8.4;
+    /// `read_only`: the tool's server marks it so).
+    pub fn rule_for(&self, tool_name: &str, read_only: bool) -> ToolRule {
         self.tool_policy
             .get(tool_name)
             .or_else(|| self.tool_policy.get("*"))
             .copied()
-            .unwrap_or_else(|| default_rule(tool_name))
+            .unwrap_or_else(|| default_rule(tool_name, read_only))
     }
 }
 
@@ -141,9 +142,12 @@ pub const STEERING_PARAMS: [&str; 15] = [
     "composer_draft",
 ];
 
-pub fn default_rule(tool_name: &str) -> ToolRule {
+/// SPEC §8.4's defaults; an MCP server's tool asks, unless its server marks it read-only
+/// (issue 17: another program's tool may do anything).
+pub fn default_rule(tool_name: &str, read_only: bool) -> ToolRule {
     match tool_name {
         "write_file" | "edit_file" | "fetch_url" | "run_command" => ToolRule::Ask,
+        name if name.starts_with(crate::tools::MCP_PREFIX) && !read_only => ToolRule::Ask,
         _ => ToolRule::Auto,
     }
 }

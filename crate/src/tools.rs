@@ -25,6 +25,9 @@ pub const WORKSPACE_TOOLS: [&str; 8] = [
     "fetch_url",
 ];
 
+/// The names of MCP servers' tools as `palaver serve` offers them: `mcp__{server}__{tool}`.
+pub const MCP_PREFIX: &str = "mcp__";
+
 /// A tool as announced to the model.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ToolSpec {
@@ -33,6 +36,30 @@ pub struct ToolSpec {
     pub description: String,
     #[serde(default = "empty_object_schema")]
     pub parameters: Value,
+    /// What the tool's server says of it (MCP annotations: `readOnlyHint`, …); never sent to a
+    /// provider, read for the default approval rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+}
+
+impl ToolSpec {
+    pub fn new(name: &str, description: &str, parameters: Value) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            annotations: None,
+        }
+    }
+
+    /// The server says the tool only reads (MCP `readOnlyHint: true`).
+    pub fn is_read_only(&self) -> bool {
+        self.annotations
+            .as_ref()
+            .and_then(|a| a.get("readOnlyHint"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
 }
 
 fn empty_object_schema() -> Value {
@@ -74,31 +101,31 @@ impl EngineTool {
 /// The engine tools' schemas, announced in every request.
 pub fn engine_tool_specs() -> Vec<ToolSpec> {
     vec![
-        ToolSpec {
-            name: "set_plan".into(),
-            description: "Write the plan for this task (once; later changes go through update_plan). At most 96 KiB of text.".into(),
-            parameters: json!({"type": "object", "properties": {"content": {"type": "string", "description": "The plan, as Markdown."}, "summary": {"type": "string", "description": "One line for the user."}}, "required": ["content"]}),
-        },
-        ToolSpec {
-            name: "update_plan".into(),
-            description: "Record a change or progress on the plan (a note, at most 16 KiB).".into(),
-            parameters: json!({"type": "object", "properties": {"note": {"type": "string", "description": "What changed or was done."}, "summary": {"type": "string", "description": "One line for the user."}}, "required": ["note"]}),
-        },
-        ToolSpec {
-            name: "get_plan".into(),
-            description: "Read the current plan with all its updates.".into(),
-            parameters: json!({"type": "object", "properties": {}}),
-        },
-        ToolSpec {
-            name: "ask_questions".into(),
-            description: "Ask the user one or more questions and wait for the answer.".into(),
-            parameters: json!({"type": "object", "properties": {"questions": {"type": "array", "items": {"type": "string"}}}, "required": ["questions"]}),
-        },
-        ToolSpec {
-            name: "task_done".into(),
-            description: "Declare the task finished, with a short summary for the user.".into(),
-            parameters: json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
-        },
+        ToolSpec::new(
+            "set_plan",
+            "Write the plan for this task (once; later changes go through update_plan). At most 96 KiB of text.",
+            json!({"type": "object", "properties": {"content": {"type": "string", "description": "The plan, as Markdown."}, "summary": {"type": "string", "description": "One line for the user."}}, "required": ["content"]}),
+        ),
+        ToolSpec::new(
+            "update_plan",
+            "Record a change or progress on the plan (a note, at most 16 KiB).",
+            json!({"type": "object", "properties": {"note": {"type": "string", "description": "What changed or was done."}, "summary": {"type": "string", "description": "One line for the user."}}, "required": ["note"]}),
+        ),
+        ToolSpec::new(
+            "get_plan",
+            "Read the current plan with all its updates.",
+            json!({"type": "object", "properties": {}}),
+        ),
+        ToolSpec::new(
+            "ask_questions",
+            "Ask the user one or more questions and wait for the answer.",
+            json!({"type": "object", "properties": {"questions": {"type": "array", "items": {"type": "string"}}}, "required": ["questions"]}),
+        ),
+        ToolSpec::new(
+            "task_done",
+            "Declare the task finished, with a short summary for the user.",
+            json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
+        ),
     ]
 }
 
@@ -172,6 +199,8 @@ pub struct ToolOutcome {
     pub data: Option<Value>,
     /// Merged into the thread when the result is added (SPEC §8.3).
     pub session_metadata: Option<serde_json::Map<String, Value>>,
+    /// Image parts beside the text (an MCP tool's images).
+    pub parts: Vec<Value>,
 }
 
 impl ToolOutcome {
@@ -181,6 +210,7 @@ impl ToolOutcome {
             failed: false,
             data: None,
             session_metadata: None,
+            parts: Vec::new(),
         }
     }
 
@@ -190,6 +220,7 @@ impl ToolOutcome {
             failed: true,
             data: None,
             session_metadata: None,
+            parts: Vec::new(),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! byte for byte, with their signatures — minus the engine's own `index` merge key; elsewhere
 //! they are stripped (SPEC §3.3, §7). Blocks without a signature (a stopped partial) never go.
 
-use super::common::{data_url, model_of, prepared_history};
+use super::common::{data_url, image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
 use crate::linearize::Thinking;
 use crate::message::{ChatMessage, Content, Role};
@@ -181,10 +181,17 @@ fn thinking_block(block: &Value) -> Option<Value> {
 }
 
 fn tool_result(message: &ChatMessage) -> Value {
+    let images = image_parts(&message.content);
+    let content = if images.is_empty() {
+        Value::String(message.content.text())
+    } else {
+        // Anthropic takes images inside a tool result.
+        Value::Array(content_blocks(&message.content))
+    };
     let mut block = json!({
         "type": "tool_result",
         "tool_use_id": message.tool_call_id.clone().unwrap_or_default(),
-        "content": message.content.text(),
+        "content": content,
     });
     if message.tool_failed == Some(true) {
         block["is_error"] = Value::Bool(true);

@@ -3,7 +3,8 @@
 
 use super::RequestInput;
 use crate::linearize::{linearize, Thinking};
-use crate::message::ChatMessage;
+use crate::message::{ChatMessage, Content};
+use serde_json::Value;
 
 pub(super) fn model_of<'a>(input: &'a RequestInput) -> &'a str {
     if input.thread.model.is_empty() {
@@ -25,4 +26,15 @@ pub(super) fn prepared_history<M: std::borrow::Borrow<ChatMessage>>(
 pub(super) fn data_url(url: &str) -> Option<(&str, &str)> {
     let (header, data) = url.strip_prefix("data:")?.split_once(',')?;
     Some((header.strip_suffix(";base64")?, data))
+}
+
+/// The image parts of a message (a tool result with images from an MCP server).
+pub(super) fn image_parts(content: &Content) -> Vec<&Value> {
+    match content {
+        Content::Text(_) => Vec::new(),
+        Content::Parts(parts) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
+            .collect(),
+    }
 }

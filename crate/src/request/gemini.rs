@@ -9,7 +9,7 @@
 //! one); within the open turn (after the last user message) the request puts each back there.
 //! Elsewhere, and when thinking is off, they are stripped with the rest of the thinking.
 
-use super::common::{data_url, model_of, prepared_history};
+use super::common::{data_url, image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
 use crate::linearize::Thinking;
 use crate::message::{ChatMessage, Content, Role};
@@ -91,7 +91,7 @@ fn contents(history: &[ChatMessage]) -> Vec<Value> {
     for message in history {
         let (role, parts) = match message.role {
             Role::Assistant => ("model", model_parts(message)),
-            Role::Tool => ("user", vec![function_response(message, &call_names)]),
+            Role::Tool => ("user", function_response_parts(message, &call_names)),
             _ => ("user", user_parts(&message.content)),
         };
         if parts.is_empty() {
@@ -178,6 +178,18 @@ fn model_parts(message: &ChatMessage) -> Vec<Value> {
 fn is_generated_id(id: &str) -> bool {
     id.strip_prefix("call_")
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A tool result: its function response, then its images (an MCP tool's) as inline data in the
+/// same user turn.
+fn function_response_parts(message: &ChatMessage, call_names: &BTreeMap<&str, &str>) -> Vec<Value> {
+    let mut parts = vec![function_response(message, call_names)];
+    parts.extend(
+        image_parts(&message.content)
+            .into_iter()
+            .filter_map(user_part),
+    );
+    parts
 }
 
 fn function_response(message: &ChatMessage, call_names: &BTreeMap<&str, &str>) -> Value {

@@ -1,6 +1,6 @@
 //! OpenAI Chat Completions requests (and every OpenAI-compatible server: llama.cpp, Ollama, vLLM).
 
-use super::common::{model_of, prepared_history};
+use super::common::{image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::CompressionStrength;
 use crate::linearize::Thinking;
@@ -17,11 +17,10 @@ pub(super) fn openai_chat(
     if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
         messages.push(json!({"role": "system", "content": system}));
     }
-    messages.extend(
-        prepared_history(history, Thinking::Off)
-            .iter()
-            .map(openai_message),
-    );
+    messages.extend(with_tool_images_after(&prepared_history(
+        history,
+        Thinking::Off,
+    )));
     let mut body = Map::new();
     body.insert("model".into(), model_of(input).into());
     body.insert("messages".into(), Value::Array(messages));
@@ -53,6 +52,37 @@ pub(super) fn openai_chat(
         body: Value::Object(body),
         compression_strength: CompressionStrength::Absent,
     }
+}
+
+/// The messages in OpenAI's shape. A tool message carries text only (the API takes no images
+/// there): the images of a step's results follow its last result as one user message.
+fn with_tool_images_after(history: &[ChatMessage]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(history.len());
+    let mut images: Vec<Value> = Vec::new();
+    for message in history {
+        if message.role != Role::Tool && !images.is_empty() {
+            out.push(tool_images_message(std::mem::take(&mut images)));
+        }
+        if message.role == Role::Tool {
+            images.extend(image_parts(&message.content).into_iter().cloned());
+            let mut text_only = message.clone();
+            text_only.content = Content::Text(message.content.text());
+            out.push(openai_message(&text_only));
+        } else {
+            out.push(openai_message(message));
+        }
+    }
+    if !images.is_empty() {
+        out.push(tool_images_message(images));
+    }
+    out
+}
+
+fn tool_images_message(images: Vec<Value>) -> Value {
+    let mut content =
+        vec![json!({"type": "text", "text": "The images the tool calls above returned:"})];
+    content.extend(images);
+    json!({"role": "user", "content": content})
 }
 
 fn openai_tool(spec: &ToolSpec) -> Value {

@@ -9,7 +9,7 @@
 //! them, minus the engine's `index` merge key, before the message they belong to; items without
 //! `encrypted_content` are useless without server-side storage and are left out.
 
-use super::common::{model_of, prepared_history};
+use super::common::{image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
 use crate::linearize::Thinking;
 use crate::message::{ChatMessage, Content, Role};
@@ -75,7 +75,7 @@ fn items(message: &ChatMessage) -> Vec<Value> {
         Role::Tool => vec![json!({
             "type": "function_call_output",
             "call_id": message.tool_call_id.clone().unwrap_or_default(),
-            "output": message.content.text(),
+            "output": tool_output(&message.content),
         })],
         Role::System => text_message("system", &message.content),
         _ => user_message(&message.content),
@@ -125,6 +125,18 @@ fn text_message(role: &str, content: &Content) -> Vec<Value> {
         return Vec::new();
     }
     vec![json!({"role": role, "content": text})]
+}
+
+/// A tool's output: its text, or with images (an MCP tool's) a list of input parts, which the
+/// Responses API takes in a function call's output.
+fn tool_output(content: &Content) -> Value {
+    if image_parts(content).is_empty() {
+        return Value::String(content.text());
+    }
+    match content {
+        Content::Parts(parts) => Value::Array(parts.iter().filter_map(user_part).collect()),
+        Content::Text(text) => Value::String(text.clone()),
+    }
 }
 
 fn user_message(content: &Content) -> Vec<Value> {

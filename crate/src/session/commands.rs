@@ -327,6 +327,7 @@ impl ChatSession {
                     failed: tool_failed,
                     data: None,
                     session_metadata: None,
+                    parts: Vec::new(),
                 };
                 self.transition(
                     ctx,

@@ -73,7 +73,15 @@ impl ChatSession {
         };
         let rule = match kind {
             ToolKind::Engine(_) => ToolRule::Auto,
-            _ => self.thread.rule_for(&call.function.name),
+            _ => {
+                let name = &call.function.name;
+                let read_only = ctx
+                    .config
+                    .workspace_tools
+                    .iter()
+                    .any(|t| &t.name == name && t.is_read_only());
+                self.thread.rule_for(name, read_only)
+            }
         };
         if !matches!(kind, ToolKind::Engine(_)) && rule == ToolRule::Auto {
             self.emit(Event::ToolDecision {
@@ -226,6 +234,9 @@ impl ChatSession {
                     &outcome.content,
                     outcome.failed,
                 );
+                if !outcome.parts.is_empty() {
+                    message.content = tool_result_parts(&outcome.content, &outcome.parts);
+                }
                 message.created_at_ms = Some(ctx.now);
                 if let Some(data) = &outcome.data {
                     message.set_tool_data(data.clone());
@@ -382,4 +393,16 @@ fn decision_event(ctx: &mut Ctx, call: &ToolCall, decision: &str, by: &str) -> C
         json!({"tool_call_id": call.id, "tool_name": call.function.name, "decision": decision});
     message.set_event("tool_decision", by, payload);
     message
+}
+
+/// A result with images: its text first, then the image parts (anything else is left out).
+fn tool_result_parts(text: &str, parts: &[Value]) -> Content {
+    let mut all = vec![json!({"type": "text", "text": text})];
+    all.extend(
+        parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
+            .cloned(),
+    );
+    Content::Parts(all)
 }

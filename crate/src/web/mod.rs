@@ -171,17 +171,30 @@ impl WasmEngine {
         crate::VERSION.to_string()
     }
 
-    /// The workspace tools and their default approval rules (SPEC §8.4), `{tool: "auto"|"ask"}`:
-    /// what the settings page lists and pre-selects.
+    /// The workspace tools and the offered ones (`tools`: what `palaver serve` lists, MCP
+    /// servers' tools among them) with their default approval rules (SPEC §8.4),
+    /// `{tool: "auto"|"ask"}`: what the settings page lists and pre-selects.
     #[wasm_bindgen(js_name = defaultToolRules)]
-    pub fn default_tool_rules() -> Result<JsValue, JsValue> {
-        let rules: serde_json::Map<String, serde_json::Value> = crate::tools::WORKSPACE_TOOLS
+    pub fn default_tool_rules(
+        #[wasm_bindgen(unchecked_param_type = "ToolSpec[] | undefined")] tools: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let offered: Vec<crate::tools::ToolSpec> = if tools.is_undefined() || tools.is_null() {
+            Vec::new()
+        } else {
+            serde_wasm_bindgen::from_value(tools)
+                .map_err(|e| js_error("BadInput", &e.to_string()))?
+        };
+        let rule = |name: &str, read_only: bool| {
+            serde_json::to_value(crate::thread::default_rule(name, read_only))
+                .unwrap_or(serde_json::Value::Null)
+        };
+        let mut rules: serde_json::Map<String, serde_json::Value> = crate::tools::WORKSPACE_TOOLS
             .iter()
-            .map(|tool| {
-                let rule = serde_json::to_value(crate::thread::default_rule(tool));
-                (tool.to_string(), rule.unwrap_or(serde_json::Value::Null))
-            })
+            .map(|tool| (tool.to_string(), rule(tool, false)))
             .collect();
+        for spec in &offered {
+            rules.insert(spec.name.clone(), rule(&spec.name, spec.is_read_only()));
+        }
         to_js(&serde_json::Value::Object(rules))
     }
 

@@ -261,6 +261,7 @@ fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Ste
                 .unwrap_or(false),
             data: step.get("data").cloned(),
             session_metadata: None,
+            parts: Vec::new(),
         }),
         "tick" => h.handle(Input::Tick {}),
         "save_acked" => {

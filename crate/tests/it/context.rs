@@ -93,6 +93,7 @@ fn plans_are_set_updated_read_and_placed_after_the_steps_results() {
         tool_failed: false,
         data: None,
         session_metadata: None,
+        parts: Vec::new(),
     });
     let results = tool_results(&h);
     assert_eq!(
@@ -562,6 +563,7 @@ fn three_rounds_of_a_tool_chat_keep_a_byte_stable_prefix() {
             tool_failed: false,
             data: None,
             session_metadata: None,
+            parts: Vec::new(),
         });
         bodies.push(request_body(&next));
     }
@@ -652,6 +654,7 @@ fn anthropic_cache_breakpoints_follow_the_tiers() {
             tool_failed: false,
             data: None,
             session_metadata: None,
+            parts: Vec::new(),
         });
         bodies.push(request_body(&next));
     }
@@ -1162,6 +1165,7 @@ fn tool_progress_lines_reach_subscribers_only_while_the_tool_runs() {
         tool_failed: false,
         data: Some(json!({"exit_code": 0})),
         session_metadata: None,
+        parts: Vec::new(),
     });
     let late = progress(&mut h, "late line");
     assert!(
@@ -1374,6 +1378,7 @@ fn session_metadata_merges_into_the_thread_but_never_steers() {
         tool_failed: false,
         data: None,
         session_metadata: metadata.as_object().cloned(),
+        parts: Vec::new(),
     });
     assert!(step
         .events
@@ -1496,6 +1501,7 @@ fn at_most_eight_tools_run_at_once_and_results_keep_call_order() {
             tool_failed: false,
             data: None,
             session_metadata: None,
+            parts: Vec::new(),
         });
         later.extend(started(&step));
     }
@@ -1508,6 +1514,7 @@ fn at_most_eight_tools_run_at_once_and_results_keep_call_order() {
             tool_failed: false,
             data: None,
             session_metadata: None,
+            parts: Vec::new(),
         });
     }
     let order: Vec<String> = tool_results(&h).into_iter().map(|(id, _, _)| id).collect();

@@ -171,7 +171,7 @@ impl Driver {
             Op::ToolResult { pick, failed } => {
                 if !self.running_tools.is_empty() {
                     let id = self.running_tools.remove(pick % self.running_tools.len());
-                    let step = self.h.handle(Input::ToolResult { chat_id: "c".into(), tool_call_id: id, content: "r".into(), tool_failed: failed, data: None, session_metadata: None });
+                    let step = self.h.handle(Input::ToolResult { chat_id: "c".into(), tool_call_id: id, content: "r".into(), tool_failed: failed, data: None, session_metadata: None, parts: Vec::new() });
                     self.observe(&step);
                 }
             }

@@ -145,6 +145,7 @@ fn anthropic_thinking_round_trips_within_the_tool_turn() {
         tool_failed: false,
         data: None,
         session_metadata: None,
+        parts: Vec::new(),
     });
     let body = step
         .effects
@@ -228,4 +229,115 @@ fn the_local_kind_is_openai_chat_on_the_wire() {
         local.0
     );
     assert_eq!(Some(local), decode(ProviderKind::OpenaiChat).ok());
+}
+
+/// Issue 17: an MCP tool's images reach each provider the way it takes them — inside the tool
+/// result (Anthropic), in the function call's output (Responses), beside the function response
+/// (Gemini), or as a user message right after the step's results (OpenAI chat, which takes no
+/// images in a tool message); the text is always the tool result's own.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn tool_result_images_reach_each_provider_in_its_shape() {
+    use palaver::provider::ProviderKind;
+    use serde_json::json;
+    let image =
+        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}});
+    let history: Vec<ChatMessage> = serde_json::from_value(json!([
+        {"message_id": "u", "role": "user", "content": "draw"},
+        {"message_id": "a", "role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "mcp__everything__get-tiny-image", "arguments": "{}"}}]},
+        {"message_id": "t", "role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "A tiny image."}, image]},
+        {"message_id": "a2", "role": "assistant", "content": "Done."},
+    ]))
+    .unwrap_or_default();
+    let body = |kind: ProviderKind| {
+        let provider = ProviderConfig {
+            kind,
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: "m".into(),
+            ..Default::default()
+        };
+        build_request(&RequestInput {
+            provider: &provider,
+            thread: &ThreadParams::default(),
+            system_prompt: None,
+            tools: &[],
+            history: &history,
+            budget: None,
+        })
+        .map(|r| r.body)
+        .unwrap_or_default()
+    };
+    let openai = body(ProviderKind::OpenaiChat);
+    assert_eq!(
+        openai["messages"][2],
+        json!({"role": "tool", "content": "A tiny image.", "tool_call_id": "call_1"}),
+        "{openai}"
+    );
+    assert_eq!(openai["messages"][3]["role"], "user", "{openai}");
+    assert_eq!(
+        openai["messages"][3]["content"][1], image,
+        "the image follows the results"
+    );
+    assert_eq!(openai["messages"][4]["role"], "assistant");
+    let anthropic = body(ProviderKind::Anthropic);
+    let result = &anthropic["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result", "{anthropic}");
+    assert_eq!(
+        result["content"][0],
+        json!({"type": "text", "text": "A tiny image."})
+    );
+    assert_eq!(
+        result["content"][1]["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="})
+    );
+    let responses = body(ProviderKind::OpenaiResponses);
+    let output = responses["input"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["type"] == "function_call_output"))
+        .map(|i| i["output"].clone())
+        .unwrap_or_default();
+    assert_eq!(
+        output[0],
+        json!({"type": "input_text", "text": "A tiny image."}),
+        "{responses}"
+    );
+    assert_eq!(output[1]["type"], "input_image");
+    let gemini = body(ProviderKind::Gemini);
+    let parts = &gemini["contents"][2]["parts"];
+    assert!(parts[0].get("functionResponse").is_some(), "{gemini}");
+    assert_eq!(
+        parts[1],
+        json!({"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}})
+    );
+}
+
+/// Issue 17: an MCP server's tool asks before it runs, unless its server marks it read-only;
+/// the user's rule wins either way; the workspace tools keep SPEC §8.4's defaults.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn mcp_tools_ask_unless_read_only() {
+    use palaver::thread::ToolRule;
+    let mut thread = ThreadParams::default();
+    assert_eq!(
+        thread.rule_for("mcp__everything__echo", false),
+        ToolRule::Ask
+    );
+    assert_eq!(
+        thread.rule_for("mcp__memory__read_graph", true),
+        ToolRule::Auto
+    );
+    assert_eq!(thread.rule_for("read_file", false), ToolRule::Auto);
+    assert_eq!(thread.rule_for("write_file", true), ToolRule::Ask);
+    thread
+        .tool_policy
+        .insert("mcp__memory__read_graph".into(), ToolRule::Deny);
+    assert_eq!(
+        thread.rule_for("mcp__memory__read_graph", true),
+        ToolRule::Deny
+    );
+    let spec: ToolSpec = serde_json::from_value(
+        serde_json::json!({"name": "mcp__a__b", "annotations": {"readOnlyHint": true}}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(spec.is_read_only());
 }

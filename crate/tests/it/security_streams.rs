@@ -768,6 +768,7 @@ fn d22_overload_mid_tool_loop_does_not_rerun_finished_tools() {
             tool_failed: false,
             data: None,
             session_metadata: None,
+            parts: Vec::new(),
         });
     }
     let at = wake_at(&fail(&mut h, Some(529), Some("overloaded_error"), &[])).expect("retried");
