@@ -45,6 +45,7 @@ mod native {
             www: root.join("www"),
             pkg: root.join("pkg"),
             models: None,
+            mcp: Default::default(),
             workspace: root.join("ws"),
             allowed_origins: Vec::new(),
             allow_shell: false,

@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Serve the web app and the workspace tools on 127.0.0.1.
     Serve(crate::proxy::ServeArgs),
+    /// Serve the workspace tools to an MCP client over stdin/stdout.
+    Mcp(crate::proxy::McpArgs),
     /// Decode a provider SSE stream from stdin and print the assembled message as JSON.
     Decode(decode::DecodeArgs),
     /// Print the request body the engine would send for a trajectory read from stdin.
@@ -39,6 +41,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => crate::proxy::run_serve(args),
+        Command::Mcp(args) => crate::proxy::run_mcp(args),
         Command::Decode(args) => decode::run(args),
         Command::Linearize(args) => linearize::run(args),
         Command::Reap { argv } => crate::proxy::reaper::run(&argv),

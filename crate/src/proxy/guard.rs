@@ -166,11 +166,14 @@ fn preflight(origin: Option<&str>) -> Response {
     let headers = response.headers_mut();
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, POST"),
+        HeaderValue::from_static("GET, POST, DELETE"),
     );
+    // The MCP endpoint's session headers too (an allowed origin may be a browser MCP client).
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("authorization, content-type"),
+        HeaderValue::from_static(
+            "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id",
+        ),
     );
     headers.insert(
         header::ACCESS_CONTROL_MAX_AGE,
@@ -185,6 +188,10 @@ fn with_cors(mut response: Response, origin: Option<&str>) -> Response {
     headers.insert(header::VARY, HeaderValue::from_static("Origin"));
     if let Some(value) = origin.and_then(|o| HeaderValue::from_str(o).ok()) {
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id, mcp-protocol-version"),
+        );
     }
     response
 }
@@ -245,7 +252,10 @@ pub async fn allow_listed_origins(
 
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let is_api = path == "/api" || path.starts_with("/api/");
+    // The tools API and the MCP endpoint answer JSON or event streams, never a page.
+    let is_api = ["/api", "/mcp"]
+        .iter()
+        .any(|root| path == *root || path.starts_with(&format!("{root}/")));
     let is_model_worker = path == MODEL_WORKER_PATH;
     let mut response = next.run(request).await;
     let headers = response.headers_mut();

@@ -5,6 +5,7 @@
 
 pub mod confine;
 mod guard;
+pub mod mcp;
 pub mod reaper;
 mod server;
 mod token;
@@ -51,10 +52,81 @@ pub struct ServeArgs {
     /// Read the token from this file instead of making a fresh one (never from argv).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// The MCP servers to run for the page (`{"mcpServers": {…}}`; default: the user's
+    /// `~/.config/palaver/mcp.json` when it exists outside the workspace — never a file of the
+    /// workspace unless named here).
+    #[arg(long)]
+    pub mcp: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct McpArgs {
+    /// The workspace the tools may touch (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Allow `run_command`.
+    #[arg(long)]
+    pub allow_shell: bool,
+    /// Read and search files that have several hard links.
+    #[arg(long)]
+    pub allow_hard_links: bool,
+}
+
+/// `palaver mcp`: Palaver's workspace tools as an MCP server on stdin/stdout (issue 17).
+pub fn run_mcp(args: McpArgs) -> ExitCode {
+    protect_environment();
+    install_tls();
+    let workspace = match args
+        .workspace
+        .clone()
+        .map_or_else(std::env::current_dir, Ok)
+    {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!("palaver mcp: no current directory: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("palaver mcp: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = runtime.block_on(async {
+        let workspace = std::sync::Arc::new(
+            workspace::Workspace::open(&workspace)
+                .map_err(|e| format!("{}: {e}", workspace.display()))?,
+        );
+        let policy = tools::ToolPolicy {
+            allow_shell: args.allow_shell,
+            allow_hard_links: args.allow_hard_links,
+            reaper: std::env::current_exe().ok(),
+            ..Default::default()
+        };
+        mcp::serve::serve_stdio(std::sync::Arc::new(tools::Tools::new(workspace, policy))).await
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("palaver mcp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// TLS for outgoing HTTPS (fetch_url, MCP servers over HTTPS) through rustls with ring.
+pub fn install_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 pub fn run_serve(args: ServeArgs) -> ExitCode {
     protect_environment();
+    install_tls();
     // Refused before anything is bound or printed: no address to open for a server that stops.
     let config = match config_from(&args).and_then(|config| {
         server::check_app_outside_workspace(&config)
@@ -123,6 +195,7 @@ fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
     };
+    let mcp = mcp::resolve(args.mcp.as_deref(), &workspace)?.unwrap_or_default();
     Ok(ServeConfig {
         www: static_dir(args.www.as_deref(), "www")?,
         pkg: static_dir(args.pkg.as_deref(), "pkg")?,
@@ -132,6 +205,7 @@ fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
         allow_shell: args.allow_shell,
         allow_hard_links: args.allow_hard_links,
         reaper: std::env::current_exe().ok(),
+        mcp,
         token,
     })
 }

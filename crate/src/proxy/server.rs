@@ -3,8 +3,10 @@
 //! concurrent connections. The safe response headers wrap everything, Host refusals included.
 
 use super::guard::{self, json_error, GuardConfig};
+use super::mcp::{self, McpConfig, McpHub};
 use super::tools::{self, ToolPolicy, Tools};
 use super::workspace::Workspace;
+use crate::tools::MCP_PREFIX;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -70,10 +72,16 @@ pub struct ServeConfig {
     pub allow_hard_links: bool,
     /// The `palaver` executable, run as `run_command`'s process reaper (`proxy::reaper`).
     pub reaper: Option<PathBuf>,
+    /// The user's MCP servers (issue 17), from their own config file.
+    pub mcp: McpConfig,
     pub token: String,
 }
 
-type Api = Tools;
+/// What the API's handlers share: the workspace tools and the user's MCP servers.
+pub struct Api {
+    pub tools: Arc<Tools>,
+    pub mcp: Arc<McpHub>,
+}
 
 /// Refuses to serve the app from inside the workspace, or the workspace from inside the app: the
 /// model can write the workspace, and a script written there would run at the tools API's own
@@ -102,13 +110,23 @@ pub fn check_app_outside_workspace(config: &ServeConfig) -> std::io::Result<()> 
 }
 
 pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Result<Router> {
+    let hub = McpHub::start(config.mcp.clone(), config.reaper.clone());
+    router_with(config, port, limits, hub)
+}
+
+fn router_with(
+    config: &ServeConfig,
+    port: u16,
+    limits: Limits,
+    hub: Arc<McpHub>,
+) -> std::io::Result<Router> {
     check_app_outside_workspace(config)?;
     let guard_config = Arc::new(GuardConfig {
         port,
         token: config.token.clone(),
         allowed_origins: config.allowed_origins.clone(),
     });
-    let api = Arc::new(Tools::new(
+    let tools = Arc::new(Tools::new(
         Arc::new(Workspace::open(&config.workspace)?),
         ToolPolicy {
             allow_shell: config.allow_shell,
@@ -117,10 +135,20 @@ pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Resul
             reaper: config.reaper.clone(),
         },
     ));
+    let api = Arc::new(Api {
+        tools: tools.clone(),
+        mcp: hub,
+    });
     let api_routes = Router::new()
         .route("/health", get(health))
         .route("/tools", get(list_tools))
         .route("/tools/{name}", post(call_tool))
+        .route("/mcp", get(mcp_status))
+        .route("/mcp/events", get(mcp_events))
+        .route("/mcp/resources", get(mcp_resources))
+        .route("/mcp/resources/read", post(mcp_read_resource))
+        .route("/mcp/prompts", get(mcp_prompts))
+        .route("/mcp/prompts/get", post(mcp_get_prompt))
         .fallback(|| async { json_error(StatusCode::NOT_FOUND, "not_found", "no such API route") })
         .with_state(api)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -129,7 +157,18 @@ pub fn router(config: &ServeConfig, port: u16, limits: Limits) -> std::io::Resul
             guard_config.clone(),
             guard::check_api,
         ));
-    let mut app = Router::new().nest("/api", api_routes);
+    // Palaver's tools for any MCP client, behind the same guard as /api (token, Host, Origin).
+    let mcp_endpoint = Router::new()
+        .fallback_service(mcp::serve::http_service(tools, port))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(
+            guard_config.clone(),
+            guard::check_api,
+        ));
+    let mut app = Router::new()
+        .nest("/api", api_routes)
+        .nest_service("/mcp", mcp_endpoint);
     if let Some(models) = &config.models {
         // Large files, fetched once and kept by the page: ranges (a cut download resumes), no
         // compression (GGUF does not shrink), readable by the allowed origins (the extension).
@@ -182,7 +221,10 @@ pub async fn serve_with_limits(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let port = listener.local_addr()?.port();
-    let app = router(&config, port, limits)?;
+    let hub = McpHub::start(config.mcp.clone(), config.reaper.clone());
+    // Whichever way this returns, the MCP servers it started are stopped and killed.
+    let _servers = StopServers(hub.clone());
+    let app = router_with(&config, port, limits, hub)?;
     let slots = Arc::new(tokio::sync::Semaphore::new(
         limits.max_open_connections.max(1),
     ));
@@ -265,11 +307,16 @@ async fn json_error_bodies(response: Response) -> Response {
 }
 
 async fn health(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
-    Json(serde_json::json!({"ok": true, "version": crate::VERSION, "running_tools": api.running()}))
+    Json(
+        serde_json::json!({"ok": true, "version": crate::VERSION, "running_tools": api.tools.running()}),
+    )
 }
 
+/// The workspace tools, then the tools of the user's MCP servers (`mcp__{server}__{tool}`).
 async fn list_tools(State(api): State<Arc<Api>>) -> Json<Vec<serde_json::Value>> {
-    Json(tools::specs(&api.policy))
+    let mut specs = tools::specs(&api.tools.policy);
+    specs.extend(api.mcp.tool_specs());
+    Json(specs)
 }
 
 async fn call_tool(
@@ -278,7 +325,13 @@ async fn call_tool(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !tools::exists(&name, &api.policy) {
+    let is_mcp = name.starts_with(MCP_PREFIX);
+    let known = if is_mcp {
+        api.mcp.owns(&name)
+    } else {
+        tools::exists(&name, &api.tools.policy)
+    };
+    if !known {
         let (status, kind) = if name == "run_command" {
             (StatusCode::FORBIDDEN, "exec_disabled")
         } else {
@@ -304,17 +357,24 @@ async fn call_tool(
         .get(axum::http::header::ACCEPT)
         .and_then(|a| a.to_str().ok())
         .is_some_and(|a| a.contains("application/x-ndjson"));
-    if wants_lines && name == "run_command" && args.is_object() {
-        return stream_lines(&api, &args);
+    if wants_lines && is_mcp && args.is_object() {
+        return stream_mcp(api, name, args);
     }
-    let reply = tools::call(&api, &name, args).await;
+    if wants_lines && name == "run_command" && args.is_object() {
+        return stream_lines(&api.tools, &args);
+    }
+    let reply = if is_mcp {
+        api.mcp.call(&name, args, None).await
+    } else {
+        tools::call(&api.tools, &name, args).await
+    };
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, Json(reply.body())).into_response()
 }
 
 /// `run_command` output as NDJSON while the program runs (`Accept: application/x-ndjson`).
-fn stream_lines(api: &Api, args: &serde_json::Value) -> Response {
-    let receiver = match tools::run_streaming(&api.workspace, &api.policy, args) {
+fn stream_lines(tools: &Tools, args: &serde_json::Value) -> Response {
+    let receiver = match tools::run_streaming(&tools.workspace, &tools.policy, args) {
         Ok(receiver) => receiver,
         Err(reply) => {
             let status =
@@ -322,6 +382,10 @@ fn stream_lines(api: &Api, args: &serde_json::Value) -> Response {
             return (status, Json(reply.body())).into_response();
         }
     };
+    ndjson(receiver)
+}
+
+fn ndjson(receiver: tokio::sync::mpsc::Receiver<String>) -> Response {
     let lines = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver
             .recv()
@@ -333,4 +397,153 @@ fn stream_lines(api: &Api, args: &serde_json::Value) -> Response {
         axum::body::Body::from_stream(lines),
     )
         .into_response()
+}
+
+/// An MCP tool call as NDJSON: its progress notifications as `line`s (stream `progress`), then
+/// the `result`. When the page goes away the call is dropped, which cancels it at the server.
+fn stream_mcp(api: Arc<Api>, name: String, args: serde_json::Value) -> Response {
+    let (lines, receiver) = tokio::sync::mpsc::channel::<String>(64);
+    tokio::spawn(async move {
+        let (progress, mut updates) = tokio::sync::mpsc::channel::<String>(64);
+        let call = api.mcp.call(&name, args, Some(progress));
+        tokio::pin!(call);
+        let progress_line = |text: String| {
+            let line = serde_json::json!({"type": "line", "stream": "progress", "text": text});
+            format!("{line}\n")
+        };
+        loop {
+            tokio::select! {
+                biased;
+                Some(text) = updates.recv() => {
+                    if lines.send(progress_line(text)).await.is_err() {
+                        break;
+                    }
+                }
+                reply = &mut call => {
+                    // Progress that came just before the answer goes first.
+                    while let Ok(text) = updates.try_recv() {
+                        let _ = lines.send(progress_line(text)).await;
+                    }
+                    let mut body = reply.body();
+                    body["type"] = serde_json::json!("result");
+                    let _ = lines.send(format!("{body}\n")).await;
+                    break;
+                }
+                () = lines.closed() => break,
+            }
+        }
+    });
+    ndjson(receiver)
+}
+
+/// `GET /api/mcp`: each MCP server's state, error, stderr tail, tools and protocol version.
+async fn mcp_status(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
+    Json(api.mcp.status())
+}
+
+/// `GET /api/mcp/events`: NDJSON, one line per change (`status`, `tools_changed`, …) with the
+/// tools' version, so the page asks `/api/tools` again when an MCP server's tools change.
+async fn mcp_events(State(api): State<Arc<Api>>) -> Response {
+    let (lines, receiver) = tokio::sync::mpsc::channel::<String>(16);
+    let mut events = api.mcp.subscribe();
+    tokio::spawn(async move {
+        let hello = serde_json::json!({"type": "hello", "tools_version": api.mcp.tools_version()});
+        if lines.send(format!("{hello}\n")).await.is_err() {
+            return;
+        }
+        loop {
+            let line = tokio::select! {
+                event = events.recv() => match event {
+                    Ok(event) => serde_json::json!({"type": event.name(), "tools_version": api.mcp.tools_version()}),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => serde_json::json!({"type": "status", "tools_version": api.mcp.tools_version()}),
+                    Err(_) => break,
+                },
+                () = tokio::time::sleep(Duration::from_secs(15)) => serde_json::json!({"type": "ping"}),
+                () = lines.closed() => break,
+            };
+            if lines.send(format!("{line}\n")).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut response = ndjson(receiver);
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn mcp_resources(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({"resources": api.mcp.resources().await}))
+}
+
+async fn mcp_prompts(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({"prompts": api.mcp.prompts().await}))
+}
+
+fn str_field<'a>(value: &'a serde_json::Value, key: &str) -> Result<&'a str, Response> {
+    value.get(key).and_then(|v| v.as_str()).ok_or_else(|| {
+        json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_arguments",
+            &format!("`{key}` (a string) is required"),
+        )
+    })
+}
+
+fn mcp_answer(answer: Result<serde_json::Value, (u16, String)>) -> Response {
+    match answer {
+        Ok(value) => Json(value).into_response(),
+        Err((status, message)) => json_error(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+            "mcp_error",
+            &message,
+        ),
+    }
+}
+
+/// `POST /api/mcp/resources/read {server, uri}`: the resource's text, to attach to a message.
+async fn mcp_read_resource(State(api): State<Arc<Api>>, body: Bytes) -> Response {
+    let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            "the body is not JSON",
+        );
+    };
+    let (server, uri) = match (str_field(&request, "server"), str_field(&request, "uri")) {
+        (Ok(server), Ok(uri)) => (server, uri),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    mcp_answer(api.mcp.read_resource(server, uri).await)
+}
+
+/// `POST /api/mcp/prompts/get {server, name, arguments}`: the prompt's messages as text.
+async fn mcp_get_prompt(State(api): State<Arc<Api>>, body: Bytes) -> Response {
+    let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            "the body is not JSON",
+        );
+    };
+    let (server, name) = match (str_field(&request, "server"), str_field(&request, "name")) {
+        (Ok(server), Ok(name)) => (server, name),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    let arguments = request
+        .get("arguments")
+        .and_then(|a| a.as_object())
+        .cloned()
+        .unwrap_or_default();
+    mcp_answer(api.mcp.get_prompt(server, name, arguments).await)
+}
+
+/// Stops the MCP servers when `serve` returns, however it returns.
+struct StopServers(Arc<McpHub>);
+
+impl Drop for StopServers {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
 }

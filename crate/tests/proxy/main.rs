@@ -9,6 +9,7 @@
 //! address policy, and static MIME types. Native only.
 #![cfg(not(target_arch = "wasm32"))]
 
+mod mcp;
 mod models;
 mod proxy;
 mod proxy_tools;

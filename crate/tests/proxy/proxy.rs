@@ -407,6 +407,7 @@ fn a53_a_slow_body_is_cut_at_the_request_deadline() {
         www: dir.0.join("www"),
         pkg: dir.0.join("pkg"),
         models: None,
+        mcp: Default::default(),
         workspace: dir.0.join("ws"),
         allowed_origins: Vec::new(),
         allow_shell: false,

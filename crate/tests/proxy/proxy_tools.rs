@@ -827,6 +827,7 @@ fn a46_a_workspace_given_through_a_symlink_works_and_a48_hard_links_are_not_writ
         www: dir.0.join("www"),
         pkg: dir.0.join("pkg"),
         models: None,
+        mcp: Default::default(),
         workspace: dir.0.join("ws-link"),
         allowed_origins: Vec::new(),
         allow_shell: false,

@@ -85,6 +85,7 @@ fn e3_serving_the_app_from_inside_the_workspace_is_refused() {
         www,
         pkg,
         models: None,
+        mcp: Default::default(),
         workspace,
         allowed_origins: Vec::new(),
         allow_shell: false,

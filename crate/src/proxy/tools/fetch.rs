@@ -101,6 +101,7 @@ async fn fetch(url: reqwest::Url) -> Result<ToolReply, reqwest::Error> {
         content: text,
         data: Some(json!({"status": status, "truncated": truncated})),
         error: None,
+        parts: Vec::new(),
     })
 }
 

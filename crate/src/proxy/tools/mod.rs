@@ -33,6 +33,8 @@ pub struct ToolReply {
     pub data: Option<Value>,
     pub is_error: bool,
     pub error: Option<Value>,
+    /// Image parts beside the text (an MCP tool's images), `{type: "image_url", …}`.
+    pub parts: Vec<Value>,
 }
 
 impl ToolReply {
@@ -43,6 +45,7 @@ impl ToolReply {
             data,
             is_error: false,
             error: None,
+            parts: Vec::new(),
         }
     }
 
@@ -54,6 +57,7 @@ impl ToolReply {
             content: message,
             data: None,
             is_error: true,
+            parts: Vec::new(),
         }
     }
 
@@ -64,6 +68,7 @@ impl ToolReply {
             content: message,
             data: None,
             is_error: true,
+            parts: Vec::new(),
         }
     }
 
@@ -74,6 +79,9 @@ impl ToolReply {
         }
         if let Some(error) = &self.error {
             body["error"] = error.clone();
+        }
+        if !self.parts.is_empty() {
+            body["parts"] = Value::Array(self.parts.clone());
         }
         body
     }
@@ -87,6 +95,7 @@ impl From<ToolPathRejected> for ToolReply {
             data: None,
             is_error: true,
             error: Some(json!({"kind": rejected.kind.as_str(), "path": rejected.path})),
+            parts: Vec::new(),
         }
     }
 }

@@ -189,6 +189,7 @@ fn finished(argv: &[String], out: Captured, err: Captured, code: Option<i32>) ->
         content,
         data: Some(json!({"exit_code": code, "truncated": truncated, "argv": argv})),
         error: None,
+        parts: Vec::new(),
     }
 }
 

@@ -1,0 +1,582 @@
+//! One of the user's MCP servers, kept running by `palaver serve` through rmcp's client: a stdio
+//! server is a child process in its own process group under `palaver reap` (so nothing it starts
+//! outlives `palaver serve`, even a SIGKILLed one), its stderr kept in a capped tail; a Streamable
+//! HTTP server is a URL. A server that exits or cannot start is restarted with backoff; after
+//! `MAX_FAILURES` quick failures it stays `failed`, with its last error and stderr tail.
+//!
+//! Calls go through `call`: a cancellable request whose progress notifications are forwarded as
+//! lines, a timeout (the config's), and `notifications/cancelled` when the caller goes away.
+
+use super::config::{ServerConfig, Transport};
+use super::{HubEvent, StderrTail};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientRequest, ErrorData, Implementation,
+    InitializeRequestParams, ProgressNotificationParam, Request, ServerResult,
+};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService};
+use rmcp::{ClientHandler, ServiceError, ServiceExt};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, mpsc, watch};
+
+/// Quick failures in a row before a server is left `failed` (a server that ran for
+/// `STABLE_AFTER` starts counting again).
+pub const MAX_FAILURES: u32 = 5;
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// The MCP handshake must finish within this.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the status shows of a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    Starting,
+    Ready,
+    /// Exited or could not start; another start comes at `retry_in` (attempt `attempt`).
+    Restarting {
+        attempt: u32,
+        retry_in: Duration,
+        error: String,
+    },
+    /// Gave up after `MAX_FAILURES` failures, or cannot run at all (not installed, refused).
+    Failed {
+        error: String,
+    },
+    Stopped,
+}
+
+impl State {
+    pub fn name(&self) -> &'static str {
+        match self {
+            State::Starting => "starting",
+            State::Ready => "ready",
+            State::Restarting { .. } => "restarting",
+            State::Failed { .. } => "failed",
+            State::Stopped => "stopped",
+        }
+    }
+}
+
+pub struct Connection {
+    pub config: ServerConfig,
+    state: RwLock<State>,
+    peer: RwLock<Option<Peer<RoleClient>>>,
+    /// The server's tools as it lists them (MCP JSON: name, description, inputSchema, …).
+    tools: RwLock<Vec<Value>>,
+    protocol: RwLock<Option<String>>,
+    pub stderr: Arc<Mutex<StderrTail>>,
+    /// Progress token → where the call's progress lines go.
+    progress: Mutex<HashMap<String, mpsc::Sender<String>>>,
+    /// The reaper pid of the running stdio server (for `kill_tree` at shutdown).
+    pid: Mutex<Option<i32>>,
+    restarts: Mutex<u32>,
+    events: broadcast::Sender<HubEvent>,
+    stop: watch::Sender<bool>,
+}
+
+impl Connection {
+    pub fn new(config: ServerConfig, events: broadcast::Sender<HubEvent>) -> Arc<Self> {
+        Arc::new(Connection {
+            config,
+            state: RwLock::new(State::Starting),
+            peer: RwLock::new(None),
+            tools: RwLock::new(Vec::new()),
+            protocol: RwLock::new(None),
+            stderr: Arc::new(Mutex::new(StderrTail::default())),
+            progress: Mutex::new(HashMap::new()),
+            pid: Mutex::new(None),
+            restarts: Mutex::new(0),
+            events,
+            stop: watch::channel(false).0,
+        })
+    }
+
+    pub fn state(&self) -> State {
+        read(&self.state).clone()
+    }
+
+    pub fn tools(&self) -> Vec<Value> {
+        read(&self.tools).clone()
+    }
+
+    pub fn protocol(&self) -> Option<String> {
+        read(&self.protocol).clone()
+    }
+
+    pub fn restarts(&self) -> u32 {
+        *lock(&self.restarts)
+    }
+
+    pub fn peer(&self) -> Option<Peer<RoleClient>> {
+        read(&self.peer).clone()
+    }
+
+    fn set_state(&self, state: State) {
+        *write(&self.state) = state;
+        let _ = self.events.send(HubEvent::Status);
+    }
+
+    /// Keeps the server running until `stop`: start, wait for it to end, restart with backoff.
+    pub async fn supervise(self: Arc<Self>, reaper: Option<PathBuf>) {
+        let mut failures = 0u32;
+        let mut stop = self.stop.subscribe();
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            self.set_state(State::Starting);
+            let started = Instant::now();
+            let error = match self.run_once(reaper.as_deref(), &mut stop).await {
+                Ok(()) => break, // stopped on purpose
+                Err(RunError::Fatal(error)) => {
+                    self.set_state(State::Failed { error });
+                    break;
+                }
+                Err(RunError::Failed(error)) => error,
+            };
+            if started.elapsed() > STABLE_AFTER {
+                failures = 0;
+            }
+            failures += 1;
+            *lock(&self.restarts) += 1;
+            if failures >= MAX_FAILURES {
+                self.set_state(State::Failed {
+                    error: format!("it failed {failures} times in a row; the last time: {error}"),
+                });
+                break;
+            }
+            let retry_in = Duration::from_millis(500 * 2u64.pow(failures.min(6)));
+            self.set_state(State::Restarting {
+                attempt: failures,
+                retry_in,
+                error,
+            });
+            tokio::select! {
+                () = tokio::time::sleep(retry_in) => {}
+                _ = stop.changed() => break,
+            }
+        }
+        if *stop.borrow() {
+            self.set_state(State::Stopped);
+        }
+    }
+
+    /// One run: connect, list the tools, wait until the server ends (an error) or `stop`.
+    async fn run_once(
+        self: &Arc<Self>,
+        reaper: Option<&std::path::Path>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<(), RunError> {
+        let handler = Handler {
+            connection: Arc::downgrade(self),
+        };
+        let running = match &self.config.transport {
+            Transport::Stdio { .. } => self.start_stdio(handler, reaper).await?,
+            Transport::Http { url, headers } => start_http(handler, url, headers).await?,
+        };
+        *write(&self.peer) = Some(running.peer().clone());
+        *write(&self.protocol) = running
+            .peer()
+            .peer_info()
+            .map(|info| info.protocol_version.to_string());
+        self.refresh_tools().await;
+        self.set_state(State::Ready);
+        let token = running.cancellation_token();
+        let waiting = running.waiting();
+        tokio::pin!(waiting);
+        let outcome = tokio::select! {
+            reason = &mut waiting => Err(RunError::Failed(self.ended(quit_reason(reason)))),
+            _ = stop.changed() => {
+                token.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
+                Ok(())
+            }
+        };
+        *write(&self.peer) = None;
+        self.kill_process();
+        outcome
+    }
+
+    fn ended(&self, reason: String) -> String {
+        let tail = lock(&self.stderr).last_lines(3);
+        if tail.is_empty() {
+            format!("it stopped ({reason})")
+        } else {
+            format!("it stopped ({reason}); its last output: {tail}")
+        }
+    }
+
+    async fn start_stdio(
+        self: &Arc<Self>,
+        handler: Handler,
+        reaper: Option<&std::path::Path>,
+    ) -> Result<RunningService<RoleClient, Handler>, RunError> {
+        let Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = &self.config.transport
+        else {
+            return Err(RunError::Fatal("not a stdio server".into()));
+        };
+        if !program_exists(command) {
+            return Err(RunError::Fatal(format!(
+                "its command `{command}` is not installed (not found{})",
+                if command.contains('/') {
+                    ""
+                } else {
+                    " on PATH"
+                }
+            )));
+        }
+        let mut process = match reaper {
+            Some(reaper) => {
+                let mut process = tokio::process::Command::new(reaper);
+                process.arg("reap").arg("--").arg(command);
+                process
+            }
+            None => tokio::process::Command::new(command),
+        };
+        process.args(args).env_clear();
+        for key in super::KEPT_ENV {
+            if let Some(value) = std::env::var_os(key) {
+                process.env(key, value);
+            }
+        }
+        process.envs(env);
+        if let Some(cwd) = cwd {
+            process.current_dir(cwd);
+        }
+        process.process_group(0);
+        let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(process)
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| RunError::Failed(format!("it could not be started: {e}")))?;
+        *lock(&self.pid) = transport.id().map(|id| id as i32);
+        if let Some(stderr) = stderr {
+            tokio::spawn(super::read_stderr(stderr, self.stderr.clone()));
+        }
+        match tokio::time::timeout(START_TIMEOUT, handler.serve(transport)).await {
+            Ok(Ok(running)) => Ok(running),
+            Ok(Err(e)) => {
+                self.kill_process();
+                Err(RunError::Failed(
+                    self.ended(format!("no MCP handshake: {e}")),
+                ))
+            }
+            Err(_) => {
+                self.kill_process();
+                Err(RunError::Failed(format!(
+                    "it did not answer the MCP handshake within {} s",
+                    START_TIMEOUT.as_secs()
+                )))
+            }
+        }
+    }
+
+    /// Kills the stdio server's whole tree (the reaper holds even `setsid` children).
+    pub fn kill_process(&self) {
+        if let Some(pid) = lock(&self.pid).take() {
+            crate::proxy::reaper::kill_tree(pid);
+            // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Asks the server for its tools again (at start, and on `tools/list_changed`).
+    pub async fn refresh_tools(&self) {
+        let Some(peer) = self.peer() else { return };
+        match peer.list_all_tools().await {
+            Ok(tools) => {
+                let tools = tools
+                    .iter()
+                    .filter_map(|t| serde_json::to_value(t).ok())
+                    .collect();
+                *write(&self.tools) = tools;
+            }
+            Err(e) => lock(&self.stderr).push(&format!("[palaver] tools/list failed: {e}")),
+        }
+        let _ = self.events.send(HubEvent::Tools);
+    }
+
+    /// Calls `tool`; progress notifications become lines on `progress`. Dropping the future
+    /// (the page went away, the call was aborted) sends `notifications/cancelled`.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        progress: Option<mpsc::Sender<String>>,
+    ) -> Result<Value, CallError> {
+        let peer = self
+            .peer()
+            .ok_or_else(|| CallError::Unavailable(self.state()))?;
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = Some(arguments);
+        let request = ClientRequest::CallToolRequest(Request::new(params));
+        let options =
+            PeerRequestOptions::with_timeout(self.config.timeout).reset_timeout_on_progress();
+        let handle = peer
+            .send_cancellable_request(request, options)
+            .await
+            .map_err(|e| CallError::Failed(e.to_string()))?;
+        let token = handle.progress_token.0.to_string();
+        let _route = progress.map(|sender| ProgressRoute::new(self, token, sender));
+        let cancel = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let result = handle.await_response().await;
+        cancel.disarm();
+        match result {
+            Ok(ServerResult::CallToolResult(result)) => {
+                serde_json::to_value(result).map_err(|e| CallError::Failed(e.to_string()))
+            }
+            Ok(_) => Err(CallError::Failed(
+                "the server answered with something other than a tool result (an input request or a task, which Palaver does not support)".into(),
+            )),
+            Err(ServiceError::Timeout { timeout }) => Err(CallError::Timeout(timeout)),
+            Err(ServiceError::McpError(error)) => Err(CallError::Refused(describe_error(&error))),
+            Err(ServiceError::TransportClosed) => Err(CallError::Crashed(self.ended("during the call".into()))),
+            Err(e) => Err(CallError::Failed(e.to_string())),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum RunError {
+    /// Worth another start.
+    Failed(String),
+    /// Another start cannot help (not installed).
+    Fatal(String),
+}
+
+#[derive(Debug)]
+pub enum CallError {
+    Unavailable(State),
+    Timeout(Duration),
+    Crashed(String),
+    Refused(String),
+    Failed(String),
+}
+
+fn quit_reason(reason: Result<rmcp::service::QuitReason, tokio::task::JoinError>) -> String {
+    match reason {
+        Ok(rmcp::service::QuitReason::Closed) => "its connection closed".into(),
+        Ok(other) => format!("{other:?}"),
+        Err(e) => format!("its task failed: {e}"),
+    }
+}
+
+fn describe_error(error: &ErrorData) -> String {
+    format!("{} (code {})", error.message, error.code.0)
+}
+
+/// Routes a call's progress notifications to its sender while the call runs.
+struct ProgressRoute<'a> {
+    connection: &'a Connection,
+    token: String,
+}
+
+impl<'a> ProgressRoute<'a> {
+    fn new(connection: &'a Connection, token: String, sender: mpsc::Sender<String>) -> Self {
+        lock(&connection.progress).insert(token.clone(), sender);
+        ProgressRoute { connection, token }
+    }
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        lock(&self.connection.progress).remove(&self.token);
+    }
+}
+
+/// Sends `notifications/cancelled` for a request whose caller went away before its answer.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let params = rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("the caller went away (the user stopped the turn)".into()),
+            );
+            let _ = peer
+                .send_notification(rmcp::model::CancelledNotification::new(params).into())
+                .await;
+        });
+    }
+}
+
+async fn start_http(
+    handler: Handler,
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<RunningService<RoleClient, Handler>, RunError> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let (Ok(name), Ok(value)) = (
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+            reqwest::header::HeaderValue::from_str(value),
+        ) else {
+            return Err(RunError::Fatal(format!(
+                "its header `{}` is not a valid HTTP header",
+                name.escape_debug()
+            )));
+        };
+        custom.insert(name, value);
+    }
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(|e| RunError::Failed(e.to_string()))?;
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+    match tokio::time::timeout(START_TIMEOUT, handler.serve(transport)).await {
+        Ok(Ok(running)) => Ok(running),
+        Ok(Err(e)) => Err(RunError::Failed(format!(
+            "{url} did not complete the MCP handshake: {e}"
+        ))),
+        Err(_) => Err(RunError::Failed(format!(
+            "{url} did not answer the MCP handshake within {} s",
+            START_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// Whether `program` can be run: a path to an executable, or a name found on `PATH`.
+fn program_exists(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &std::path::Path| {
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(std::path::Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
+}
+
+/// rmcp's client side of one connection: progress, list changes and log messages.
+pub struct Handler {
+    connection: Weak<Connection>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let Some(connection) = self.connection.upgrade() else {
+            return;
+        };
+        let sender = lock(&connection.progress)
+            .get(&params.progress_token.0.to_string())
+            .cloned();
+        if let Some(sender) = sender {
+            let mut line = match params.total {
+                Some(total) => format!("progress {}/{}", params.progress, total),
+                None => format!("progress {}", params.progress),
+            };
+            if let Some(message) = &params.message {
+                line = format!("{line}: {message}");
+            }
+            let _ = sender.try_send(line);
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(connection) = self.connection.upgrade() {
+            tokio::spawn(async move { connection.refresh_tools().await });
+        }
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(connection) = self.connection.upgrade() {
+            let _ = connection.events.send(HubEvent::Resources);
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(connection) = self.connection.upgrade() {
+            let _ = connection.events.send(HubEvent::Prompts);
+        }
+    }
+
+    fn get_info(&self) -> InitializeRequestParams {
+        InitializeRequestParams::new(
+            ClientCapabilities::default(),
+            Implementation::new("palaver", crate::VERSION),
+        )
+    }
+}
+
+pub fn status(connection: &Connection) -> Value {
+    let state = connection.state();
+    let mut out = json!({
+        "name": connection.config.name,
+        "transport": connection.config.transport_name(),
+        "command": connection.config.describe(),
+        "state": state.name(),
+        "tools": connection.tools().len(),
+        "protocol_version": connection.protocol(),
+        "restarts": connection.restarts(),
+        "stderr_tail": lock(&connection.stderr).last_lines(20),
+    });
+    match state {
+        State::Restarting {
+            attempt,
+            retry_in,
+            error,
+        } => {
+            out["error"] = json!(error);
+            out["attempt"] = json!(attempt);
+            out["retry_in_ms"] = json!(retry_in.as_millis() as u64);
+        }
+        State::Failed { error } => out["error"] = json!(error),
+        _ => {}
+    }
+    out
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,77 @@
+// MCP servers that misbehave on purpose, built with the official SDK, for the fault tests of
+// issue 17: `node faulty.mjs MODE [MARKER_DIR]`. Every mode also has `ping` (answers "pong"), so a
+// test can see the server still works — or that the others do.
+//   crash    `work` exits the process in the middle of the call
+//   hang     `work` never answers; it writes MARKER_DIR/cancelled when the client cancels it
+//   garbage  writes lines that are not JSON-RPC to stdout, at start and during `work`
+//   flood    writes 30 MB to stderr at start and during `work`, then answers
+//   huge     `work` answers 10 MB of text
+//   exit     exits at start with a message on stderr
+//   spawner  `work` starts a detached `sleep` (its own session) that would outlive a naive kill
+//   names    tools with names no provider takes, and a description with markup
+//   changes  adds the tool `late` two seconds after the client connects (tools/list_changed)
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+
+const [mode = 'ping', markers = '.'] = process.argv.slice(2);
+const text = (value) => ({ content: [{ type: 'text', text: value }] });
+const flood = (bytes) => {
+  const line = `${'x'.repeat(1023)}\n`;
+  for (let written = 0; written < bytes; written += line.length) process.stderr.write(line);
+};
+
+if (mode === 'exit') {
+  process.stderr.write('faulty: cannot start: the API key FAULTY_KEY is not set\n');
+  process.exit(1);
+}
+if (mode === 'garbage') process.stdout.write('this is not JSON-RPC\n{"half": \n');
+if (mode === 'flood') flood(30 * 1024 * 1024);
+
+const server = new McpServer({ name: `faulty-${mode}`, version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
+server.registerTool('ping', { description: 'Answers pong.', inputSchema: {} }, async () => text('pong'));
+
+const work = {
+  crash: async () => {
+    setTimeout(() => process.exit(3), 200);
+    await new Promise(() => {});
+  },
+  hang: async (_args, extra) => {
+    extra.signal.addEventListener('abort', () => writeFileSync(join(markers, 'cancelled'), String(Date.now())));
+    await new Promise(() => {});
+  },
+  garbage: async () => {
+    process.stdout.write('more garbage on stdout\n');
+    return text('ok despite the garbage');
+  },
+  flood: async () => {
+    flood(10 * 1024 * 1024);
+    return text('ok after the flood');
+  },
+  huge: async () => text('y'.repeat(10 * 1024 * 1024)),
+  spawner: async () => {
+    // `detached`: its own session (setsid), out of the server's process group.
+    const child = spawn('sleep', ['1000'], { detached: true, stdio: 'ignore', env: { ...process.env, FAULTY_MARKER: markers } });
+    child.unref();
+    writeFileSync(join(markers, 'spawned'), String(child.pid));
+    return text(`started ${child.pid}`);
+  },
+};
+if (work[mode]) server.registerTool('work', { description: `Does the ${mode} thing.`, inputSchema: {} }, work[mode]);
+
+if (mode === 'names') {
+  server.registerTool('ok_tool', { description: '<img src=x onerror="alert(1)"> <b>bold</b> — a description is data', inputSchema: { q: z.string() } }, async ({ q }) => text(`ok ${q}`));
+  server.registerTool('has space', { description: 'refused: a space', inputSchema: {} }, async () => text('no'));
+  server.registerTool(`long_${'n'.repeat(70)}`, { description: 'refused: too long', inputSchema: {} }, async () => text('no'));
+}
+
+await server.connect(new StdioServerTransport());
+
+if (mode === 'changes') {
+  setTimeout(() => {
+    server.registerTool('late', { description: 'Added after the start.', inputSchema: {} }, async () => text('late tool'));
+  }, 2000);
+}
