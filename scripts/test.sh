@@ -8,6 +8,8 @@ ensure_wasm_bindgen
 ensure_chromium
 cd "$ROOT"
 build_pkg
+# The MCP servers from npm that the proxy tests run (issue 17), pinned.
+ensure_npm_packages tests/mcp
 say "native tests"
 cargo test --workspace
 say "wasm tests in headless Chromium (with the provider double on 127.0.0.1)"
@@ -21,13 +23,16 @@ DOUBLE_URL="$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$ROOT/target/double.log" | 
 PALAVER_DOUBLE_URL="$DOUBLE_URL" CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN_TEST_TIMEOUT=300 \
   cargo test --target wasm32-unknown-unknown --test it
 say "page-level tests in Chromium (playwright-core): the browser killed mid-save"
-(cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --silent)
+ensure_npm_packages tests/browser
 node "$ROOT/tests/browser/crash.mjs"
 say "the web app through the real palaver serve (playwright-core)"
 export PALAVER_BIN="$ROOT/target/debug/palaver"
 node "$ROOT/tests/browser/app.mjs"
 say "a real agent: tools offered, the system prompt, model settings, live tool output (playwright-core)"
 node "$ROOT/tests/browser/agent.mjs"
+say "MCP: the user's servers in the page, and Palaver's tools against the official conformance suite"
+node "$ROOT/tests/browser/mcp.mjs"
+node "$ROOT/tests/mcp/conformance.mjs"
 say "the model in the page for real: SmolLM2-135M in llama.cpp (wasm), online and offline, and its failures"
 ensure_default_model
 node "$ROOT/tests/browser/local.mjs"

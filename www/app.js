@@ -16,6 +16,7 @@ import { Attachments } from './attachments.js';
 import { LocalModel } from './local/client.js';
 import { DEFAULT_MODEL, SMALL_MODEL_NOTE, DEFAULT_LOCAL_N_CTX } from './local/catalog.js';
 import * as localView from './views/local-model.js';
+import * as mcp from './mcp.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -71,6 +72,7 @@ async function agentConfig(settings) {
     agent.workspaceContext(proxy, Engine.instructionFiles()).catch(() => ({ date: new Date().toISOString().slice(0, 10) })),
   ]);
   app.toolsProblem = problem;
+  app.tools = tools;
   app.workspaceFiles = context.files ?? [];
   $('tools-status').textContent = problem ?? '';
   $('tools-status').hidden = !problem;
@@ -101,6 +103,7 @@ async function openEngine() {
   }
   const proxy = agent.proxyOf(settings);
   if (proxy) app.palaver.setProxy(proxy.url, proxy.token);
+  watchMcp(proxy);
   // The chat that was open, also after a reload, a crash or reopening the app.
   const open = app.chat?.id ?? localStorage.getItem(OPEN_CHAT_KEY);
   app.chat = null;
@@ -267,7 +270,7 @@ const cardSlots = () => ({ plan: $('plan'), cards: $('cards') });
 
 function renderControls(chat) {
   const runtime = chat.runtime;
-  cards.render(cardSlots(), chat, { html });
+  cards.render(cardSlots(), chat, { html, toolServer: (name) => mcp.serverOf(app.tools, name) });
   queueView.render($('queue'), runtime);
   contextView.render($('context-usage'), chat);
   updateComposerButtons();
@@ -353,7 +356,7 @@ async function send(event, priority = false) {
 function applyParams(firstText) {
   const settings = settingsStore.loadSettings();
   const provider = settingsStore.activeProvider(settings);
-  const patch = { provider: provider.kind, tool_policy: settingsStore.toolPolicy(settings, Engine.defaultToolRules()) };
+  const patch = { provider: provider.kind, tool_policy: settingsStore.toolPolicy(settings, Engine.defaultToolRules(app.tools ?? [])) };
   if (provider.model) patch.model = provider.model;
   if (!app.chat.thread.title && firstText) patch.title = firstText.slice(0, 60);
   command({ type: 'set_params', patch });
@@ -521,6 +524,47 @@ async function deleteChat() {
   });
   status('Chat deleted. ');
   $('status').append(undo);
+}
+
+// --- the user's MCP servers (run by palaver serve) ---
+
+/**
+ * Follows palaver serve's MCP changes: when a server's tools change (it started, restarted,
+ * or sent tools/list_changed), the engine gets the new list for its next request.
+ */
+function watchMcp(proxy) {
+  app.mcpWatch?.abort();
+  app.mcpWatch = null;
+  $('attach-resource').hidden = !proxy;
+  if (!proxy) return;
+  const controller = new AbortController();
+  app.mcpWatch = controller;
+  let seen = null;
+  mcp.watch(proxy, async (event) => {
+    const version = event.tools_version;
+    if (version === seen) return;
+    const first = seen === null;
+    seen = version;
+    if (first) return; // the tools the engine opened with are this version's
+    const { tools } = await agent.workspaceTools(proxy);
+    if (controller.signal.aborted || !app.palaver) return;
+    app.tools = tools;
+    app.palaver.setWorkspaceTools(tools);
+    if ($('settings').open) refreshMcpStatus();
+  }, controller.signal);
+}
+
+async function refreshMcpStatus() {
+  const proxy = agent.proxyOf(settingsStore.loadSettings());
+  if (!proxy) {
+    $('mcp-status').replaceChildren(el('p', { class: 'hint', text: 'Pair palaver serve to use your MCP servers.' }));
+    return;
+  }
+  try {
+    mcp.renderStatus($('mcp-status'), await mcp.status(proxy));
+  } catch (error) {
+    $('mcp-status').replaceChildren(el('p', { class: 'error', text: `palaver serve did not say how its MCP servers are: ${error.message}` }));
+  }
 }
 
 // --- the model in the page ---
@@ -752,10 +796,11 @@ function openSettings() {
   $('model-status').textContent = '';
   $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
   $('proxy-token').value = settings.proxy_token ?? '';
-  const policy = settingsStore.toolPolicy(settings, Engine.defaultToolRules());
+  const policy = settingsStore.toolPolicy(settings, Engine.defaultToolRules(app.tools ?? []));
   $('tool-policy').replaceChildren(el('legend', { text: 'Tool policy' }), ...Object.keys(policy).map((tool) => el('label', { class: 'inline' },
     el('select', { testid: `policy-${tool}`, 'data-tool': tool }, ...['auto', 'ask', 'deny'].map((rule) => new Option(rule, rule, false, policy[tool] === rule))),
     ` ${tool}`)));
+  refreshMcpStatus();
 }
 
 /** Opens Settings from a button elsewhere (the first-run offer), as its own summary does. */
@@ -921,11 +966,17 @@ function registerServiceWorker() {
 function wire() {
   $('composer-form').addEventListener('submit', (event) => send(event));
   $('composer').addEventListener('keydown', (event) => {
+    if (app.prompts.open && event.key === 'Escape') return app.prompts.close();
+    if (app.prompts.open && event.key === 'Enter') {
+      event.preventDefault();
+      return $('prompt-list').querySelector('button')?.click();
+    }
     if (app.attachments.onKeydown(event, $('composer'))) return;
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) send(event);
   });
   $('composer').addEventListener('input', () => {
     app.attachments.onInput($('composer'));
+    app.prompts.onInput();
     saveComposerDraft();
     updateComposerButtons();
   });
@@ -941,6 +992,11 @@ function wire() {
     app.attachments.addFiles([...(event.dataTransfer?.files ?? [])]);
   });
   $('attach-image').addEventListener('click', () => $('image-file').click());
+  $('attach-resource').addEventListener('click', () => {
+    const proxy = agent.proxyOf(settingsStore.loadSettings());
+    if (!$('resource-list').hidden) $('resource-list').hidden = true;
+    else if (proxy) mcp.pickResource($('resource-list'), proxy, (resource) => app.attachments.addResource(resource), status);
+  });
   $('image-file').addEventListener('change', () => {
     app.attachments.addFiles([...$('image-file').files]);
     $('image-file').value = '';
@@ -1014,6 +1070,13 @@ async function main() {
       return proxy ? { tool: (name, args) => agent.proxyTool(proxy, name, args) } : null;
     },
     files: () => app.workspaceFiles,
+    readResource: (server, uri) => mcp.readResource(agent.proxyOf(settingsStore.loadSettings()), server, uri),
+  });
+  app.prompts = new mcp.PromptMenu({
+    menu: $('prompt-list'),
+    composer: $('composer'),
+    proxy: () => agent.proxyOf(settingsStore.loadSettings()),
+    say: (text, error) => status(text, error),
   });
   applyFragment();
   await init();

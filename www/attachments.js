@@ -2,8 +2,9 @@
 // images (pasted, dropped or picked; downscaled and size-capped, sent as image parts), workspace
 // files named with `@` (completed from the proxy's file list, read through `read_file` when the
 // message is sent, sent as context files that the history limit deduplicates), and URLs found in
-// the text (fetched through the proxy's `fetch_url` on a click, sent as context). A refusal is
-// one sentence in the status line; nothing is sent and nothing typed is lost.
+// the text (fetched through the proxy's `fetch_url` on a click, sent as context), and resources of
+// the user's MCP servers (read through `palaver serve`, sent as context). A refusal is one
+// sentence in the status line; nothing is sent and nothing typed is lost.
 import { el, button } from './view.js';
 
 /** Longest side of an image sent to a model (the providers' own limit is about this). */
@@ -23,10 +24,11 @@ export class Attachments {
   /**
    * `tray`: the element the chips live in; `menu`: the @-completion list; `say(text, error)`: the
    * status line; `proxy()`: `{tool(name, args)}` of the paired proxy, or null; `files()`: the
-   * workspace's file list.
+   * workspace's file list; `readResource(server, uri)`: an MCP resource's `{text}`.
    */
-  constructor({ tray, menu, say, proxy, files }) {
-    Object.assign(this, { tray, menu, say, proxy, files });
+  constructor({ tray, menu, say, proxy, files, readResource }) {
+    Object.assign(this, { tray, menu, say, proxy, files, readResource });
+    this.resources = new Map(); // `${server} ${uri}` → {server, uri, name, state, text?}
     this.images = []; // {name, dataUrl, width, height, bytes}
     this.mentions = new Set(); // workspace paths picked from the completion
     this.urls = new Map(); // url → {state: 'offered'|'fetching'|'ready'|'failed', text?}
@@ -34,10 +36,11 @@ export class Attachments {
   }
 
   get empty() {
-    return !this.images.length && !this.mentions.size && ![...this.urls.values()].some((u) => u.state === 'ready');
+    return !this.images.length && !this.mentions.size && ![...this.urls.values(), ...this.resources.values()].some((u) => u.state === 'ready');
   }
 
   clear() {
+    this.resources.clear();
     this.images = [];
     this.mentions.clear();
     this.urls.clear();
@@ -145,6 +148,23 @@ export class Attachments {
     this.render();
   }
 
+  // --- MCP resources ---
+
+  /** Attaches an MCP server's resource: read now, shown as a chip, sent as context. */
+  async addResource(resource) {
+    const key = `${resource.server} ${resource.uri}`;
+    this.resources.set(key, { ...resource, state: 'fetching' });
+    this.render();
+    try {
+      const read = await this.readResource(resource.server, resource.uri);
+      this.resources.set(key, { ...resource, state: 'ready', text: read.text });
+    } catch (error) {
+      this.resources.delete(key);
+      this.say(`${resource.uri} could not be attached: ${firstLine(error.message)}`, true);
+    }
+    this.render();
+  }
+
   // --- sending ---
 
   /**
@@ -167,6 +187,7 @@ export class Attachments {
       }
     }
     for (const [url, entry] of this.urls) if (entry.state === 'ready') context_files.push({ file_name: url, file_content: entry.text });
+    for (const entry of this.resources.values()) if (entry.state === 'ready') context_files.push({ file_name: `${entry.server}: ${entry.uri}`, file_content: entry.text });
     const attachments = this.images.map((image) => ({ type: 'image_url', image_url: { url: image.dataUrl } }));
     return { attachments, context_files };
   }
@@ -181,6 +202,10 @@ export class Attachments {
       })),
       ...[...this.mentions].map((path) => chip('file', `@${path}`, [], () => {
         this.mentions.delete(path);
+        this.render();
+      })),
+      ...[...this.resources].map(([key, entry]) => chip(`resource ${entry.state}`, `${entry.server}: ${entry.name ?? entry.uri}`, [el('small', { text: entry.state === 'ready' ? ' (in context)' : ' (reading…)' })], () => {
+        this.resources.delete(key);
         this.render();
       })),
       ...[...this.urls].map(([url, entry]) => chip(`url ${entry.state}`, url, entry.state === 'offered' || entry.state === 'failed'

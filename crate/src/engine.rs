@@ -146,6 +146,12 @@ impl Engine {
         }
     }
 
+    /// The workspace tools offered from the next request on (the host learned that an MCP
+    /// server's tools changed); a round under way keeps what it was sent with.
+    pub fn set_workspace_tools(&mut self, tools: Vec<crate::tools::ToolSpec>) {
+        self.config.workspace_tools = tools;
+    }
+
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }

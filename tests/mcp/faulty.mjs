@@ -9,7 +9,7 @@
 //   exit     exits at start with a message on stderr
 //   spawner  `work` starts a detached `sleep` (its own session) that would outlive a naive kill
 //   names    tools with names no provider takes, and a description with markup
-//   changes  adds the tool `late` two seconds after the client connects (tools/list_changed)
+//   changes  adds the tool `late` FAULTY_DELAY_MS (2 s) after the client connects (list_changed)
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { spawn } from 'node:child_process';
@@ -73,5 +73,5 @@ await server.connect(new StdioServerTransport());
 if (mode === 'changes') {
   setTimeout(() => {
     server.registerTool('late', { description: 'Added after the start.', inputSchema: {} }, async () => text('late tool'));
-  }, 2000);
+  }, Number(process.env.FAULTY_DELAY_MS ?? 2000));
 }

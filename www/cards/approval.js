@@ -7,9 +7,14 @@ const callIds = (chat) => (chat.runtime.pause_reasons ?? []).map((r) => r.tool_c
 export default {
   name: 'approval',
   select: (chat) => (chat.runtime.state === 'paused' && chat.runtime.pause_reasons?.length ? chat.runtime.pause_reasons : null),
-  render(reasons) {
+  render(reasons, ctx) {
+    // A tool of one of the user's MCP servers says which server would run it.
+    const server = (name) => {
+      const mcp = ctx?.toolServer?.(name);
+      return mcp ? el('span', { class: 'mcp-server', testid: 'approval-server', text: ` — ${mcp.tool} of the MCP server ${mcp.server}` }) : null;
+    };
     const list = el('ul', {}, ...reasons.map((r) => el('li', { 'data-tool': r.tool_name },
-      el('code', { text: r.tool_name }), ' ', el('span', { text: summarizeArgs(r.args) }),
+      el('code', { text: r.tool_name }), server(r.tool_name), ' ', el('span', { text: summarizeArgs(r.args) }),
       el('pre', { class: 'args', text: JSON.stringify(r.args, null, 2).slice(0, 4000) }))));
     return el('section', { class: 'card approval', testid: 'tool-approval' },
       el('h3', { text: reasons.length === 1 ? 'Allow this tool call?' : `Allow these ${reasons.length} tool calls?` }), list,

@@ -107,6 +107,19 @@ impl Host {
         self.shared.borrow_mut().local_transport = Some(transport);
     }
 
+    /// The workspace tools offered from the next request on (`GET /api/tools` again, after an MCP
+    /// server's tools changed); throws `BadInput` for a value that is not a list of tool specs.
+    #[wasm_bindgen(js_name = setWorkspaceTools)]
+    pub fn set_workspace_tools(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ToolSpec[]")] tools: JsValue,
+    ) -> Result<(), JsValue> {
+        let tools: Vec<crate::tools::ToolSpec> =
+            serde_wasm_bindgen::from_value(tools).map_err(|e| error("BadInput", &e.to_string()))?;
+        self.shared.borrow_mut().engine.set_workspace_tools(tools);
+        Ok(())
+    }
+
     /// A tool the page runs: `fn(args) → string | Promise<string>`; a throw is a failed result.
     #[wasm_bindgen(js_name = registerHostTool)]
     pub fn register_host_tool(

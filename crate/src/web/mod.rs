@@ -26,7 +26,7 @@ const TYPES: &str = r#"
 export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; }
 /** What the host learned about the workspace for the system prompt (`Engine.assembleSystemPrompt`). */
 export interface WorkspaceContext { instructions?: { path: string; text: string }[]; files?: string[]; files_truncated?: boolean; date?: string; }
-export interface ToolSpec { name: string; description?: string; parameters?: object; }
+export interface ToolSpec { name: string; description?: string; parameters?: object; annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; title?: string }; mcp?: { server: string; tool: string; title?: string }; }
 export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; }
 /** The error classes of SECURITY D24, in `runtime.error.class` and `runtime.retry.class`. */
 export type ErrorClass = "overloaded" | "rate_limited" | "quota" | "auth" | "network" | "truncated" | "idle_timeout" | "first_byte_timeout" | "request_too_large" | "bad_request" | "server_error" | "malformed" | "other";

@@ -1,5 +1,7 @@
-//! Tool calls: workspace tools through the proxy of `palaver serve` (`run_command` streamed as NDJSON,
-//! its lines as `tool_progress`), and host tools the page registered, answered with `ide_tool_result`.
+//! Tool calls: workspace tools through the proxy of `palaver serve` (`run_command` and the MCP
+//! servers' tools streamed as NDJSON, their output lines and progress as `tool_progress`), and host
+//! tools the page registered, answered with `ide_tool_result`. An MCP tool's images come back as
+//! image parts of the result.
 
 use super::shared::*;
 use crate::engine::Input;
@@ -40,7 +42,8 @@ pub(super) fn run_tool(
             args: &args,
             controller: &controller,
         };
-        let outcome = if name == "run_command" {
+        let streamed = name == "run_command" || name.starts_with(crate::tools::MCP_PREFIX);
+        let outcome = if streamed {
             call_proxy_streaming(&shared, &chat_id, &tool_call_id, &call).await
         } else {
             call_proxy(&call).await
@@ -61,6 +64,7 @@ impl ToolReply {
             content: message.to_string(),
             failed: true,
             data: None,
+            parts: Vec::new(),
         }
     }
 
@@ -81,15 +85,21 @@ impl ToolReply {
             content,
             failed,
             data: reply.get("data").filter(|d| !d.is_null()).cloned(),
+            parts: reply
+                .get("parts")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
         }
     }
 }
 
-/// What a tool answered: its text for the model, whether it failed, and its `data`.
+/// What a tool answered: its text for the model, whether it failed, its `data`, and image parts.
 pub(super) struct ToolReply {
     content: String,
     failed: bool,
     data: Option<Value>,
+    parts: Vec<Value>,
 }
 
 pub(super) struct ProxyCall<'a> {
@@ -134,8 +144,9 @@ pub(super) async fn call_proxy(call: &ProxyCall<'_>) -> Result<ToolReply, String
     Ok(ToolReply::from_json(&reply, response.ok()))
 }
 
-/// `run_command` as NDJSON: each `line` becomes a `tool_progress` input while the program runs;
-/// the final `result` line is the tool's reply, with the whole output for the model.
+/// A streamed tool as NDJSON: each `line` becomes a `tool_progress` input while it runs; the final
+/// `result` line is the tool's reply. `run_command`'s output lines are its result too (the result
+/// line carries the exit status); an MCP tool's `progress` lines are only shown.
 pub(super) async fn call_proxy_streaming(
     shared: &Handle,
     chat_id: &str,
@@ -175,11 +186,13 @@ pub(super) async fn call_proxy_streaming(
                 Some("line") => {
                     let stream = event["stream"].as_str().unwrap_or("stdout").to_string();
                     let text = event["text"].as_str().unwrap_or("").to_string();
-                    if stream == "stderr" {
-                        output.push_str("[stderr] ");
+                    if stream != "progress" {
+                        if stream == "stderr" {
+                            output.push_str("[stderr] ");
+                        }
+                        output.push_str(&text);
+                        output.push('\n');
                     }
-                    output.push_str(&text);
-                    output.push('\n');
                     handle(
                         shared,
                         Input::ToolProgress {
@@ -197,12 +210,14 @@ pub(super) async fn call_proxy_streaming(
     }
     let Some(result) = result else {
         return Ok(ToolReply::failed(&format!(
-            "The command's output ended without a result.\n{output}"
+            "The tool's stream ended without a result (the server stopped?).\n{output}"
         )));
     };
     let mut reply = ToolReply::from_json(&result, true);
-    // The result line carries the exit status; the model needs the output too.
-    reply.content = format!("{output}[{}]", reply.content);
+    if call.name == "run_command" {
+        // The result line carries the exit status; the model needs the output too.
+        reply.content = format!("{output}[{}]", reply.content);
+    }
     Ok(reply)
 }
 
@@ -221,6 +236,7 @@ pub(super) fn tool_result(
             tool_failed: reply.failed,
             data: reply.data,
             session_metadata: None,
+            parts: reply.parts,
         },
     );
 }

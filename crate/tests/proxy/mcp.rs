@@ -678,3 +678,67 @@ fn m4_to_m8_the_mcp_endpoint_is_guarded_like_the_api() {
         "{body}"
     );
 }
+
+/// `palaver mcp`: the workspace tools over stdio for any MCP client, with the same
+/// confinement (a path out of the workspace is a tool error, not a read).
+#[test]
+fn palaver_mcp_serves_the_workspace_tools_over_stdio() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = temp_dir("mcp-stdio");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
+        .args(["mcp", "--workspace"])
+        .arg(dir.0.join("ws"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("stdin"));
+    let mut lines = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("stdout"))).lines();
+    let mut exchange = |message: Value| -> Value {
+        writeln!(stdin, "{message}").unwrap_or_default();
+        stdin.flush().unwrap_or_default();
+        if message.get("id").is_none() {
+            return Value::Null;
+        }
+        lines
+            .next()
+            .and_then(|line| line.ok())
+            .and_then(|line| serde_json::from_str(&line).ok())
+            .unwrap_or(Value::Null)
+    };
+    let init = exchange(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    exchange(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let list = exchange(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let read = exchange(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "sub/file.txt"}}}),
+    );
+    let escape = exchange(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "../www/index.html"}}}),
+    );
+    let unknown = exchange(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "run_command", "arguments": {"argv": ["true"]}}}),
+    );
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(init["result"]["serverInfo"]["name"], "palaver", "{init}");
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"read_file")
+            && names.contains(&"edit_file")
+            && !names.contains(&"run_command"),
+        "{names:?}"
+    );
+    assert_eq!(read["result"]["content"][0]["text"], "inside\n", "{read}");
+    assert_eq!(escape["result"]["isError"], true, "{escape}");
+    assert!(
+        unknown.get("error").is_some(),
+        "a tool it does not offer is a protocol error: {unknown}"
+    );
+}

@@ -1,0 +1,116 @@
+// The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json)
+// against `/mcp` of the real `palaver serve` (issue 17): Palaver's workspace tools for any MCP
+// client. The suite's client cannot send a bearer token, so a small forwarding shim in front of
+// the server adds `Authorization` (and maps the shim's own localhost Host/Origin to the server's
+// port); anything else — an evil Host, an evil Origin — passes through unchanged, so the
+// DNS-rebinding scenario still meets the server's guard.
+//
+// Scenarios that apply to a tools-only server must all pass. The others exercise the suite's own
+// fixture tools (`test_simple_text`, `test_image_content`, …) or capabilities this server does not
+// offer (logging, completions, resources, prompts, sampling, elicitation); they are listed, not run.
+// node tests/mcp/conformance.mjs   (after `cargo build` and `npm ci` here)
+import http from 'node:http';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '../..');
+const APPLICABLE = ['server-initialize', 'ping', 'tools-list', 'server-sse-polling', 'server-sse-multiple-streams', 'dns-rebinding-protection'];
+const NOT_APPLICABLE = {
+  'logging-set-level': 'no logging capability (deprecated by SEP-2577)',
+  'completion-complete': 'no completions: the tools take free arguments',
+  'tools-call-simple-text': 'needs the suite\'s fixture tool test_simple_text',
+  'tools-call-image': 'needs the fixture tool test_image_content',
+  'tools-call-audio': 'needs the fixture tool test_audio_content',
+  'tools-call-embedded-resource': 'needs the fixture tool test_embedded_resource',
+  'tools-call-mixed-content': 'needs the fixture tool test_multiple_content_types',
+  'tools-call-with-logging': 'needs the fixture tool test_tool_with_logging and logging',
+  'tools-call-error': 'needs the fixture tool test_error_handling (a refused path is covered by the proxy tests)',
+  'tools-call-with-progress': 'needs the fixture tool test_tool_with_progress',
+  'tools-call-sampling': 'no sampling: the server never asks the client\'s model',
+  'tools-call-elicitation': 'no elicitation: the server never asks the user',
+  'elicitation-sep1034-defaults': 'no elicitation',
+  'elicitation-sep1330-enums': 'no elicitation',
+  'json-schema-2020-12': 'needs the fixture tool json_schema_2020_12_tool',
+  'resources-list': 'no resources capability', 'resources-read-text': 'no resources capability',
+  'resources-read-binary': 'no resources capability', 'resources-templates-read': 'no resources capability',
+  'resources-subscribe': 'no resources capability', 'resources-unsubscribe': 'no resources capability',
+  'prompts-list': 'no prompts capability', 'prompts-get-simple': 'no prompts capability',
+  'prompts-get-with-args': 'no prompts capability', 'prompts-get-embedded-resource': 'no prompts capability',
+  'prompts-get-with-image': 'no prompts capability',
+};
+
+function startServe(workspace) {
+  const palaver = process.env.PALAVER_BIN ?? join(root, 'target/debug/palaver');
+  const child = spawn(palaver, ['serve', '--port', '0', '--workspace', workspace, '--www', join(root, 'www'), '--pkg', join(root, 'pkg')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((ok, fail) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const match = out.match(/http:\/\/127\.0\.0\.1:(\d+)\/#token=(\S+)/);
+      if (match) ok({ child, port: Number(match[1]), token: match[2] });
+    });
+    child.on('exit', (code) => fail(new Error(`palaver serve exited (${code})`)));
+  });
+}
+
+function startShim(target, token) {
+  const local = /^(localhost|127\.0\.0\.1):\d+$/;
+  const server = http.createServer((req, res) => {
+    const headers = { ...req.headers, authorization: `Bearer ${token}` };
+    if (local.test(headers.host ?? '')) headers.host = `${headers.host.split(':')[0]}:${target}`;
+    if (/^http:\/\/(localhost|127\.0\.0\.1):\d+$/.test(headers.origin ?? '')) headers.origin = headers.origin.replace(/:\d+$/, `:${target}`);
+    const upstream = http.request({ host: '127.0.0.1', port: target, path: req.url, method: req.method, headers }, (reply) => {
+      res.writeHead(reply.statusCode, reply.headers);
+      reply.pipe(res);
+    });
+    upstream.on('error', () => res.writeHead(502).end());
+    req.pipe(upstream);
+  });
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok({ server, port: server.address().port })));
+}
+
+function runSuite(args, cwd) {
+  return new Promise((resolve) => {
+    const child = spawn('node', args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk) => { output += chunk; });
+    child.stderr.on('data', (chunk) => { output += chunk; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.on('exit', (status) => {
+      clearTimeout(timer);
+      resolve({ status, output });
+    });
+  });
+}
+
+const workspace = mkdtempSync(join(tmpdir(), 'palaver-conformance-ws-'));
+const serve = await startServe(workspace);
+const shim = await startShim(serve.port, serve.token);
+const suite = join(here, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
+const results = mkdtempSync(join(tmpdir(), 'palaver-conformance-'));
+let failed = 0;
+try {
+  for (const scenario of APPLICABLE) {
+    // Not spawnSync: the shim runs in this process and must keep forwarding meanwhile.
+    const run = await runSuite([suite, 'server', '--url', `http://localhost:${shim.port}/mcp`, '--scenario', scenario], results);
+    const output = run.output;
+    const passed = /Passed: (\d+)\/(\d+), 0 failed/.exec(output);
+    const ok = run.status === 0 && passed && Number(passed[1]) > 0;
+    console.log(`${ok ? 'ok  ' : 'FAIL'} conformance ${scenario}${passed ? ` (${passed[1]}/${passed[2]} checks)` : ''}`);
+    if (!ok) {
+      failed += 1;
+      console.log(output.split('\n').slice(-40).join('\n'));
+    }
+  }
+  for (const [scenario, why] of Object.entries(NOT_APPLICABLE)) console.log(`n/a  conformance ${scenario}: ${why}`);
+} finally {
+  shim.server.close();
+  serve.child.kill('SIGTERM');
+  rmSync(workspace, { recursive: true, force: true });
+  rmSync(results, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
