@@ -8,6 +8,18 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 pub const DEFAULT_MAX_TOOL_ROUNDS: u32 = 50;
+/// How deep subagents nest below a root chat unless the thread says otherwise (issue 18).
+pub const DEFAULT_MAX_SUBAGENT_DEPTH: u32 = 2;
+/// Subagents one root turn may spawn in all unless the thread says otherwise.
+pub const DEFAULT_MAX_SUBAGENTS: u32 = 8;
+
+/// A model to answer with: a provider kind (configured in the engine) and a model name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ModelRef {
+    pub provider: ProviderKind,
+    #[serde(default)]
+    pub model: String,
+}
 
 /// A tool's approval rule (SPEC §8.4).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,10 +63,30 @@ pub struct ThreadParams {
     pub root_chat_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_type: Option<String>,
+    /// How far below its root this chat is: 0 for a root, its parent's + 1 for a subagent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u32,
+    /// How deep subagents may nest below the root (`None`: `DEFAULT_MAX_SUBAGENT_DEPTH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_subagent_depth: Option<u32>,
+    /// Subagents one root turn may spawn (`None`: `DEFAULT_MAX_SUBAGENTS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_subagents: Option<u32>,
+    /// The tools this chat may use, when a parent gave it a subset (`None`: every tool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+    /// Models the turn goes on with, in order, when the chat's own fails with an error another
+    /// model may not have (overloaded, rate-limited, failing, missing, too small a window).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<ModelRef>,
     #[serde(default)]
     pub composer_draft: String,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn default_mode() -> String {
@@ -83,6 +115,11 @@ impl Default for ThreadParams {
             parent_id: None,
             root_chat_id: None,
             link_type: None,
+            depth: 0,
+            max_subagent_depth: None,
+            max_subagents: None,
+            allowed_tools: None,
+            fallback_models: Vec::new(),
             composer_draft: String::new(),
             extra: Map::new(),
         })
@@ -112,6 +149,13 @@ impl ThreadParams {
         })
     }
 
+    /// Whether this chat may use a tool (a subagent was given a subset).
+    pub fn allows_tool(&self, name: &str) -> bool {
+        self.allowed_tools
+            .as_ref()
+            .is_none_or(|allowed| allowed.iter().any(|t| t == name))
+    }
+
     /// The rule for a tool: the thread's policy by name, then `*`, then the default (SPEC §8.4;
     /// `read_only`: the tool's server marks it so).
     pub fn rule_for(&self, tool_name: &str, read_only: bool) -> ToolRule {
@@ -124,7 +168,7 @@ impl ThreadParams {
 }
 
 /// The thread params a tool's `session_metadata` may not set (SPEC §8.3): what steers the agent.
-pub const STEERING_PARAMS: [&str; 15] = [
+pub const STEERING_PARAMS: [&str; 20] = [
     "model",
     "provider",
     "mode",
@@ -140,6 +184,11 @@ pub const STEERING_PARAMS: [&str; 15] = [
     "root_chat_id",
     "link_type",
     "composer_draft",
+    "depth",
+    "max_subagent_depth",
+    "max_subagents",
+    "allowed_tools",
+    "fallback_models",
 ];
 
 /// SPEC §8.4's defaults; an MCP server's tool asks, unless its server marks it read-only

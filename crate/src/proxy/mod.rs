@@ -119,9 +119,13 @@ pub fn run_mcp(args: McpArgs) -> ExitCode {
     }
 }
 
-/// TLS for outgoing HTTPS (fetch_url, MCP servers over HTTPS) through rustls with ring.
+/// TLS for outgoing HTTPS (fetch_url, MCP servers over HTTPS) through rustls with ring: installed
+/// once per process, before the first client is built (an embedder of the library gets it too).
 pub fn install_tls() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 pub fn run_serve(args: ServeArgs) -> ExitCode {

@@ -452,6 +452,7 @@ async fn start_http(
     }
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
+    crate::proxy::install_tls();
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()
