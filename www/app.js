@@ -543,9 +543,9 @@ function watchMcp(proxy) {
   mcp.watch(proxy, async (event) => {
     const version = event.tools_version;
     if (version === seen) return;
-    const first = seen === null;
+    // The first version (the stream's hello) is fetched too: a server may have changed its
+    // tools between the page asking /api/tools and this stream opening (or while it reconnected).
     seen = version;
-    if (first) return; // the tools the engine opened with are this version's
     const { tools } = await agent.workspaceTools(proxy);
     if (controller.signal.aborted || !app.palaver) return;
     app.tools = tools;

@@ -104,7 +104,7 @@ try {
   })();
   check(late, 'palaver serve lists the tool the server added');
   await double.script('mcp', [sse(openaiStream({ text: 'I see a new tool.' }))]);
-  await page.waitForTimeout(1000);
+  await page.waitForTimeout(2000); // the page hears the change on its events stream, then asks /api/tools
   before = (await posts('mcp')).length;
   await page.fill('[data-testid=composer]', 'Which tools do you have now?');
   await page.click('[data-testid=send]');
