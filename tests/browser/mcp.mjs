@@ -110,7 +110,7 @@ try {
   await page.click('[data-testid=send]');
   await waitIdle(page, 4, 30_000);
   const lateTools = ((await posts('mcp'))[before]?.body.tools ?? []).map((t) => t.function.name);
-  check(lateTools.includes('mcp__changes__late'), 'the next request offers it (the page followed the change)');
+  check(lateTools.includes('mcp__changes__late'), `the next request offers it (the page followed the change) (${lateTools.length} tools, ${lateTools.filter((n) => n.startsWith('mcp__changes')).join(' ')})`);
 
   // A resource attached to a message goes as context.
   await double.script('mcp', [sse(openaiStream({ text: 'Read it.' }))]);

@@ -74,11 +74,18 @@ pub struct Connection {
     pid: Mutex<Option<i32>>,
     restarts: Mutex<u32>,
     events: broadcast::Sender<HubEvent>,
+    /// The hub's tools version: raised before a `Tools`/`Status` event is sent, so whoever hears
+    /// the event reads the new version (a counter raised by a listener raced the page).
+    tools_version: Arc<std::sync::atomic::AtomicU64>,
     stop: watch::Sender<bool>,
 }
 
 impl Connection {
-    pub fn new(config: ServerConfig, events: broadcast::Sender<HubEvent>) -> Arc<Self> {
+    pub fn new(
+        config: ServerConfig,
+        events: broadcast::Sender<HubEvent>,
+        tools_version: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Arc<Self> {
         Arc::new(Connection {
             config,
             state: RwLock::new(State::Starting),
@@ -90,6 +97,7 @@ impl Connection {
             pid: Mutex::new(None),
             restarts: Mutex::new(0),
             events,
+            tools_version,
             stop: watch::channel(false).0,
         })
     }
@@ -116,6 +124,8 @@ impl Connection {
 
     fn set_state(&self, state: State) {
         *write(&self.state) = state;
+        self.tools_version
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _ = self.events.send(HubEvent::Status);
     }
 
@@ -306,6 +316,8 @@ impl Connection {
             }
             Err(e) => lock(&self.stderr).push(&format!("[palaver] tools/list failed: {e}")),
         }
+        self.tools_version
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _ = self.events.send(HubEvent::Tools);
     }
 

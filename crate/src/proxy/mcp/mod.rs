@@ -152,7 +152,7 @@ impl McpHub {
         let connections: Vec<Arc<Connection>> = config
             .servers
             .into_iter()
-            .map(|server| Connection::new(server, events.clone()))
+            .map(|server| Connection::new(server, events.clone(), tools_version.clone()))
             .collect();
         let hub = Arc::new(McpHub {
             config_path: config.path,
@@ -165,15 +165,6 @@ impl McpHub {
             for connection in &hub.connections {
                 runtime.spawn(connection.clone().supervise(reaper.clone()));
             }
-            let version = hub.tools_version.clone();
-            let mut changes = hub.events.subscribe();
-            runtime.spawn(async move {
-                while let Ok(event) = changes.recv().await {
-                    if matches!(event, HubEvent::Tools | HubEvent::Status) {
-                        version.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            });
         }
         hub
     }
@@ -183,7 +174,7 @@ impl McpHub {
     }
 
     pub fn tools_version(&self) -> u64 {
-        self.tools_version.load(Ordering::Relaxed)
+        self.tools_version.load(Ordering::SeqCst)
     }
 
     /// `GET /api/mcp`: the config file and each server's state, error, stderr tail, tool count
