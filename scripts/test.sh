@@ -32,6 +32,8 @@ say "a real agent: tools offered, the system prompt, model settings, live tool o
 node "$ROOT/tests/browser/agent.mjs"
 say "MCP: the user's servers in the page, and Palaver's tools against the official conformance suite"
 node "$ROOT/tests/browser/mcp.mjs"
+say "subagents and model fallback in the page (playwright-core, the provider double, palaver serve)"
+node "$ROOT/tests/browser/subagents.mjs"
 node "$ROOT/tests/mcp/conformance.mjs"
 say "the model in the page for real: SmolLM2-135M in llama.cpp (wasm), online and offline, and its failures"
 ensure_default_model

@@ -115,11 +115,12 @@ async function openEngine() {
 const OPEN_CHAT_KEY = 'palaver.open_chat';
 const scrollKey = (chatId) => `palaver.scroll.${chatId}`;
 
-function command(body) {
+/** Sends a command to the open chat, or to `chatId` (a subagent's, from its parent's tree). */
+function command(body, chatId = app.chat?.id) {
   if (!app.chat) return null;
   const id = body.client_request_id ?? `ui-${Date.now()}-${(app.counter += 1)}`;
   try {
-    const events = app.palaver.send(app.chat.id, { ...body, client_request_id: id });
+    const events = app.palaver.send(chatId, { ...body, client_request_id: id });
     const refused = events?.find?.((e) => e.type === 'ack' && e.accepted === false);
     if (refused) status(`refused: ${refused.reason?.message ?? refused.reason?.kind ?? 'the engine refused this'}`, true);
   } catch (error) {
@@ -220,6 +221,8 @@ function subscribe() {
     }
     if (envelope.type === 'thread_updated' && 'title' in (envelope.patch ?? {})) renderChatList();
     if (envelope.type === 'message_added' && envelope.message?.role === 'user') showChats();
+    // A subagent's chat is stored by its first save: the list shows it once that landed.
+    if (envelope.type === 'subagent_spawned' || envelope.type === 'subagent_result') setTimeout(() => showChats().catch(() => {}), 300);
     scheduleRender();
   });
 }
@@ -358,6 +361,8 @@ function applyParams(firstText) {
   const provider = settingsStore.activeProvider(settings);
   const patch = { provider: provider.kind, tool_policy: settingsStore.toolPolicy(settings, Engine.defaultToolRules(app.tools ?? [])) };
   if (provider.model) patch.model = provider.model;
+  // The fallback list of Settings.
+  if (settings.fallback_models?.length) patch.fallback_models = settings.fallback_models;
   if (!app.chat.thread.title && firstText) patch.title = firstText.slice(0, 60);
   command({ type: 'set_params', patch });
 }
@@ -475,9 +480,25 @@ async function renameChat() {
   });
 }
 
+/**
+ * A chat's export, with its subagents' chats when it has some (issue 18): under `subagents` in
+ * JSON, as sections after it in Markdown.
+ */
+async function exportWithSubagents(id, format) {
+  const text = await app.palaver.exportChat(id, format);
+  const children = app.chats.filter((c) => c.link_type === 'subagent' && c.id !== id && (c.root_chat_id === id || c.parent_id === id));
+  if (!children.length) return text;
+  const parts = await Promise.all(children.map(async (c) => ({ chat: c, text: await app.palaver.exportChat(c.id, format) })));
+  if (format === 'markdown') return [text, ...parts.map((p) => `\n\n---\n\n# Subagent: ${p.chat.title || p.chat.id}\n\n${p.text}`)].join('');
+  const root = JSON.parse(text);
+  if (root === null || typeof root !== 'object' || Array.isArray(root)) return text;
+  root.subagents = parts.map((p) => JSON.parse(p.text));
+  return JSON.stringify(root, null, 2);
+}
+
 async function exportChat(format) {
   if (!app.chat) return;
-  const text = await app.palaver.exportChat(app.chat.id, format);
+  const text = await exportWithSubagents(app.chat.id, format);
   const type = format === 'markdown' ? 'text/markdown' : 'application/json';
   const link = document.createElement('a');
   link.href = URL.createObjectURL(new Blob([text], { type }));
@@ -507,6 +528,11 @@ async function deleteChat() {
   app.chat = null;
   await app.palaver.deleteChat(id);
   localStorage.removeItem(draftKey(id));
+  // A parent's subagent chats are its children: the user says whether they go too.
+  const children = app.chats.filter((c) => c.id !== id && c.link_type === 'subagent' && (c.root_chat_id === id || c.parent_id === id));
+  if (children.length && window.confirm(`Delete its ${children.length} subagent chat${children.length === 1 ? '' : 's'} too? (Cancel keeps them.)`)) {
+    for (const child of children) await app.palaver.deleteChat(child.id);
+  }
   app.view.reset();
   showEmptyState();
   $('chat-title').textContent = '';
@@ -792,6 +818,7 @@ function openSettings() {
   }
   $('remember-key').checked = Boolean(settings.remember_key);
   $('system-prompt').value = settings.system_prompt ?? '';
+  $('fallback-models').value = settingsStore.formatFallbackModels(settings.fallback_models);
   $('system-prompt').placeholder = Engine.defaultAgentPrompt();
   $('model-status').textContent = '';
   $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
@@ -897,6 +924,7 @@ async function saveSettingsForm(event) {
   const settings = {
     ...stored,
     system_prompt: $('system-prompt').value.trim(),
+    fallback_models: settingsStore.parseFallbackModels($('fallback-models').value),
     remember_key: $('remember-key').checked,
     proxy_url: pasted?.url ?? '',
     proxy_token: $('proxy-token').value.trim() || pasted?.token || '',
@@ -1038,7 +1066,7 @@ function wire() {
   });
   $('transcript').addEventListener('click', onTranscriptClick);
   $('plan').addEventListener('click', onTranscriptClick);
-  cards.bind(cardSlots(), { chat: () => app.chat, send: command });
+  cards.bind(cardSlots(), { chat: () => app.chat, send: command, open: selectChat });
   queueView.bind($('queue'), {
     items: () => app.chat?.runtime.queued_items ?? [], cancel: cancelQueued, steer: steerNow, resume: () => command({ type: 'resume_queue' }),
   });

@@ -184,3 +184,14 @@ export async function recallKey(kind, fallbackOrigin) {
     return { key: '', origin: '' };
   }
 }
+
+/**
+ * The fallback list of Settings (`kind model` per line) as thread params' `fallback_models`;
+ * lines whose kind is not one Palaver knows are left out.
+ */
+export function parseFallbackModels(text) {
+  return String(text ?? '').split('\n').map((line) => line.trim().split(/\s+/)).filter(([kind]) => PROVIDER_KINDS.includes(kind))
+    .map(([provider, ...model]) => ({ provider, model: model.join(' ') }));
+}
+
+export const formatFallbackModels = (list) => (list ?? []).map((m) => `${m.provider} ${m.model}`.trim()).join('\n');

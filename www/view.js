@@ -107,6 +107,11 @@ export class TranscriptView {
   buildMessage(message, index) {
     const role = message.role;
     const base = { class: `message ${role}`, testid: 'message', 'data-role': role, 'data-message-id': message.message_id, 'data-index': String(index) };
+    if (role === 'user' && message.subagent_answers) {
+      // The answers of the subagents a wait_agents waited for: the engine's, not the user's words.
+      return el('details', { ...base, class: 'message subagent-answers', testid: 'subagent-answers' },
+        el('summary', { text: 'Answers of the subagents it waited for' }), el('pre', { text: textOf(message.content) }));
+    }
     if (role === 'user') {
       return el('article', base, el('div', { class: 'text', text: textOf(message.content) }),
         el('div', { class: 'actions' }, button('edit', 'Edit', 'edit'), button('branch', 'Branch', 'branch')));
@@ -115,6 +120,7 @@ export class TranscriptView {
       const text = textOf(message.content);
       if (!text && !message.reasoning_content && !message.stopped) return null;
       const node = this.adoptDraft(message, text, base) ?? el('article', base, reasoningNode(message.reasoning_content), this.markdown(text));
+      if (message.model) node.dataset.model = `${message.provider ?? ''}/${message.model}`;
       if (message.stopped) node.append(marker('stopped', 'stopped'));
       if (message.finish_reason === 'length') node.append(marker('length', 'cut at the output limit — raise "Max output tokens" in Settings, or ask it to continue'));
       if (message.finish_reason === 'interrupted') node.append(marker('interrupted', 'interrupted — the page closed while this streamed'));
@@ -127,6 +133,12 @@ export class TranscriptView {
         el('div', { class: 'text', text: textOf(message.content) }),
         marker('error', message.class ?? message.code ?? 'error'),
         el('div', { class: 'actions' }, button('retry', 'Retry', 'regenerate')));
+    }
+    if (role === 'event' && message.event?.subkind === 'model_fallback') {
+      // The engine moved the turn to the chat's next fallback model (issue 18): one line says so.
+      const { preferred, actual, reason } = message.event.payload ?? {};
+      const text = `${preferred?.model || preferred?.provider} failed (${String(reason ?? '').replace(/_/g, ' ')}); answered by ${actual?.model || actual?.provider} (${actual?.provider}) instead.`;
+      return el('div', { class: 'note fallback', testid: 'model-fallback', text });
     }
     if (role === 'event' && message.event?.subkind !== 'plan_delta') {
       const text = textOf(message.content);

@@ -130,6 +130,28 @@ impl ChatMessage {
         self.extra.insert("data".into(), data);
     }
 
+    /// Shown in the page, never sent to the model (a fallback note).
+    pub fn mark_ui_only(&mut self) {
+        self.extra.insert("ui_only".into(), Value::Bool(true));
+    }
+
+    /// The provider kind and model that produced an assistant message (issue 18).
+    pub fn set_answered_by(&mut self, provider: Value, model: &str) {
+        self.extra.insert("provider".into(), provider);
+        self.extra.insert("model".into(), model.into());
+    }
+
+    /// The provider kind that produced the message, when it was recorded.
+    pub fn answered_by(&self) -> Option<&Value> {
+        self.extra.get("provider")
+    }
+
+    /// A user message that carries the answers of subagents a `wait_agents` waited for.
+    pub fn mark_subagent_answers(&mut self) {
+        self.extra
+            .insert("subagent_answers".into(), Value::Bool(true));
+    }
+
     fn flag(&self, key: &str) -> bool {
         self.extra.get(key).and_then(Value::as_bool) == Some(true)
     }

@@ -26,6 +26,7 @@ pub mod request;
 pub mod retry;
 pub mod session;
 pub mod sse;
+pub mod subagents;
 pub mod thinking;
 pub mod thread;
 pub mod tools;

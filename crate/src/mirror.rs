@@ -128,6 +128,9 @@ impl ChatMirror {
             Event::IdeToolRequired { .. }
             | Event::ToolProgress { .. }
             | Event::ToolDecision { .. }
+            | Event::SubagentSpawned { .. }
+            | Event::SubagentResult { .. }
+            | Event::ModelFallback { .. }
             | Event::Ack { .. } => {}
         }
     }

@@ -83,6 +83,10 @@ pub enum EngineTool {
     SetPlan,
     UpdatePlan,
     GetPlan,
+    /// Starts a subagent: a child chat with its own turn loop (issue 18).
+    SpawnAgent,
+    /// Waits for subagents started without waiting.
+    WaitAgents,
 }
 
 impl EngineTool {
@@ -93,6 +97,8 @@ impl EngineTool {
             "set_plan" => Some(EngineTool::SetPlan),
             "update_plan" => Some(EngineTool::UpdatePlan),
             "get_plan" => Some(EngineTool::GetPlan),
+            "spawn_agent" => Some(EngineTool::SpawnAgent),
+            "wait_agents" => Some(EngineTool::WaitAgents),
             _ => None,
         }
     }
@@ -126,6 +132,22 @@ pub fn engine_tool_specs() -> Vec<ToolSpec> {
             "Declare the task finished, with a short summary for the user.",
             json!({"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}),
         ),
+        ToolSpec::new(
+            "spawn_agent",
+            "Start a subagent: another agent with its own chat and tool loop that does one task and answers with the result. By default you wait for its answer; with wait: false it runs while you go on, and wait_agents collects its answer. Give it a self-contained task.",
+            json!({"type": "object", "properties": {
+                "task": {"type": "string", "description": "What the subagent must do and answer, self-contained."},
+                "title": {"type": "string", "description": "A short name for its chat."},
+                "tools": {"type": "array", "items": {"type": "string"}, "description": "The tools it may use (a subset of yours); all of yours when absent."},
+                "model": {"type": "string", "description": "The model to answer with (the same provider); yours when absent."},
+                "wait": {"type": "boolean", "description": "Wait for its answer (default true)."}
+            }, "required": ["task"]}),
+        ),
+        ToolSpec::new(
+            "wait_agents",
+            "Wait for subagents started with wait: false, and get their answers. Without agent_ids, waits for all of them.",
+            json!({"type": "object", "properties": {"agent_ids": {"type": "array", "items": {"type": "string"}}}}),
+        ),
     ]
 }
 
@@ -136,6 +158,8 @@ pub enum StepStop {
     Completed,
     /// `ask_questions`: the turn waits for the user's answer.
     AskUser,
+    /// `wait_agents`: the turn waits for subagents (`ToolStep::waiting_agents`).
+    WaitAgents,
 }
 
 /// Runs `ask_questions` or `task_done`; the plan tools need the history and run in the step.
@@ -143,6 +167,10 @@ pub fn run_engine_tool(tool: EngineTool, args: &Value) -> (ToolOutcome, Option<S
     match tool {
         EngineTool::SetPlan | EngineTool::UpdatePlan | EngineTool::GetPlan => (
             ToolOutcome::failed("plan tools run with the chat's history"),
+            None,
+        ),
+        EngineTool::SpawnAgent | EngineTool::WaitAgents => (
+            ToolOutcome::failed("subagent tools run in the engine"),
             None,
         ),
         EngineTool::TaskDone => {
@@ -242,6 +270,10 @@ pub struct ToolStep {
     /// Hidden messages produced during the step; added after all the results.
     pub hidden: Vec<ChatMessage>,
     pub stop: Option<StepStop>,
+    /// With `StepStop::WaitAgents`: the subagents the turn then waits for.
+    pub waiting_agents: Vec<String>,
+    /// `spawn_agent` / `wait_agents` calls the engine has not answered yet.
+    pub awaiting_agents: BTreeSet<String>,
 }
 
 impl ToolStep {
@@ -258,6 +290,7 @@ impl ToolStep {
     pub fn record(&mut self, id: &str, outcome: ToolOutcome) {
         self.in_flight.remove(id);
         self.waiting_host.remove(id);
+        self.awaiting_agents.remove(id);
         self.results.entry(id.to_string()).or_insert(outcome);
     }
 
@@ -294,5 +327,79 @@ pub fn parse_arguments(call: &ToolCall) -> Result<Value, String> {
             "The arguments of `{}` are not valid JSON: {e}",
             call.function.name
         )),
+    }
+}
+
+/// What a session's engine tools ask of the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentRequest {
+    Spawn {
+        call_id: String,
+        task: String,
+        title: Option<String>,
+        tools: Option<Vec<String>>,
+        model: Option<String>,
+        wait: bool,
+    },
+    Wait {
+        call_id: String,
+        agent_ids: Vec<String>,
+    },
+}
+
+impl AgentRequest {
+    /// Reads a `spawn_agent` call's arguments; a task is required.
+    pub fn spawn(call_id: &str, args: &Value) -> Result<AgentRequest, String> {
+        let task = args
+            .get("task")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or("spawn_agent needs a `task`: what the subagent must do and answer.")?;
+        let tools = match args.get("tools") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .iter()
+                    .map(|t| t.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or("spawn_agent's `tools` must be a list of tool names.")?,
+            ),
+            Some(_) => return Err("spawn_agent's `tools` must be a list of tool names.".into()),
+        };
+        let text = |key: &str| {
+            args.get(key)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        Ok(AgentRequest::Spawn {
+            call_id: call_id.to_string(),
+            task: task.to_string(),
+            title: text("title"),
+            tools,
+            model: text("model"),
+            wait: args.get("wait").and_then(Value::as_bool).unwrap_or(true),
+        })
+    }
+
+    /// Reads a `wait_agents` call's arguments: no ids means every subagent not collected yet.
+    pub fn wait(call_id: &str, args: &Value) -> Result<AgentRequest, String> {
+        let agent_ids = match args.get("agent_ids") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|t| t.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or("wait_agents' `agent_ids` must be a list of subagent ids.")?,
+            Some(_) => {
+                return Err("wait_agents' `agent_ids` must be a list of subagent ids.".into())
+            }
+        };
+        Ok(AgentRequest::Wait {
+            call_id: call_id.to_string(),
+            agent_ids,
+        })
     }
 }

@@ -6,7 +6,7 @@ use crate::message::ChatMessage;
 mod runtime;
 
 pub use crate::queue::QueuedItemSummary;
-pub use runtime::{ContextUsage, ErrorInfo, PauseReason, RetryStatus, Runtime};
+pub use runtime::{ContextUsage, ErrorInfo, PauseReason, RetryStatus, Runtime, SubagentView};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -90,6 +90,29 @@ pub enum Event {
         stream: String,
         text: String,
     },
+    /// The chat started a subagent (issue 18): its child chat and what it was asked.
+    SubagentSpawned {
+        parent: String,
+        child: String,
+        tool_call_id: String,
+        title: String,
+        task: String,
+    },
+    /// A subagent's turn ended: `done`, `failed` or `stopped`, with its answer or reason.
+    SubagentResult {
+        parent: String,
+        child: String,
+        tool_call_id: String,
+        outcome: String,
+        text: String,
+    },
+    /// A request failed on the preferred model after its retries; the turn goes on with the next
+    /// model of the chat's fallback list.
+    ModelFallback {
+        preferred: crate::thread::ModelRef,
+        actual: crate::thread::ModelRef,
+        reason: String,
+    },
     Ack {
         client_request_id: String,
         accepted: bool,
@@ -117,6 +140,9 @@ impl Event {
             Event::IdeToolRequired { .. } => "ide_tool_required",
             Event::ToolProgress { .. } => "tool_progress",
             Event::ToolDecision { .. } => "tool_decision",
+            Event::SubagentSpawned { .. } => "subagent_spawned",
+            Event::SubagentResult { .. } => "subagent_result",
+            Event::ModelFallback { .. } => "model_fallback",
             Event::Ack { .. } => "ack",
         }
     }

@@ -83,6 +83,37 @@ pub struct Runtime {
     /// In `waiting_user_input`: the questions of the `ask_questions` call the turn waits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub questions: Option<Vec<String>>,
+    /// The subagents this chat started (issue 18), as they stand: the page's subagent tree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subagents: Vec<SubagentView>,
+    /// In `waiting_user_input` after `wait_agents`: the subagents the turn waits for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for_agents: Vec<String>,
+}
+
+/// A subagent as its parent shows it: what it was asked, where it is, what it cost.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct SubagentView {
+    /// The child chat (open it to see the whole conversation).
+    pub chat_id: String,
+    pub title: String,
+    pub task: String,
+    /// The parent's `spawn_agent` call.
+    pub tool_call_id: String,
+    /// `queued` (over the cap of running subagents), `running`, `paused` (a call waits for the
+    /// user's approval), `waiting` (it asked the user), `done`, `failed` or `stopped`.
+    pub status: String,
+    #[serde(default)]
+    pub model: String,
+    /// Tokens its requests used (prompt + completion, as the provider reported).
+    #[serde(default)]
+    pub tokens: u64,
+    pub started_at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at_ms: Option<u64>,
+    /// Its calls waiting for approval: approving them here or in the child is the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pause_reasons: Vec<PauseReason>,
 }
 
 /// `attempt` of `max_attempts` is next (waiting until `at_ms`) or under way (`at_ms` absent).

@@ -65,6 +65,16 @@ pub enum Trigger {
     /// The user changed the history without starting a turn (edit, remove, truncate, restore):
     /// an error about the old history no longer holds.
     HistoryEdited,
+    /// The engine answers a `wait_agents` call whose subagents are not all over: the call gets
+    /// `content`, and the turn then waits (`WaitingUserInput`) for `agents`.
+    AgentsPending {
+        tool_call_id: String,
+        content: String,
+        agents: Vec<String>,
+    },
+    /// Every subagent a `wait_agents` waited for is over: their answers come as a message and
+    /// the turn goes on.
+    AgentsAnswered(String),
 }
 
 #[derive(Debug)]
@@ -98,6 +108,16 @@ pub struct ChatSession {
     last_strength: Option<crate::history_limit::CompressionStrength>,
     /// A context window a provider reported in a context-too-long error (it caps `n_ctx`).
     pub(crate) learned_n_ctx: Option<u64>,
+    /// What the engine tools asked of the engine (spawn, wait); drained after each input.
+    agent_requests: Vec<crate::tools::AgentRequest>,
+    /// This chat's subagents as they stand (set by the engine; shown in the runtime).
+    subagents: Vec<crate::event::SubagentView>,
+    /// In `WaitingUserInput` after `wait_agents`: the subagents the turn waits for.
+    waiting_for_agents: Vec<String>,
+    /// After a fallback (issue 18): the model this turn answers with, and how many of the
+    /// chat's fallback models it went through. Reset when a turn starts.
+    turn_model: Option<crate::thread::ModelRef>,
+    fallbacks_used: usize,
     events: Vec<EventEnvelope>,
     effects: Vec<Effect>,
 }
@@ -132,6 +152,11 @@ impl ChatSession {
             draft_checkpoint: None,
             draft_checkpoint_at: 0,
             learned_n_ctx: None,
+            agent_requests: Vec::new(),
+            subagents: Vec::new(),
+            waiting_for_agents: Vec::new(),
+            turn_model: None,
+            fallbacks_used: 0,
             events: Vec::new(),
             effects: Vec::new(),
         }
@@ -139,6 +164,61 @@ impl ChatSession {
 
     pub fn state(&self) -> &SessionState {
         &self.state
+    }
+
+    /// A chat the engine made (a subagent's): its thread is saved with its first save, as a
+    /// `set_params` would have it saved.
+    pub fn new_linked(chat_id: &str, thread: ThreadParams) -> Self {
+        let mut session = ChatSession::new(chat_id, thread, Vec::new());
+        session.book.touch_thread();
+        session
+    }
+
+    /// What the engine tools asked since the last call (the engine performs it).
+    pub fn take_agent_requests(&mut self) -> Vec<crate::tools::AgentRequest> {
+        std::mem::take(&mut self.agent_requests)
+    }
+
+    /// The calls waiting for the user's approval (a subagent's show in its parent's tree).
+    pub fn pause_reasons(&self) -> Vec<crate::event::PauseReason> {
+        match &self.state {
+            SessionState::Paused(paused) => paused.reasons.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn has_agent_requests(&self) -> bool {
+        !self.agent_requests.is_empty()
+    }
+
+    /// The engine's view of this chat's subagents (the runtime shows it).
+    pub fn set_subagents(&mut self, views: Vec<crate::event::SubagentView>) {
+        self.subagents = views;
+    }
+
+    pub fn subagents(&self) -> &[crate::event::SubagentView] {
+        &self.subagents
+    }
+
+    /// The subagents a `wait_agents` left this chat waiting for (empty when it waits for none).
+    pub fn waiting_for_agents(&self) -> &[String] {
+        match self.state {
+            SessionState::WaitingUserInput => &self.waiting_for_agents,
+            _ => &[],
+        }
+    }
+
+    /// The tools this chat may use: engine tools, the host's and workspace tools, narrowed by
+    /// its `allowed_tools` (a subagent's subset).
+    pub fn offered_tools(&self, config: &EngineConfig) -> Vec<crate::tools::ToolSpec> {
+        let mut tools = crate::tools::engine_tool_specs();
+        tools.extend(config.workspace_tools.iter().cloned());
+        tools.extend(config.host_tools.iter().cloned());
+        tools.retain(|t| {
+            crate::tools::EngineTool::from_name(&t.name).is_some()
+                || self.thread.allows_tool(&t.name)
+        });
+        tools
     }
 
     pub fn seq(&self) -> u64 {
@@ -170,6 +250,19 @@ impl ChatSession {
                 self.on_reject(ctx, paused, &ids, reason.as_deref())
             }
             (S::Error(_) | S::Completed, Trigger::HistoryEdited) => S::Idle,
+            (
+                S::ExecutingTools(step),
+                Trigger::AgentsPending {
+                    tool_call_id,
+                    content,
+                    agents,
+                },
+            ) => self.on_agents_pending(ctx, step, &tool_call_id, content, agents),
+            (S::WaitingUserInput, Trigger::AgentsAnswered(text))
+                if !self.waiting_for_agents.is_empty() =>
+            {
+                self.on_agents_answered(ctx, text)
+            }
             // Anything else is stale (bytes of a cancelled request, a late tool result): ignored.
             (state, _) => state,
         };
@@ -252,10 +345,15 @@ impl ChatSession {
             busy: self.state.is_busy(),
             plan: derived.plan.clone(),
             questions: match self.state {
-                SessionState::WaitingUserInput => {
+                SessionState::WaitingUserInput if self.waiting_for_agents.is_empty() => {
                     Some(derived.questions.clone().unwrap_or_default())
                 }
                 _ => None,
+            },
+            subagents: self.subagents.clone(),
+            waiting_for_agents: match self.state {
+                SessionState::WaitingUserInput => self.waiting_for_agents.clone(),
+                _ => Vec::new(),
             },
         }
     }

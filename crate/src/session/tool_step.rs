@@ -9,6 +9,7 @@ use crate::event::{Event, PauseReason};
 use crate::message::{ChatMessage, Content, Role, ToolCall};
 use crate::plan;
 use crate::thread::ToolRule;
+use crate::tools::AgentRequest;
 use crate::tools::{
     parse_arguments, run_engine_tool, EngineTool, StepStop, ToolKind, ToolOutcome, ToolStep,
     DENIED_BY_USER, MAX_PARALLEL_TOOLS, SKIPPED_AFTER_REJECT, WORKSPACE_TOOLS,
@@ -71,6 +72,15 @@ impl ChatSession {
                 ToolOutcome::failed(format!("Unknown tool `{}`.", call.function.name)),
             );
         };
+        if !matches!(kind, ToolKind::Engine(_)) && !self.thread.allows_tool(&call.function.name) {
+            return step.record(
+                &call.id,
+                ToolOutcome::failed(format!(
+                    "`{}` is not among the tools this agent was given.",
+                    call.function.name
+                )),
+            );
+        }
         let rule = match kind {
             ToolKind::Engine(_) => ToolRule::Auto,
             _ => {
@@ -125,6 +135,21 @@ impl ChatSession {
                 )) => {
                     let outcome = self.run_plan_tool(ctx, tool, &args, &mut step.hidden);
                     step.record(&id, outcome);
+                }
+                Some(ToolKind::Engine(
+                    tool @ (EngineTool::SpawnAgent | EngineTool::WaitAgents),
+                )) => {
+                    let request = match tool {
+                        EngineTool::SpawnAgent => AgentRequest::spawn(&id, &args),
+                        _ => AgentRequest::wait(&id, &args),
+                    };
+                    match request {
+                        Ok(request) => {
+                            step.awaiting_agents.insert(id.clone());
+                            self.agent_requests.push(request);
+                        }
+                        Err(reason) => step.record(&id, ToolOutcome::failed(reason)),
+                    }
                 }
                 Some(ToolKind::Engine(tool)) => {
                     let (outcome, stop) = run_engine_tool(tool, &args);
@@ -204,7 +229,10 @@ impl ChatSession {
         id: &str,
         outcome: ToolOutcome,
     ) -> SessionState {
-        if !step.in_flight.contains(id) && !step.waiting_host.contains(id) {
+        if !step.in_flight.contains(id)
+            && !step.waiting_host.contains(id)
+            && !step.awaiting_agents.contains(id)
+        {
             return self.after_tool_progress(ctx, step);
         }
         step.record(id, outcome);
@@ -218,6 +246,10 @@ impl ChatSession {
         match step.stop {
             Some(StepStop::Completed) => SessionState::Completed,
             Some(StepStop::AskUser) => SessionState::WaitingUserInput,
+            Some(StepStop::WaitAgents) => {
+                self.waiting_for_agents.clone_from(&step.waiting_agents);
+                SessionState::WaitingUserInput
+            }
             None => {
                 self.inject_priority_messages(ctx);
                 self.start_round(ctx, step.round + 1, 1, None)
@@ -272,6 +304,34 @@ impl ChatSession {
         if let Ok(next) = self.thread.patched(&patch) {
             self.patch_thread(patch, next);
         }
+    }
+
+    /// `wait_agents` with subagents still working: the call is answered, and once the round's
+    /// other calls are in the turn waits for them (seed 000: `WaitingUserInput`).
+    pub(super) fn on_agents_pending(
+        &mut self,
+        ctx: &mut Ctx,
+        mut step: ToolStep,
+        id: &str,
+        content: String,
+        agents: Vec<String>,
+    ) -> SessionState {
+        if !step.awaiting_agents.contains(id) {
+            return self.after_tool_progress(ctx, step);
+        }
+        step.record(id, ToolOutcome::ok(content));
+        step.stop = Some(StepStop::WaitAgents);
+        step.waiting_agents = agents;
+        self.after_tool_progress(ctx, step)
+    }
+
+    /// The subagents waited for are over: their answers join as a message and the turn goes on.
+    pub(super) fn on_agents_answered(&mut self, ctx: &mut Ctx, text: String) -> SessionState {
+        self.waiting_for_agents.clear();
+        let mut message = self.new_message(ctx, Role::User, Content::Text(text));
+        message.mark_subagent_answers();
+        self.push_message(message);
+        self.start_turn(ctx)
     }
 
     /// The "AI interrupt": priority user messages join at a safe point, after the results.

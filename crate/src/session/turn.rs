@@ -10,12 +10,45 @@ use crate::message::{ChatMessage, Role};
 use crate::provider::{DecodeItem, StreamDecoder};
 use crate::request::{build_request, RequestInput};
 use crate::retry::{self, ErrorClass, Verdict};
-use crate::tools::engine_tool_specs;
 use serde_json::{json, Value};
 
 impl ChatSession {
     pub(super) fn start_turn(&mut self, ctx: &mut Ctx) -> SessionState {
+        self.waiting_for_agents.clear();
+        self.turn_model = None;
+        self.fallbacks_used = 0;
         self.start_round(ctx, 1, 1, None)
+    }
+
+    /// The thread this turn's requests are built from: the chat's, on the fallback model once
+    /// the preferred one failed (issue 18).
+    pub(crate) fn answering_thread(&self) -> std::borrow::Cow<'_, crate::thread::ThreadParams> {
+        match &self.turn_model {
+            None => std::borrow::Cow::Borrowed(&self.thread),
+            Some(model) => {
+                let mut thread = self.thread.clone();
+                thread.provider = model.provider;
+                thread.model.clone_from(&model.model);
+                std::borrow::Cow::Owned(thread)
+            }
+        }
+    }
+
+    /// The provider kind and model that answer now (every assistant message records them).
+    fn answering_model(&self, ctx: &Ctx) -> crate::thread::ModelRef {
+        let thread = self.answering_thread();
+        let model = if thread.model.is_empty() {
+            ctx.config
+                .provider_for(thread.provider)
+                .map(|p| p.model.clone())
+                .unwrap_or_default()
+        } else {
+            thread.model.clone()
+        };
+        crate::thread::ModelRef {
+            provider: thread.provider,
+            model,
+        }
     }
 
     /// Starts a round: compaction first when the history is over `compact_at` (SPEC §5).
@@ -103,10 +136,11 @@ impl ChatSession {
         &self,
         ctx: &Ctx,
     ) -> Result<crate::request::ProviderRequest, ErrorInfo> {
-        let Some(provider) = ctx.config.provider_for(self.thread.provider) else {
+        let answering = self.answering_thread();
+        let Some(provider) = ctx.config.provider_for(answering.provider) else {
             let message = format!(
                 "no provider of kind {} is configured",
-                self.thread.provider.name()
+                answering.provider.name()
             );
             return Err(error(
                 "llm_error",
@@ -115,17 +149,16 @@ impl ChatSession {
                 ErrorClass::Other,
             ));
         };
-        let mut tools = engine_tool_specs();
-        tools.extend(ctx.config.workspace_tools.iter().cloned());
-        tools.extend(ctx.config.host_tools.iter().cloned());
+        let tools = self.offered_tools(ctx.config);
         let system_prompt = self.system_prompt(ctx.config);
-        let thread = provider.effective(&self.thread);
+        let thread = provider.effective(&answering);
+        let history = foreign_thinking_dropped(&self.messages, answering.provider);
         build_request(&RequestInput {
             provider,
             thread: &thread,
             system_prompt,
             tools: &tools,
-            history: &self.messages,
+            history: &history[..],
             budget: Some(self.history_budget(ctx, system_prompt, &tools)),
         })
         .map_err(|e| {
@@ -278,6 +311,7 @@ impl ChatSession {
         self.clear_draft_checkpoint();
         let mut message = draft.into_message(Some(finish_reason.clone()), ctx.now);
         set_aside_cut_calls(&mut message, &finish_reason);
+        self.record_model(ctx, &mut message);
         self.emit(Event::StreamFinished {
             message_id: message.message_id.clone(),
             finish_reason,
@@ -355,6 +389,9 @@ impl ChatSession {
         failure: AttemptFailure,
     ) -> SessionState {
         if g.overflow_retried {
+            if let Some(next) = self.fall_back(ctx, &g, &failure) {
+                return next;
+            }
             let info = failed("llm_error", failure, false, g.attempt);
             return self.end_with_error(ctx, info);
         }
@@ -459,8 +496,69 @@ impl ChatSession {
                 ..g
             });
         }
+        if let Some(next) = self.fall_back(ctx, &g, &failure) {
+            return next;
+        }
         let info = failed(kind, failure, verdict.retryable, g.attempt);
         self.end_with_error(ctx, info)
+    }
+
+    /// The preferred model failed for good in a way another model may not (issue 18): the turn
+    /// goes on with the next model of the chat's fallback list that has a provider configured,
+    /// the request built for its own kind from the same history. Never for quota, auth or a bad
+    /// request: those are the user's to fix.
+    fn fall_back(
+        &mut self,
+        ctx: &mut Ctx,
+        g: &Generating,
+        failure: &AttemptFailure,
+    ) -> Option<SessionState> {
+        if g.compaction.is_some() {
+            return None;
+        }
+        let reason = fallback_reason(failure)?;
+        let preferred = self.answering_model(ctx);
+        while let Some(next) = self
+            .thread
+            .fallback_models
+            .get(self.fallbacks_used)
+            .cloned()
+        {
+            self.fallbacks_used += 1;
+            let same = next.provider == preferred.provider
+                && (next.model == preferred.model || next.model.is_empty());
+            if same || ctx.config.provider_for(next.provider).is_none() {
+                continue;
+            }
+            self.turn_model = Some(next);
+            let actual = self.answering_model(ctx);
+            let mut note = self.new_message(
+                ctx,
+                Role::Event,
+                crate::message::Content::Text(String::new()),
+            );
+            note.set_event(
+                "model_fallback",
+                "engine",
+                json!({"preferred": preferred, "actual": actual, "reason": reason, "message": failure.message}),
+            );
+            // The user sees it in the turn; the model does not need it.
+            note.mark_ui_only();
+            self.push_message(note);
+            self.emit(Event::ModelFallback {
+                preferred,
+                actual,
+                reason: reason.to_string(),
+            });
+            return Some(self.send_round(ctx, g.round, 1, None));
+        }
+        None
+    }
+
+    /// Every assistant message records the provider kind and model that produced it.
+    fn record_model(&self, ctx: &Ctx, message: &mut ChatMessage) {
+        let model = self.answering_model(ctx);
+        message.set_answered_by(json!(model.provider), &model.model);
     }
 
     pub(super) fn on_generating_tick(&mut self, ctx: &mut Ctx, g: Generating) -> SessionState {
@@ -547,7 +645,8 @@ impl ChatSession {
         if draft.is_empty() {
             return;
         }
-        let message = partial_message(draft, finish_reason, ctx.now);
+        let mut message = partial_message(draft, finish_reason, ctx.now);
+        self.record_model(ctx, &mut message);
         self.push_message(message);
     }
 
@@ -624,4 +723,46 @@ impl AttemptFailure {
             message: self.message,
         }
     }
+}
+
+/// Why a failure may move the turn to a fallback model, or `None` when it must not.
+fn fallback_reason(failure: &AttemptFailure) -> Option<&'static str> {
+    let code = failure.code.to_ascii_lowercase();
+    if code.contains("model_not_found") || code == "404" || code == "not_found_error" {
+        return Some("model_not_found");
+    }
+    match failure.class {
+        ErrorClass::Overloaded => Some("overloaded"),
+        ErrorClass::RateLimited => Some("rate_limited"),
+        ErrorClass::ServerError => Some("server_error"),
+        ErrorClass::RequestTooLarge => Some("context_too_long"),
+        _ => None,
+    }
+}
+
+/// Thinking blocks are signed by the provider that wrote them; another provider refuses them
+/// (SPEC §7), so after a fallback across kinds they stay home.
+fn foreign_thinking_dropped(
+    messages: &[ChatMessage],
+    provider: crate::provider::ProviderKind,
+) -> std::borrow::Cow<'_, [ChatMessage]> {
+    let ours = json!(provider);
+    let foreign = |m: &ChatMessage| {
+        m.thinking_blocks.is_some() && m.answered_by().is_some_and(|p| *p != ours)
+    };
+    if !messages.iter().any(foreign) {
+        return std::borrow::Cow::Borrowed(messages);
+    }
+    std::borrow::Cow::Owned(
+        messages
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                if foreign(&m) {
+                    m.thinking_blocks = None;
+                }
+                m
+            })
+            .collect(),
+    )
 }

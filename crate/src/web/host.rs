@@ -131,7 +131,8 @@ impl Host {
         self.shared.borrow_mut().host_tools.insert(name, run);
     }
 
-    /// Stored chats: `[{id, title, message_count, updated_at}]`, newest first.
+    /// Stored chats: `[{id, title, message_count, updated_at, parent_id, root_chat_id, link_type}]`,
+    /// newest first (a subagent's chat names its parent and root).
     #[wasm_bindgen(js_name = listChats, unchecked_return_type = "Promise<ChatSummary[]>")]
     pub fn list_chats(&self) -> Promise {
         let shared = self.shared.clone();
@@ -142,7 +143,8 @@ impl Host {
             let mut chats: Vec<Value> = js_sys::Array::from(&all)
                 .iter()
                 .filter_map(|c| idb::from_js(&c))
-                .map(|c| json!({"id": c["id"], "title": c["title"], "message_count": c["message_count"], "updated_at": c["updated_at"]}))
+                .map(|c| json!({"id": c["id"], "title": c["title"], "message_count": c["message_count"], "updated_at": c["updated_at"],
+                    "parent_id": c["thread"]["parent_id"], "root_chat_id": c["thread"]["root_chat_id"], "link_type": c["thread"]["link_type"]}))
                 .collect();
             chats.sort_by(|a, b| {
                 b["updated_at"]

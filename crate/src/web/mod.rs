@@ -77,7 +77,7 @@ export interface Step { events: EventEnvelope[]; effects: Effect[]; errors?: unk
 /** A command for `Palaver.send` (SPEC §2.3); `client_request_id` is added when missing. */
 export interface Command { type: string; client_request_id?: string; priority?: boolean; [key: string]: unknown; }
 /** `Palaver.listChats()`: stored chats, newest first. */
-export interface ChatSummary { id: string; title: string; message_count: number; updated_at: number; [key: string]: unknown; }
+export interface ChatSummary { id: string; title: string; message_count: number; updated_at: number; parent_id?: string | null; root_chat_id?: string | null; link_type?: string | null; [key: string]: unknown; }
 /** `Palaver.tabRole(chatId)`: whether this tab owns the chat, follows another tab, or has it closed. */
 export interface TabRole { role: "owner" | "follower" | "closed"; note: string | null; }
 /** `Palaver.storageStatus()`. */

@@ -200,7 +200,12 @@ fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Ste
         .and_then(Value::as_str)
         .unwrap_or(chat)
         .to_string();
-    match step.get("do").and_then(Value::as_str).unwrap_or("") {
+    let action = step.get("do").and_then(Value::as_str).unwrap_or("");
+    // Replies go to the step's chat's latest request (subagents stream beside their parent).
+    if ["reply", "stream", "stream_end", "fail"].contains(&action) {
+        h.aim_at(&target);
+    }
+    match action {
         "command" => {
             let mut command = step.get("command").cloned().unwrap_or(Value::Null);
             if command.get("client_request_id").is_none() {

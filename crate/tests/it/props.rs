@@ -476,3 +476,216 @@ proptest! {
         }
     }
 }
+
+/// Issue 18: random steps across a parent and its subagents.
+#[derive(Debug, Clone)]
+enum AgentOp {
+    /// The chat `pick` answers with `spawn_agent` calls (`true`: waits for the answer).
+    Spawn {
+        pick: usize,
+        waits: Vec<bool>,
+    },
+    WaitAgents(usize),
+    Text(usize, String),
+    Write(usize),
+    Approve(usize),
+    Reject(usize),
+    Abort(usize),
+    User(usize, String),
+    Fail(usize, u16),
+    Tick(u64),
+}
+
+fn agent_op() -> impl Strategy<Value = AgentOp> {
+    prop_oneof![
+        (0..6usize, proptest::collection::vec(any::<bool>(), 1..4))
+            .prop_map(|(pick, waits)| AgentOp::Spawn { pick, waits }),
+        (0..6usize).prop_map(AgentOp::WaitAgents),
+        (0..6usize, "[a-z ]{0,10}").prop_map(|(p, t)| AgentOp::Text(p, t)),
+        (0..6usize).prop_map(AgentOp::Write),
+        (0..6usize).prop_map(AgentOp::Approve),
+        (0..6usize).prop_map(AgentOp::Reject),
+        (0..6usize).prop_map(AgentOp::Abort),
+        (0..6usize, "[a-z]{1,8}").prop_map(|(p, t)| AgentOp::User(p, t)),
+        (
+            0..6usize,
+            prop_oneof![Just(401u16), Just(429), Just(500), Just(529)]
+        )
+            .prop_map(|(p, s)| AgentOp::Fail(p, s)),
+        (0..120_000u64).prop_map(AgentOp::Tick),
+    ]
+}
+
+struct Tree {
+    h: Harness,
+    chats: Vec<String>,
+    counter: u32,
+    /// Every message id each chat ever showed: none may disappear (no op here removes one).
+    seen: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Tree {
+    fn chat(&self, pick: usize) -> String {
+        self.chats[pick % self.chats.len()].clone()
+    }
+
+    fn id(&mut self) -> String {
+        self.counter += 1;
+        format!("k{}", self.counter)
+    }
+
+    fn absorb(&mut self, step: &palaver::Step) {
+        for event in &step.events {
+            if let Event::SubagentSpawned { child, .. } = &event.event {
+                self.chats.push(child.clone());
+            }
+        }
+    }
+
+    fn reply_in(&mut self, chat: &str, reply: &Value) {
+        self.h.aim_at(chat);
+        let step = self.h.stream(openai_reply(reply).as_bytes());
+        self.absorb(&step);
+        self.h.aim_at(chat);
+        let step = self.h.stream_end();
+        self.absorb(&step);
+    }
+
+    fn command(&mut self, chat: &str, mut command: Value) {
+        command["client_request_id"] = json!(self.id());
+        let step = self.h.command(chat, command);
+        self.absorb(&step);
+    }
+
+    fn pending(&self, chat: &str) -> Vec<Value> {
+        let snapshot = serde_json::to_value(self.h.engine.snapshot(chat)).unwrap_or(Value::Null);
+        snapshot["runtime"]["pause_reasons"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r["tool_call_id"].clone())
+            .collect()
+    }
+
+    fn run(&mut self, op: AgentOp) {
+        match op {
+            AgentOp::Spawn { pick, waits } => {
+                let chat = self.chat(pick);
+                let calls: Vec<Value> = waits
+                    .iter()
+                    .map(|wait| json!({"id": self.id(), "name": "spawn_agent", "arguments": {"task": "do a part", "wait": wait}}))
+                    .collect();
+                self.reply_in(&chat, &json!({"tool_calls": calls}));
+            }
+            AgentOp::WaitAgents(pick) => {
+                let chat = self.chat(pick);
+                let call = json!({"id": self.id(), "name": "wait_agents", "arguments": {}});
+                self.reply_in(&chat, &json!({"tool_calls": [call]}));
+            }
+            AgentOp::Text(pick, text) => {
+                let chat = self.chat(pick);
+                self.reply_in(&chat, &json!({"text": text}));
+            }
+            AgentOp::Write(pick) => {
+                let chat = self.chat(pick);
+                let call = json!({"id": self.id(), "name": "write_file", "arguments": {"path": "a", "content": "x"}});
+                self.reply_in(&chat, &json!({"tool_calls": [call]}));
+            }
+            AgentOp::Approve(pick) => {
+                let chat = self.chat(pick);
+                let ids = self.pending(&chat);
+                self.command(
+                    &chat,
+                    json!({"type": "approve_tools", "tool_call_ids": ids}),
+                );
+            }
+            AgentOp::Reject(pick) => {
+                let chat = self.chat(pick);
+                let ids = self.pending(&chat);
+                self.command(&chat, json!({"type": "reject_tools", "tool_call_ids": ids}));
+            }
+            AgentOp::Abort(pick) => {
+                let chat = self.chat(pick);
+                self.command(&chat, json!({"type": "abort"}));
+            }
+            AgentOp::User(pick, text) => {
+                let chat = self.chat(pick);
+                self.command(&chat, json!({"type": "user_message", "content": text}));
+            }
+            AgentOp::Fail(pick, status) => {
+                let chat = self.chat(pick);
+                self.h.aim_at(&chat);
+                let request_id = self.h.request_id();
+                let step = self.h.handle(Input::RequestFailed {
+                    request_id,
+                    status: Some(status),
+                    error_type: None,
+                    message: "x".into(),
+                    retry_after_ms: None,
+                    headers: Default::default(),
+                    context_window: None,
+                });
+                self.absorb(&step);
+            }
+            AgentOp::Tick(ms) => {
+                self.h.now += ms;
+                let step = self.h.handle(Input::Tick {});
+                self.absorb(&step);
+            }
+        }
+    }
+
+    /// No message a chat showed is gone; every chat's snapshot `seq` is its last event's.
+    fn check(&mut self) -> Result<(), TestCaseError> {
+        for chat in self.chats.clone() {
+            let Some(snapshot) = self.h.engine.snapshot(&chat) else {
+                return Err(TestCaseError::fail(format!("chat {chat} vanished")));
+            };
+            let seen_seq = self.h.seen_seqs().get(&chat).copied().unwrap_or(0);
+            prop_assert_eq!(
+                snapshot.seq,
+                seen_seq,
+                "{}: snapshot seq is not its last event's",
+                chat
+            );
+            let value = serde_json::to_value(&snapshot).unwrap_or(Value::Null);
+            let ids: Vec<String> = value["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|m| m["message_id"].as_str().map(str::to_string))
+                .collect();
+            for old in self.seen.get(&chat).cloned().unwrap_or_default() {
+                prop_assert!(ids.contains(&old), "{}: message {} was lost", chat, old);
+            }
+            self.seen.insert(chat, ids);
+        }
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    /// Issue 18: random steps across a parent and its children never break `seq` (the harness
+    /// checks +1 per event for every chat, and the parent's view against its snapshot) and
+    /// never lose a message; the engine never panics.
+    #[test]
+    fn subagent_trees_keep_the_stream_rules(ops in proptest::collection::vec(agent_op(), 1..50)) {
+        let mut tree = Tree {
+            h: Harness::with_config_patch(&json!({"retry": {"max_attempts": 2}})),
+            chats: vec!["c".into()],
+            counter: 0,
+            seen: Default::default(),
+        };
+        tree.h.open("c", None);
+        tree.command("c", json!({"type": "set_params", "patch": {"fallback_models": [{"provider": "openai-chat", "model": "backup"}]}}));
+        tree.command("c", json!({"type": "user_message", "content": "start"}));
+        for op in ops {
+            tree.run(op);
+            tree.check()?;
+        }
+    }
+}

@@ -14,6 +14,8 @@ pub struct Harness {
     views: BTreeMap<String, ChatMirror>,
     last_seq: BTreeMap<String, u64>,
     pub last_request: Option<String>,
+    /// Each chat's latest request (subagents stream beside their parent).
+    pub chat_requests: BTreeMap<String, String>,
     pub last_save: Option<(String, u64)>,
 }
 
@@ -25,6 +27,7 @@ impl Harness {
             views: BTreeMap::new(),
             last_seq: BTreeMap::new(),
             last_request: None,
+            chat_requests: BTreeMap::new(),
             last_save: None,
         }
     }
@@ -82,6 +85,18 @@ impl Harness {
         self.handle(Input::StreamEnd { request_id })
     }
 
+    /// The `seq` of the last event seen for each chat (children of a subagent included).
+    pub fn seen_seqs(&self) -> &BTreeMap<String, u64> {
+        &self.last_seq
+    }
+
+    /// Makes the next `stream`, `stream_end` and failure go to this chat's latest request.
+    pub fn aim_at(&mut self, chat_id: &str) {
+        if let Some(request) = self.chat_requests.get(chat_id) {
+            self.last_request = Some(request.clone());
+        }
+    }
+
     pub fn request_id(&self) -> String {
         self.last_request
             .clone()
@@ -97,8 +112,14 @@ impl Harness {
     fn observe(&mut self, step: &Step) {
         for effect in &step.effects {
             match effect {
-                Effect::StartRequest { request_id, .. } => {
-                    self.last_request = Some(request_id.clone())
+                Effect::StartRequest {
+                    request_id,
+                    chat_id,
+                    ..
+                } => {
+                    self.last_request = Some(request_id.clone());
+                    self.chat_requests
+                        .insert(chat_id.clone(), request_id.clone());
                 }
                 Effect::SaveTrajectory { save } => {
                     self.last_save = Some((save.chat_id.clone(), save.version))

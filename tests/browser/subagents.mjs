@@ -1,0 +1,125 @@
+// Issue 18 in the page, through the real `palaver serve`: the model (the provider double) calls
+// spawn_agent; the child chat runs its own turn; its answer reaches the parent's next request; the
+// subagent tree shows it (status, model, tokens) and one click opens the child, listed under its
+// parent. A write asked inside a child is approved from the parent's tree and runs in the
+// workspace. A model that stays overloaded after its retries hands the turn to the fallback model
+// of Settings, and the turn says so.
+// node tests/browser/subagents.mjs   (after build_pkg and `cargo build`)
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, ready, waitIdle,
+} from './harness.mjs';
+
+watchdog(300, 'the subagents page test');
+const workspace = await tempDir('palaver-sub-ws-');
+const double = await startDouble();
+const serve = await startServe(workspace, []);
+const profile = await tempDir('palaver-sub-profile-');
+const context = await launch(profile);
+const pageErrors = [];
+const sse = (body) => ({ body, headers: { 'content-type': 'text/event-stream' } });
+const posts = async (id) => (await double.log(id)).filter((e) => e.method === 'POST');
+const toolText = (body, id) => body?.messages?.find((m) => m.role === 'tool' && m.tool_call_id === id)?.content ?? '';
+
+try {
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(serve.printed);
+  await ready(page);
+
+  // 1. A subagent answers its parent.
+  const url = await double.script('sub', [
+    sse(openaiStream({ toolCalls: [{ id: 'call_sa', name: 'spawn_agent', args: { task: 'Say how many legs a spider has.', title: 'Spider legs' } }] })),
+    sse(openaiStream({ text: 'A spider has eight legs.' })),
+    sse(openaiStream({ text: 'My helper says: eight.' })),
+  ]);
+  await setProvider(page, { baseUrl: url, key: 'sk-sub-test', model: 'gpt-4o' });
+  await page.fill('[data-testid=composer]', 'Ask a helper about spiders.');
+  await page.click('[data-testid=send]');
+  await waitIdle(page, 1, 30_000);
+  const requests = await posts('sub');
+  check(requests.length === 3, `parent, child, parent: three requests (${requests.length})`);
+  check(requests[0]?.body.tools?.some((t) => t.function.name === 'spawn_agent'), 'the model is offered spawn_agent');
+  const childAsked = requests[1]?.body.messages?.find((m) => m.role === 'user')?.content;
+  check(childAsked === 'Say how many legs a spider has.', `the child's request carries the task as its user message (${JSON.stringify(childAsked)})`);
+  check(toolText(requests[2]?.body, 'call_sa').includes('A spider has eight legs.'), 'the child\'s answer is the parent\'s tool result');
+  await page.waitForSelector('[data-testid=subagent-tree] [data-testid=subagent][data-status=done]');
+  const row = await page.textContent('[data-testid=subagent]');
+  check(/Spider legs/.test(row) && /gpt-4o/.test(row) && /140 tokens/.test(row), `the tree shows the child: title, model, tokens (${row.replace(/\s+/g, ' ').slice(0, 120)})`);
+  const parentId = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const child = await page.waitForSelector(`[data-testid=chat-item].subagent-chat[data-parent-id="${parentId}"]`, { timeout: 10_000 }).then(() => true, () => false);
+  check(child, `the chat list shows the child under its parent${child ? '' : ` (${JSON.stringify(await page.evaluate(() => globalThis.palaverApp.chats))})`}`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'subagent-tree.png'), fullPage: true });
+  await page.click('[data-testid=open-subagent]');
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id !== id, parentId);
+  const opened = await page.evaluate(() => ({ id: globalThis.palaverApp.chat.id, thread: globalThis.palaverApp.chat.thread }));
+  check(opened.thread.parent_id === parentId && opened.thread.link_type === 'subagent' && opened.thread.depth === 1, `one click opens the child chat, linked to its parent (${opened.id})`);
+  await page.waitForSelector('[data-testid=message][data-role=assistant]');
+  check((await page.textContent('[data-testid=transcript]')).includes('A spider has eight legs.'), 'the child chat shows its own conversation');
+
+  // 2. A write asked inside a child is approved from the parent's tree.
+  await double.script('sub', [
+    sse(openaiStream({ toolCalls: [{ id: 'call_sb', name: 'spawn_agent', args: { task: 'Write hello into hello.txt.', title: 'Writer' } }] })),
+    sse(openaiStream({ toolCalls: [{ id: 'call_w', name: 'write_file', args: { path: 'hello.txt', content: 'hello from a subagent\n' } }] })),
+    sse(openaiStream({ text: 'Written.' })),
+    sse(openaiStream({ text: 'The writer wrote it.' })),
+  ]);
+  await page.click('[data-testid=new-chat]');
+  await page.fill('[data-testid=composer]', 'Have a helper write a file.');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=subagent-approval]', { timeout: 15_000 }).catch(async (error) => {
+    console.log(JSON.stringify(await page.evaluate(() => ({ id: globalThis.palaverApp.chat?.id, runtime: globalThis.palaverApp.chat?.runtime, n: globalThis.palaverApp.chat?.messages.length }))), JSON.stringify((await posts('sub')).slice(-3).map((r) => r.body.messages)));
+    throw error;
+  });
+  check((await page.textContent('[data-testid=subagent-approval]')).includes('write_file'), 'the child\'s approval shows in the parent\'s tree');
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'subagent-approval.png'), fullPage: true });
+  await page.click('[data-testid=subagent-approve]');
+  await waitIdle(page, 1, 30_000);
+  const written = await readFile(join(workspace, 'hello.txt'), 'utf8').catch(() => '');
+  check(written === 'hello from a subagent\n', 'approved there, the child\'s write ran in the workspace');
+
+  // 3. Overloaded after its retries: the turn goes on with the fallback model of Settings.
+  await double.script('sub', [
+    { status: 529, body: JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }), headers: { 'content-type': 'application/json' } },
+    { status: 529, body: JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }), headers: { 'content-type': 'application/json' } },
+    { status: 529, body: JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }), headers: { 'content-type': 'application/json' } },
+    { status: 529, body: JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }), headers: { 'content-type': 'application/json' } },
+    sse(openaiStream({ text: 'The backup model answers.', model: 'gpt-4o-mini' })),
+  ]);
+  await page.click('[data-testid=settings]');
+  await page.fill('[data-testid=fallback-models]', 'openai-chat gpt-4o-mini');
+  await page.click('[data-testid=save-settings]');
+  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
+  await ready(page);
+  await page.click('[data-testid=new-chat]');
+  const before = (await posts('sub')).length;
+  await page.fill('[data-testid=composer]', 'Hello?');
+  await page.click('[data-testid=send]');
+  await waitIdle(page, 1, 45_000);
+  const tries = (await posts('sub')).slice(before).map((r) => r.body.model);
+  check(tries.length === 5 && tries.slice(0, 4).every((m) => m === 'gpt-4o') && tries[4] === 'gpt-4o-mini', `four attempts on the preferred model, then the fallback (${tries.join(', ')})`);
+  const note = await page.textContent('[data-testid=model-fallback]').catch(() => '');
+  check(/gpt-4o failed \(overloaded\).*gpt-4o-mini/.test(note), `the turn says the model fell back (${note})`);
+  const answeredBy = await page.getAttribute('[data-testid=message][data-role=assistant]', 'data-model');
+  check(answeredBy === 'openai-chat/gpt-4o-mini', `the answer records the model that produced it (${answeredBy})`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'model-fallback.png'), fullPage: true });
+
+  // 4. Deleting a parent asks about its subagents' chats; yes deletes them too.
+  const spiderRoot = await page.locator('[data-testid=chat-item]', { hasText: 'Ask a helper about spiders.' }).getAttribute('data-chat-id');
+  await page.click(`[data-testid=chat-item][data-chat-id="${spiderRoot}"]`);
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, spiderRoot);
+  let asked = '';
+  page.once('dialog', (dialog) => { asked = dialog.message(); dialog.accept(); });
+  await page.click('[data-testid=delete-chat]');
+  await page.waitForFunction((id) => !globalThis.palaverApp.chats.some((c) => c.id === id || c.parent_id === id), spiderRoot, { timeout: 10_000 }).catch(() => {});
+  const left = await page.evaluate((id) => globalThis.palaverApp.chats.filter((c) => c.id === id || c.parent_id === id).length, spiderRoot);
+  check(/Delete its 1 subagent chat too/.test(asked) && left === 0, `deleting a parent asks about its subagents' chats (${asked}; ${left} left)`);
+  check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
+} finally {
+  await context.close();
+  serve.child.kill();
+  double.child.kill();
+  await cleanup(workspace, profile);
+}
+process.exit(failed() ? 1 : 0);
