@@ -34,6 +34,8 @@ say "MCP: the user's servers in the page, and Palaver's tools against the offici
 node "$ROOT/tests/browser/mcp.mjs"
 say "subagents and model fallback in the page (playwright-core, the provider double, palaver serve)"
 node "$ROOT/tests/browser/subagents.mjs"
+say "the page judged by axe-core in both themes and at 360 px; the keyboard shortcuts (playwright-core)"
+node "$ROOT/tests/browser/design.mjs"
 node "$ROOT/tests/mcp/conformance.mjs"
 say "the model in the page for real: SmolLM2-135M in llama.cpp (wasm), online and offline, and its failures"
 ensure_default_model

@@ -2,6 +2,7 @@
 // engine's events and sends it commands; streams, storage, retries and tools are the engine's and
 // its browser host's (`Palaver`, from pkg/). The only HTML the page ever writes is the engine's safe
 // Markdown renderer's output, through the one Trusted Types policy below (SECURITY C5, C19).
+import * as keys from './keys.js';
 import init, { Palaver, Engine, renderMarkdown } from '../pkg/palaver.js';
 import { ChatMirror } from './mirror.js';
 import { el, button, TranscriptView, PAGE } from './view.js';
@@ -221,6 +222,8 @@ function subscribe() {
     }
     if (envelope.type === 'thread_updated' && 'title' in (envelope.patch ?? {})) renderChatList();
     if (envelope.type === 'message_added' && envelope.message?.role === 'user') showChats();
+    // Screen readers hear that an answer ended, not every streamed word.
+    if (envelope.type === 'stream_finished') $('announce').textContent = envelope.finish_reason === 'abort' ? 'Answer stopped.' : 'Answer complete.';
     // A subagent's chat is stored by its first save: the list shows it once that landed.
     if (envelope.type === 'subagent_spawned' || envelope.type === 'subagent_result') setTimeout(() => showChats().catch(() => {}), 300);
     scheduleRender();
@@ -991,7 +994,56 @@ function registerServiceWorker() {
   navigator.serviceWorker.register(url).catch((error) => console.warn('offline cache unavailable:', error.message));
 }
 
+/** What the keyboard shortcuts do, through the page's own controls. */
+const shortcutActions = {
+  stop: () => {
+    if ($('stop').hidden) return false;
+    $('stop').click();
+    return true;
+  },
+  focusComposer: () => {
+    $('composer').focus();
+    return true;
+  },
+  editLast: () => {
+    const edit = [...document.querySelectorAll('[data-testid=message][data-role=user] [data-action=edit]')].pop();
+    if (!edit) return false;
+    edit.click();
+    return true;
+  },
+  newChat: () => {
+    newChat().then(() => $('composer').focus()).catch(() => {});
+    return true;
+  },
+  moveChat: (step) => {
+    const items = [...document.querySelectorAll('[data-testid=chat-item]')];
+    if (!items.length) return false;
+    const at = items.findIndex((b) => b.getAttribute('aria-current') === 'true');
+    const next = items[Math.min(items.length - 1, Math.max(0, (at < 0 ? (step > 0 ? -1 : items.length) : at) + step))];
+    if (!next || next.dataset.chatId === app.chat?.id) return false;
+    selectChat(next.dataset.chatId).then(() => document.querySelector(`[data-testid=chat-item][data-chat-id="${CSS.escape(next.dataset.chatId)}"]`)?.focus());
+    return true;
+  },
+  openSettings: () => {
+    $('settings').open = true;
+    $('provider-kind').focus();
+    return true;
+  },
+};
+
 function wire() {
+  keys.bindTheme($('theme'));
+  keys.bindShortcuts(shortcutActions, $('shortcuts'));
+  $('show-shortcuts').addEventListener('click', () => $('shortcuts').showModal());
+  $('close-shortcuts').addEventListener('click', () => $('shortcuts').close());
+  $('show-chats').addEventListener('click', () => {
+    const shown = document.body.classList.toggle('show-chats');
+    $('show-chats').setAttribute('aria-expanded', String(shown));
+  });
+  $('chat-list').addEventListener('click', () => {
+    document.body.classList.remove('show-chats');
+    $('show-chats').setAttribute('aria-expanded', 'false');
+  });
   $('composer-form').addEventListener('submit', (event) => send(event));
   $('composer').addEventListener('keydown', (event) => {
     if (app.prompts.open && event.key === 'Escape') return app.prompts.close();

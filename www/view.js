@@ -107,6 +107,10 @@ export class TranscriptView {
   buildMessage(message, index) {
     const role = message.role;
     const base = { class: `message ${role}`, testid: 'message', 'data-role': role, 'data-message-id': message.message_id, 'data-index': String(index) };
+    // The role label (and the model of an answer) and the time on hover, beside the text.
+    const label = { user: 'You', assistant: message.model ? `Assistant · ${message.model.split('/').pop()}` : 'Assistant', error: 'Error' }[role];
+    if (label) base['data-label'] = label;
+    if (message.created_at_ms) base.title = new Date(message.created_at_ms).toLocaleString();
     if (role === 'user' && message.subagent_answers) {
       // The answers of the subagents a wait_agents waited for: the engine's, not the user's words.
       return el('details', { ...base, class: 'message subagent-answers', testid: 'subagent-answers' },
@@ -158,6 +162,8 @@ export class TranscriptView {
     this.draftNode = null;
     node.className = base.class;
     delete node.dataset.streaming;
+    if (base['data-label']) node.dataset.label = base['data-label'];
+    if (base.title) node.title = base.title;
     node.dataset.index = base['data-index'];
     const reasoning = node.querySelector('details.reasoning');
     if (message.reasoning_content) reasoning.dataset.testid = 'reasoning';
@@ -198,7 +204,7 @@ export class TranscriptView {
   }
 
   startDraft(messageId) {
-    this.draftNode = el('article', { class: 'message assistant streaming', testid: 'message', 'data-role': 'assistant', 'data-streaming': 'true', 'data-message-id': messageId },
+    this.draftNode = el('article', { class: 'message assistant streaming', testid: 'message', 'data-role': 'assistant', 'data-label': 'Assistant', 'data-streaming': 'true', 'data-message-id': messageId },
       el('details', { class: 'reasoning', hidden: true }, el('summary', { text: 'Reasoning' }), el('div', { class: 'text' })),
       el('div', { class: 'markdown' }, el('div', { class: 'settled' }), el('div', { class: 'live' })));
     this.stream = { scanned: 0, fence: '', cut: 0, rendered: 0, length: -1 };

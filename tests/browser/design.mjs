@@ -1,0 +1,142 @@
+// Issue 19 (a first part): the page judged by a tool nobody here wrote — axe-core (npm) in
+// Chromium on the empty state, a chat with code, Settings, an approval card and the shortcuts
+// sheet, in the light and the dark theme, at 1 280 and 360 px: no serious or critical violation.
+// Then every keyboard shortcut does what its click does. Screenshots of each state when
+// PALAVER_SHOTS is set.
+// node tests/browser/design.mjs   (after build_pkg and `cargo build`)
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, ready, waitIdle,
+} from './harness.mjs';
+
+watchdog(300, 'the design test');
+const axeSource = await readFile(join(root, 'tests/browser/node_modules/axe-core/axe.min.js'), 'utf8');
+const workspace = await tempDir('palaver-design-ws-');
+const double = await startDouble();
+const serve = await startServe(workspace, []);
+const profile = await tempDir('palaver-design-profile-');
+const context = await launch(profile);
+const pageErrors = [];
+const sse = (body) => ({ body, headers: { 'content-type': 'text/event-stream' } });
+const shots = process.env.PALAVER_SHOTS;
+
+/** axe-core on the page as it is: the serious and critical violations, one line each. */
+async function audit(page, what) {
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => {
+    const result = await globalThis.axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.filter((v) => ['serious', 'critical'].includes(v.impact))
+      .map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')}`);
+  });
+  check(violations.length === 0, `axe: no serious or critical violation — ${what}${violations.length ? `: ${violations.join('; ')}` : ''}`);
+}
+
+async function inThemes(page, what, name) {
+  for (const theme of ['light', 'dark']) {
+    await page.evaluate((t) => { document.documentElement.dataset.theme = t; }, theme);
+    await audit(page, `${what}, ${theme}`);
+    if (shots) await page.screenshot({ path: join(shots, `${name}-${theme}-${page.viewportSize().width}.png`) });
+  }
+  await page.evaluate(() => delete document.documentElement.dataset.theme);
+}
+
+try {
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.goto(serve.printed);
+  await ready(page);
+  await inThemes(page, 'the empty state', 'empty');
+
+  const url = await double.script('design', [
+    sse(openaiStream({ text: 'Here is code:\n\n```rust\nfn main() {\n    println!("hi");\n}\n```\n\nDone.' })),
+    sse(openaiStream({ toolCalls: [{ id: 'call_w', name: 'write_file', args: { path: 'a.txt', content: 'x' } }] })),
+  ]);
+  await setProvider(page, { baseUrl: url, key: 'sk-design', model: 'gpt-4o' });
+  await page.fill('[data-testid=composer]', 'Show me some code.');
+  await page.click('[data-testid=send]');
+  await waitIdle(page, 1, 15_000);
+  const label = await page.getAttribute('[data-testid=message][data-role=assistant]', 'data-label');
+  check(label === 'Assistant · gpt-4o', `an answer carries its role and model (${label})`);
+  check(await page.getAttribute('[data-testid=message][data-role=user]', 'data-label') === 'You', 'a message of the user is labelled');
+  check(Boolean(await page.getAttribute('[data-testid=message][data-role=user]', 'title')), 'a message shows its time on hover');
+  check(await page.textContent('[data-testid=announce]') === 'Answer complete.', 'the live region says the answer ended (the transcript itself is not live)');
+  check(await page.getAttribute('[data-testid=transcript]', 'aria-live') === null, 'the streaming transcript does not flood screen readers');
+  await inThemes(page, 'a chat with code', 'chat');
+
+  await page.fill('[data-testid=composer]', 'Write a file.');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=tool-approval]');
+  await inThemes(page, 'an approval card', 'approval');
+  await page.click('[data-testid=reject]');
+  await waitIdle(page, 1, 15_000).catch(() => {});
+
+  await page.click('[data-testid=settings]');
+  await inThemes(page, 'Settings', 'settings');
+  await page.click('[data-testid=cancel-settings]');
+
+  // The keyboard.
+  await page.locator('body').click({ position: { x: 5, y: 5 } }).catch(() => {});
+  await page.keyboard.press('Shift+Escape');
+  check(await page.evaluate(() => document.activeElement?.id) === 'composer', 'Shift+Esc focuses the composer');
+  await page.keyboard.press('ArrowUp');
+  check(await page.locator('[data-testid=message][data-role=user] textarea, .edit textarea').count() > 0, '↑ in the empty composer edits the last message');
+  await page.keyboard.press('Escape').catch(() => {});
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.keyboard.press('Shift+Slash');
+  check(await page.evaluate(() => document.getElementById('shortcuts').open), '? opens the list of shortcuts');
+  await inThemes(page, 'the shortcuts sheet', 'shortcuts');
+  await page.keyboard.press('Escape');
+  check(!(await page.evaluate(() => document.getElementById('shortcuts').open)), 'Esc closes it');
+  const before = await page.evaluate(() => globalThis.palaverApp.chat?.id);
+  await page.keyboard.press('Alt+KeyN');
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id && globalThis.palaverApp.chat.id !== id, before, { timeout: 5000 }).catch(() => {});
+  const created = await page.evaluate(() => globalThis.palaverApp.chat?.id);
+  check(created && created !== before, 'Alt+N starts a new chat');
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.keyboard.press('Alt+ArrowDown');
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id !== id, created, { timeout: 5000 }).catch(() => {});
+  check(await page.evaluate(() => globalThis.palaverApp.chat?.id) === before, 'Alt+↓ moves to the next chat');
+  await page.keyboard.press('Alt+Comma');
+  check(await page.evaluate(() => document.getElementById('settings').open), 'Alt+, opens Settings');
+  await page.click('[data-testid=cancel-settings]');
+
+  // Esc stops an answer that is streaming.
+  await double.script('design', [{ body: openaiStream({ text: 'word '.repeat(400), pieces: 200 }), headers: { 'content-type': 'text/event-stream' }, chunk_bytes: 200, delay_ms: 60 }]);
+  await page.fill('[data-testid=composer]', 'Talk for a while.');
+  await page.click('[data-testid=send]');
+  await page.waitForSelector('[data-testid=message][data-streaming]');
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.keyboard.press('Escape');
+  const stopped = await page.waitForFunction(() => !globalThis.palaverApp.chat.busy, null, { timeout: 5000 }).then(() => true, () => false);
+  check(stopped && await page.locator('[data-testid=message][data-role=assistant] .marker').last().textContent().then((t) => /stopped/.test(t), () => false), 'Esc stops the streaming answer (kept, marked stopped)');
+
+  // The theme switch cycles auto → light → dark and is remembered.
+  const themes = [];
+  for (let i = 0; i < 3; i += 1) {
+    await page.click('[data-testid=theme]');
+    themes.push(await page.evaluate(() => document.documentElement.dataset.theme ?? 'auto'));
+  }
+  await page.click('[data-testid=theme]');
+  await page.reload();
+  await ready(page);
+  const kept = await page.evaluate(() => document.documentElement.dataset.theme);
+  check(themes.join(',') === 'light,dark,auto' && kept === 'light', `the theme switch cycles and is remembered (${themes.join(',')}; after reload ${kept})`);
+
+  // A narrow window (the extension's side panel): the chat list behind a button.
+  await page.setViewportSize({ width: 360, height: 740 });
+  await inThemes(page, 'the chat at 360 px', 'narrow');
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  check(overflow <= 0, `nothing is wider than 360 px (${overflow} px over)`);
+  await page.click('[data-testid=show-chats]');
+  check(await page.isVisible('[data-testid=chat-list]'), 'at 360 px the chat list opens from the header');
+  if (shots) await page.screenshot({ path: join(shots, 'narrow-chats.png') });
+  check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
+} finally {
+  await context.close();
+  serve.child.kill();
+  double.child.kill();
+  await cleanup(workspace, profile);
+}
+process.exit(failed() ? 1 : 0);
