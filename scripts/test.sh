@@ -36,6 +36,9 @@ say "subagents and model fallback in the page (playwright-core, the provider dou
 node "$ROOT/tests/browser/subagents.mjs"
 say "the page judged by axe-core in both themes and at 360 px; the keyboard shortcuts (playwright-core)"
 node "$ROOT/tests/browser/design.mjs"
+say "Lighthouse on the app palaver serve serves: accessibility and best practices ≥ 95"
+ensure_npm_packages tests/lighthouse
+node "$ROOT/tests/lighthouse/run.mjs"
 node "$ROOT/tests/mcp/conformance.mjs"
 say "the model in the page for real: SmolLM2-135M in llama.cpp (wasm), online and offline, and its failures"
 ensure_default_model
