@@ -385,15 +385,35 @@ function steerNow(item) {
 
 // --- transcript actions ---
 
+/** The text of the code block a button of its toolbar belongs to. */
+const codeOf = (button) => button.closest('.code')?.querySelector('pre')?.textContent ?? '';
+
 async function onTranscriptClick(event) {
   const target = event.target.closest('button');
   if (!target) return;
   const node = target.closest('[data-message-id]');
   switch (target.dataset.action ?? target.className) {
     case 'copy':
-      navigator.clipboard?.writeText(target.nextElementSibling?.textContent ?? '').catch(() => {});
+      navigator.clipboard?.writeText(codeOf(target)).catch(() => {});
       target.textContent = 'Copied';
       break;
+    case 'insert-code': {
+      // The block goes into the composer at the cursor, fenced, for the next message.
+      const composer = $('composer');
+      const code = codeOf(target);
+      const at = composer.selectionStart ?? composer.value.length;
+      const block = `\n\`\`\`\n${code.replace(/\n$/, '')}\n\`\`\`\n`;
+      composer.value = composer.value.slice(0, at) + block + composer.value.slice(composer.selectionEnd ?? at);
+      composer.focus();
+      saveComposerDraft();
+      updateComposerButtons();
+      break;
+    }
+    case 'wrap-code': {
+      const wrapped = target.closest('.code').classList.toggle('wrapped');
+      target.setAttribute('aria-pressed', String(wrapped));
+      break;
+    }
     case 'remote-image':
       loadRemoteImage(target);
       break;

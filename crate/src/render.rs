@@ -81,7 +81,8 @@ fn open_tag(out: &mut String, tag: Tag) -> &'static str {
             "</blockquote>"
         }
         Tag::CodeBlock(kind) => {
-            out.push_str("<div class=\"code\"><button type=\"button\" class=\"copy\">Copy</button><pre><code");
+            // Copy, put into the composer, wrap long lines: the page answers these buttons.
+            out.push_str("<div class=\"code\"><span class=\"code-actions\"><button type=\"button\" class=\"copy\">Copy</button><button type=\"button\" class=\"insert-code\">Insert</button><button type=\"button\" class=\"wrap-code\">Wrap</button></span><pre><code");
             if let CodeBlockKind::Fenced(lang) = kind {
                 let lang: String = lang
                     .chars()

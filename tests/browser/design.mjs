@@ -64,6 +64,13 @@ try {
   check(await page.textContent('[data-testid=announce]') === 'Answer complete.', 'the live region says the answer ended (the transcript itself is not live)');
   check(await page.getAttribute('[data-testid=transcript]', 'aria-live') === null, 'the streaming transcript does not flood screen readers');
   await inThemes(page, 'a chat with code', 'chat');
+  await page.click('[data-testid=message][data-role=assistant] .insert-code');
+  const inserted = await page.inputValue('[data-testid=composer]');
+  check(inserted.includes('fn main() {') && inserted.includes('```'), 'Insert puts the code block into the composer, fenced');
+  await page.fill('[data-testid=composer]', '');
+  await page.click('[data-testid=message][data-role=assistant] .wrap-code');
+  check(await page.getAttribute('[data-testid=message][data-role=assistant] .wrap-code', 'aria-pressed') === 'true'
+    && await page.evaluate(() => getComputedStyle(document.querySelector('.code pre')).whiteSpace) === 'pre-wrap', 'Wrap wraps the block\'s long lines');
 
   await page.fill('[data-testid=composer]', 'Write a file.');
   await page.click('[data-testid=send]');

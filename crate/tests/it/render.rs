@@ -199,6 +199,7 @@ fn safe_markdown_still_renders() {
     assert!(html.contains("<a href=\"docs/a.md\""));
     assert!(html.contains("class=\"language-rust\">fn main() {}"));
     assert!(html.contains("<button type=\"button\" class=\"copy\">Copy</button>"));
+    assert!(html.contains("<button type=\"button\" class=\"insert-code\">Insert</button>"));
     assert!(
         html.contains("class=\"remote-image\" data-src=\"https://example.com/d.png\""),
         "{html}"
