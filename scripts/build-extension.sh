@@ -19,6 +19,9 @@ cp "$ROOT"/extension/manifest.json "$ROOT"/extension/background.js "$OUT/"
 cp -r "$ROOT/www/." "$OUT/www/"
 rm -f "$OUT/www/sw.js"
 cp "$ROOT/pkg/palaver.js" "$ROOT/pkg/palaver_bg.wasm" "$OUT/pkg/"
+# highlight.js for code blocks (the model in the page cannot run in an extension: not copied).
+mkdir -p "$OUT/pkg/vendor"
+cp -r "$ROOT/pkg/vendor/highlight" "$OUT/pkg/vendor/"
 if command -v zip >/dev/null; then
   (cd "$OUT" && zip -qr "$ROOT/target/palaver-extension.zip" .)
 fi

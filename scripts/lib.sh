@@ -46,7 +46,7 @@ ensure_chromium() {
 
 # Files the page loads only when used, from npm, pinned by scripts/vendor/package-lock.json (npm ci
 # checks every file's hash; node_modules is reinstalled only when the lock changes), copied into
-# pkg/vendor/: llama.cpp in wasm (@wllama/wllama) for the model in the page.
+# pkg/vendor/: llama.cpp in wasm (@wllama/wllama) for the model in the page, highlight.js for code.
 build_vendor() {
   local dir="$ROOT/scripts/vendor"
   if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.palaver-lock" 2>/dev/null; then
@@ -59,6 +59,15 @@ build_vendor() {
   cp "$wllama/esm/index.min.js" "$ROOT/pkg/vendor/wllama/wllama.js"
   cp "$wllama/esm/wasm/wllama.wasm" "$ROOT/pkg/vendor/wllama/wllama.wasm"
   cp "$wllama/LICENCE" "$ROOT/pkg/vendor/wllama/LICENCE"
+  # highlight.js's ES module build: the core and the languages www/highlight.js names.
+  local hl="$dir/node_modules/@highlightjs/cdn-assets"
+  mkdir -p "$ROOT/pkg/vendor/highlight/languages"
+  cp "$hl/es/core.min.js" "$hl/LICENSE" "$ROOT/pkg/vendor/highlight/"
+  local languages
+  languages=$(node -e "import('$ROOT/www/highlight.js').then((m) => console.log(m.LANGUAGES.join(' ')))")
+  for language in $languages; do
+    cp "$hl/es/languages/$language.min.js" "$ROOT/pkg/vendor/highlight/languages/"
+  done
 }
 
 # npm packages a test needs, installed from its lock (npm ci checks every file's hash), again only

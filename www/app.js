@@ -5,7 +5,7 @@
 import * as keys from './keys.js';
 import init, { Palaver, Engine, renderMarkdown } from '../pkg/palaver.js';
 import { ChatMirror } from './mirror.js';
-import { el, button, TranscriptView, PAGE } from './view.js';
+import { el, button, TranscriptView, PAGE, textOf as textOfContent } from './view.js';
 import * as queueView from './views/queue.js';
 import * as contextView from './views/context.js';
 import * as statusView from './views/status.js';
@@ -267,12 +267,28 @@ function render() {
     app.restoreScroll = NaN;
   }
   if (chat.dirty.messages || chat.dirty.runtime) renderControls(chat);
+  if (chat.dirty.messages) scheduleHighlight();
   if (atEnd) transcript.scrollTop = transcript.scrollHeight;
   chat.dirty = { messages: false, draft: false, runtime: false };
 }
 
 /** Where cards go: the plan above, the others under the transcript. */
 const cardSlots = () => ({ plan: $('plan'), cards: $('cards') });
+
+/**
+ * Code blocks get their colours when the page is idle: highlight.js and the grammars a block
+ * names are loaded then (never for the first paint, never for a chat without code).
+ */
+function scheduleHighlight() {
+  if (app.highlightPending || !document.querySelector('#transcript pre > code[class^="language-"]:not([data-highlighted])')) return;
+  app.highlightPending = true;
+  const run = () => import('./highlight.js')
+    .then((highlight) => highlight.highlightIn($('transcript')))
+    .catch(() => {})
+    .finally(() => { app.highlightPending = false; });
+  if (globalThis.requestIdleCallback) requestIdleCallback(run, { timeout: 500 });
+  else setTimeout(run, 50);
+}
 
 function renderControls(chat) {
   const runtime = chat.runtime;
@@ -396,6 +412,15 @@ async function onTranscriptClick(event) {
     case 'copy':
       navigator.clipboard?.writeText(codeOf(target)).catch(() => {});
       target.textContent = 'Copied';
+      break;
+    case 'copy-message': {
+      const message = app.chat?.messages.find((m) => m.message_id === node?.dataset.messageId);
+      navigator.clipboard?.writeText(message ? textOfContent(message.content) : '').catch(() => {});
+      target.textContent = 'Copied';
+      break;
+    }
+    case 'delete-message':
+      if (node?.dataset.messageId) command({ type: 'remove_message', message_id: node.dataset.messageId });
       break;
     case 'insert-code': {
       // The block goes into the composer at the cursor, fenced, for the next message.
@@ -901,7 +926,12 @@ async function listProviderModels() {
   try {
     app.models = await agent.listModels(kind, baseUrl, key);
     $('model-list').replaceChildren(...app.models.map((m) => new Option(m.n_ctx ? `${m.n_ctx.toLocaleString('en')} tokens` : '', m.id)));
-    $('model-status').textContent = app.models.length ? `${app.models.length} models: pick one in the Model field.` : 'The provider lists no models; type a model name.';
+    const typed = $('provider-model').value.trim();
+    const missing = typed && app.models.length && !app.models.some((m) => m.id === typed);
+    $('model-status').textContent = missing
+      ? `The connection works, but it does not serve the model ${typed}: pick one of its ${app.models.length} models in the Model field.`
+      : app.models.length ? `The connection works: ${app.models.length} models, pick one in the Model field.` : 'The connection works, but the provider lists no models; type a model name.';
+    if (missing) $('model-status').className = 'error';
     if (app.models.length && !$('provider-model').value) $('provider-model').value = app.models[0].id;
     fillWindowFromModel();
   } catch (error) {

@@ -118,7 +118,7 @@ export class TranscriptView {
     }
     if (role === 'user') {
       return el('article', base, el('div', { class: 'text', text: textOf(message.content) }),
-        el('div', { class: 'actions' }, button('edit', 'Edit', 'edit'), button('branch', 'Branch', 'branch')));
+        el('div', { class: 'actions' }, button('copy-message', 'Copy', 'copy-message'), button('edit', 'Edit', 'edit'), button('branch', 'Branch', 'branch'), button('delete-message', 'Delete', 'delete-message')));
     }
     if (role === 'assistant') {
       const text = textOf(message.content);
@@ -129,7 +129,7 @@ export class TranscriptView {
       if (message.finish_reason === 'length') node.append(marker('length', 'cut at the output limit — raise "Max output tokens" in Settings, or ask it to continue'));
       if (message.finish_reason === 'interrupted') node.append(marker('interrupted', 'interrupted — the page closed while this streamed'));
       if (message.stream_error || message.finish_reason === 'stream_error') node.append(marker('error', 'the stream failed'));
-      node.append(el('div', { class: 'actions' }, button('branch', 'Branch', 'branch')));
+      node.append(el('div', { class: 'actions' }, button('copy-message', 'Copy', 'copy-message'), button('branch', 'Branch', 'branch'), button('delete-message', 'Delete', 'delete-message')));
       return node;
     }
     if (role === 'error') {

@@ -175,6 +175,14 @@ async function modelListFailures(page) {
     const text = await page.textContent('[data-testid=model-status]');
     check(expected.test(text), `a model list that fails (${mode}) says what is wrong in one sentence (${text})`);
   }
+  // The connection works but the model typed is not served there: said so, with the fix.
+  await page.fill('[data-testid=provider-base-url]', `${double.url}/m/openai-chat/ok`);
+  await page.fill('[data-testid=provider-model]', 'no-such-model');
+  await page.click('[data-testid=list-models]');
+  await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+  const missing = await page.textContent('[data-testid=model-status]');
+  check(/does not serve the model no-such-model: pick one of its \d+ models/.test(missing), `a model the provider does not serve is named (${missing})`);
+  await page.fill('[data-testid=provider-model]', '');
   await page.fill('[data-testid=provider-base-url]', 'http://127.0.0.1:9/v1');
   await page.click('[data-testid=list-models]');
   await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));

@@ -63,6 +63,9 @@ try {
   check(Boolean(await page.getAttribute('[data-testid=message][data-role=user]', 'title')), 'a message shows its time on hover');
   check(await page.textContent('[data-testid=announce]') === 'Answer complete.', 'the live region says the answer ended (the transcript itself is not live)');
   check(await page.getAttribute('[data-testid=transcript]', 'aria-live') === null, 'the streaming transcript does not flood screen readers');
+  const highlighted = await page.waitForSelector('[data-testid=message][data-role=assistant] code.hljs .hljs-keyword', { timeout: 10_000 }).then(() => true, () => false);
+  const codeText = await page.textContent('[data-testid=message][data-role=assistant] pre code');
+  check(highlighted && codeText === 'fn main() {\n    println!("hi");\n}\n', `the rust block is highlighted after the first paint, its text unchanged (${JSON.stringify(codeText)})`);
   await inThemes(page, 'a chat with code', 'chat');
   await page.click('[data-testid=message][data-role=assistant] .insert-code');
   const inserted = await page.inputValue('[data-testid=composer]');
@@ -118,6 +121,17 @@ try {
   await page.keyboard.press('Escape');
   const stopped = await page.waitForFunction(() => !globalThis.palaverApp.chat.busy, null, { timeout: 5000 }).then(() => true, () => false);
   check(stopped && await page.locator('[data-testid=message][data-role=assistant] .marker').last().textContent().then((t) => /stopped/.test(t), () => false), 'Esc stops the streaming answer (kept, marked stopped)');
+
+  // A message's own actions: Copy puts its text on the clipboard, Delete removes it.
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: serve.origin }).catch(() => {});
+  const lastUser = page.locator('[data-testid=message][data-role=user]').last();
+  const userId = await lastUser.getAttribute('data-message-id');
+  await lastUser.locator('[data-testid=copy-message]').click();
+  const copied = await page.evaluate(() => navigator.clipboard.readText()).catch(() => null);
+  check(copied === 'Talk for a while.', `Copy on a message copies its text (${JSON.stringify(copied)})`);
+  await lastUser.locator('[data-testid=delete-message]').click();
+  const gone = await page.waitForFunction((id) => !document.querySelector(`[data-message-id="${id}"]`), userId, { timeout: 5000 }).then(() => true, () => false);
+  check(gone, 'Delete on a message removes it');
 
   // The theme switch cycles auto → light → dark and is remembered.
   const themes = [];
