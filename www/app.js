@@ -168,6 +168,8 @@ function firstRunOffer(importButton) {
       button('connect-provider', 'Connect a provider', 'connect-provider', { onclick: () => openSettingsPanel() })),
     el('p', { class: 'note', testid: 'small-model-note', text: unavailable ?? SMALL_MODEL_NOTE }),
     progress, said,
+    agent.proxyOf(settingsStore.loadSettings()) ? null : el('p', { class: 'hint', testid: 'pair-hint',
+      text: 'To let it read and change your files: run `palaver serve` in your project and open the address it prints (or paste that address in Settings → Workspace tools).' }),
     el('p', { text: 'Chats from another browser or the extension? Each keeps its own storage: import their export.' }),
     importButton);
 }

@@ -262,7 +262,7 @@ function fillToolActivity(node, calls, results, pauseReasons, progress = new Map
       el('span', { class: `status ${status.split(' ')[0]}`, text: ` — ${status}` }),
       decisions.get(call.id)?.source === 'policy' ? el('small', { class: 'decision', testid: 'tool-decision', text: ' (allowed by your tool rule)' }) : null,
       lines?.length ? el('pre', { class: 'progress', testid: 'tool-progress', text: lines.join('\n') }) : null,
-      result ? el('pre', { class: 'result', testid: 'tool-result', text: textOf(result.content) }) : null);
+      result ? resultNode(textOf(result.content)) : null);
   });
   if (live) node.open = true;
   const done = items.filter((i) => i.dataset.status === 'done' || i.dataset.status === 'failed').length;
@@ -270,6 +270,15 @@ function fillToolActivity(node, calls, results, pauseReasons, progress = new Map
 }
 
 /** One line for a call's arguments (a JSON text as streamed, or the parsed object). */
+/** A tool's output; a long one is folded, its size in the summary. */
+function resultNode(text) {
+  const pre = el('pre', { class: 'result', testid: 'tool-result', text });
+  const lines = text.split('\n').length;
+  if (lines <= LONG_RESULT_LINES) return pre;
+  return el('details', { class: 'long-result' }, el('summary', { text: `Output: ${lines.toLocaleString('en')} lines, ${text.length.toLocaleString('en')} characters` }), pre);
+}
+const LONG_RESULT_LINES = 12;
+
 export function summarizeArgs(raw) {
   try {
     const args = typeof raw === 'string' ? JSON.parse(raw || '{}') : raw ?? {};
