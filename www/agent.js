@@ -116,7 +116,7 @@ export async function listModels(kind, baseUrl, key) {
   try {
     response = await fetch(url, { headers: authHeaders(kind, key) });
   } catch {
-    throw new Error(`Nothing answered at ${base}, or it refused this page (CORS): check that the server runs and allows requests from this origin.`);
+    throw new Error(await unreachableSentence(base, url));
   }
   if (!response.ok) throw new Error(failureSentence(response.status, url));
   let body;
@@ -133,6 +133,18 @@ export async function listModels(kind, baseUrl, key) {
   }
   for (const model of models) model.n_ctx ??= knownWindow(model.id);
   return models.sort((a, b) => a.id.localeCompare(b.id));
+}
+
+/**
+ * Why a request could not be read: the same TypeError means "nothing answers" or "it answers but
+ * does not allow this page (CORS)". A no-cors request (no headers, an opaque answer the page cannot
+ * read) tells them apart: it goes through only when something answers.
+ */
+async function unreachableSentence(base, url) {
+  const answers = await fetch(url, { mode: 'no-cors', credentials: 'omit' }).then(() => true, () => false);
+  return answers
+    ? `${base} answers, but refuses requests from this page (CORS): allow the origin ${location.origin} on that server (for Ollama, OLLAMA_ORIGINS), or reach it through a provider that allows browsers.`
+    : `Nothing answered at ${base}: check that the server runs and that the address is right.`;
 }
 
 /** The models of one list body, or null when it is not a model list. */

@@ -187,6 +187,12 @@ async function modelListFailures(page) {
   await page.click('[data-testid=list-models]');
   await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
   check(/Nothing answered/.test(await page.textContent('[data-testid=model-status]')), 'a server that is down is named as such');
+  // A server that answers but does not allow this page (no CORS headers) is told apart from one that is down.
+  await page.fill('[data-testid=provider-base-url]', `${double.url}/m/openai-chat/nocors`);
+  await page.click('[data-testid=list-models]');
+  await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+  const cors = await page.textContent('[data-testid=model-status]');
+  check(/answers, but refuses requests from this page \(CORS\)/.test(cors), `a server that refuses this page (CORS) is named as such (${cors})`);
   await page.click('[data-testid=cancel-settings]');
   // llama.cpp: the window comes from /props.
   await page.click('[data-testid=settings]');

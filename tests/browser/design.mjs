@@ -145,6 +145,15 @@ try {
   const kept = await page.evaluate(() => document.documentElement.dataset.theme);
   check(themes.join(',') === 'light,dark,auto' && kept === 'light', `the theme switch cycles and is remembered (${themes.join(',')}; after reload ${kept})`);
 
+  // A wide screen: the transcript keeps its reading width, nothing overflows.
+  await page.setViewportSize({ width: 1920, height: 1080 });
+  const wide = await page.evaluate(() => ({
+    over: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    message: document.querySelector('[data-testid=message]')?.getBoundingClientRect().width ?? 0,
+  }));
+  check(wide.over <= 0 && wide.message > 300 && wide.message <= 800, `at 1 920 px nothing overflows and messages keep a reading width (${Math.round(wide.message)} px)`);
+  if (shots) await page.screenshot({ path: join(shots, 'chat-1920.png') });
+
   // A narrow window (the extension's side panel): the chat list behind a button.
   await page.setViewportSize({ width: 360, height: 740 });
   await inThemes(page, 'the chat at 360 px', 'narrow');

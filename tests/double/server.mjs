@@ -14,7 +14,8 @@
 //        offered `read_file` and no tool result yet → calls it on the first `.txt` file of the
 //        system prompt's file tree; after a result → answers with it; offered no tool → says so
 //   ANY  /m/{kind}/{mode}/<rest>          a provider of that kind: GET …/models lists models in the
-//        kind's own shape (mode ok), or fails (401, 404, bad = not JSON); GET …/props answers as
+//        kind's own shape (mode ok; nocors: the same without CORS headers), or fails (401, 404,
+//        bad = not JSON); GET …/props answers as
 //        llama.cpp; POST replays the kind's text transcript; requests are logged under "m"
 //
 // Response = {status?: 200, headers?: {}, wire?: "provider/case", body?: string,
@@ -189,7 +190,8 @@ async function provider(req, res, parts, body) {
 }
 
 async function handle(req, res) {
-  cors(res);
+  // `/m/{kind}/nocors/…` is a provider that does not allow other origins: a browser may not read it.
+  if (!req.url.includes('/nocors/')) cors(res);
   if (req.method === 'OPTIONS') {
     res.writeHead(204);
     res.end();

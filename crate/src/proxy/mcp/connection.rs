@@ -349,6 +349,12 @@ impl Connection {
         };
         let result = handle.await_response().await;
         cancel.disarm();
+        if _route.is_some() {
+            // rmcp hands notifications to the handler on their own tasks: a progress sent just
+            // before the answer may still be on its way. A short grace keeps the route open so
+            // it is written before the result line (found as a flaky "2 of 3 progress lines").
+            tokio::time::sleep(PROGRESS_GRACE).await;
+        }
         match result {
             Ok(ServerResult::CallToolResult(result)) => {
                 serde_json::to_value(result).map_err(|e| CallError::Failed(e.to_string()))
@@ -392,6 +398,9 @@ fn quit_reason(reason: Result<rmcp::service::QuitReason, tokio::task::JoinError>
 fn describe_error(error: &ErrorData) -> String {
     format!("{} (code {})", error.message, error.code.0)
 }
+
+/// How long a call's progress route stays open after its answer (see `Connection::call`).
+const PROGRESS_GRACE: Duration = Duration::from_millis(50);
 
 /// Routes a call's progress notifications to its sender while the call runs.
 struct ProgressRoute<'a> {
