@@ -269,6 +269,7 @@ function render() {
     app.restoreScroll = NaN;
   }
   if (chat.dirty.messages || chat.dirty.runtime) renderControls(chat);
+  else if (chat.dirty.draft) contextView.render($('context-usage'), chat);
   if (chat.dirty.messages) scheduleHighlight();
   if (atEnd) transcript.scrollTop = transcript.scrollHeight;
   chat.dirty = { messages: false, draft: false, runtime: false };
@@ -1092,10 +1093,18 @@ function wire() {
     const shown = document.body.classList.toggle('show-chats');
     $('show-chats').setAttribute('aria-expanded', String(shown));
   });
-  $('chat-list').addEventListener('click', () => {
+  // The narrow layout's chat drawer closes on a pick, a click beside it, or Esc.
+  const closeDrawer = () => {
+    if (!document.body.classList.contains('show-chats')) return false;
     document.body.classList.remove('show-chats');
     $('show-chats').setAttribute('aria-expanded', 'false');
-  });
+    return true;
+  };
+  $('chat-list').addEventListener('click', closeDrawer);
+  $('chat').addEventListener('click', (event) => { if (!event.target.closest('#show-chats')) closeDrawer(); });
+  document.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape' && !$('settings').open && closeDrawer()) event.preventDefault();
+  }, true);
   $('composer-form').addEventListener('submit', (event) => send(event));
   $('composer').addEventListener('keydown', (event) => {
     if (app.prompts.open && event.key === 'Escape') return app.prompts.close();

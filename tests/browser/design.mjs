@@ -4,7 +4,7 @@
 // Then every keyboard shortcut does what its click does. Screenshots of each state when
 // PALAVER_SHOTS is set.
 // node tests/browser/design.mjs   (after build_pkg and `cargo build`)
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, ready, waitIdle,
@@ -13,6 +13,7 @@ import {
 watchdog(300, 'the design test');
 const axeSource = await readFile(join(root, 'tests/browser/node_modules/axe-core/axe.min.js'), 'utf8');
 const workspace = await tempDir('palaver-design-ws-');
+await writeFile(join(workspace, 'long.txt'), Array.from({ length: 30 }, (_, i) => `line ${i + 1}`).join('\n'));
 const double = await startDouble();
 const serve = await startServe(workspace, []);
 const profile = await tempDir('palaver-design-profile-');
@@ -48,10 +49,15 @@ try {
   await page.goto(serve.printed);
   await ready(page);
   await inThemes(page, 'the empty state', 'empty');
+  await page.setViewportSize({ width: 360, height: 740 });
+  await inThemes(page, 'the empty state at 360 px', 'empty');
+  await page.setViewportSize({ width: 1280, height: 800 });
 
   const url = await double.script('design', [
     sse(openaiStream({ text: 'Here is code:\n\n```rust\nfn main() {\n    println!("hi");\n}\n```\n\nDone.' })),
     sse(openaiStream({ toolCalls: [{ id: 'call_w', name: 'write_file', args: { path: 'a.txt', content: 'x' } }] })),
+    sse(openaiStream({ toolCalls: [{ id: 'call_r', name: 'read_file', args: { path: 'long.txt' } }] })),
+    sse(openaiStream({ text: 'It has thirty lines.' })),
   ]);
   await setProvider(page, { baseUrl: url, key: 'sk-design', model: 'gpt-4o' });
   await page.fill('[data-testid=composer]', 'Show me some code.');
@@ -79,8 +85,17 @@ try {
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=tool-approval]');
   await inThemes(page, 'an approval card', 'approval');
+  await page.setViewportSize({ width: 360, height: 740 });
+  await inThemes(page, 'an approval card at 360 px', 'approval');
+  await page.setViewportSize({ width: 1280, height: 800 });
   await page.click('[data-testid=reject]');
   await waitIdle(page, 1, 15_000).catch(() => {});
+  await page.fill('[data-testid=composer]', 'Read long.txt.');
+  await page.click('[data-testid=send]');
+  await waitIdle(page, 2, 15_000);
+  const folded = await page.locator('details.long-result > summary').first().textContent().catch(() => '');
+  const foldedOpen = await page.locator('details.long-result').first().evaluate((d) => d.open).catch(() => true);
+  check(/^Output: 30 lines/.test(folded) && !foldedOpen, `a long tool output is folded with its size (${folded})`);
 
   await page.click('[data-testid=settings]');
   await inThemes(page, 'Settings', 'settings');
@@ -117,6 +132,8 @@ try {
   await page.fill('[data-testid=composer]', 'Talk for a while.');
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=message][data-streaming]');
+  const gauge = await page.waitForFunction(() => Number(document.querySelector('[data-testid=context-usage]').dataset.streaming) > 20, null, { timeout: 5000 }).then(() => true, () => false);
+  check(gauge, 'the context gauge counts the answer while it streams');
   await page.evaluate(() => document.activeElement?.blur());
   await page.keyboard.press('Escape');
   const stopped = await page.waitForFunction(() => !globalThis.palaverApp.chat.busy, null, { timeout: 5000 }).then(() => true, () => false);
@@ -162,6 +179,14 @@ try {
   await page.click('[data-testid=show-chats]');
   check(await page.isVisible('[data-testid=chat-list]'), 'at 360 px the chat list opens from the header');
   if (shots) await page.screenshot({ path: join(shots, 'narrow-chats.png') });
+  await page.click('[data-testid=settings]');
+  await inThemes(page, 'Settings at 360 px', 'settings');
+  await page.click('[data-testid=cancel-settings]');
+  await page.keyboard.press('Escape');
+  check(!(await page.isVisible('[data-testid=chat-list]')), 'Esc closes the chat drawer');
+  await page.evaluate(() => document.getElementById('shortcuts').showModal());
+  await inThemes(page, 'the shortcuts sheet at 360 px', 'shortcuts');
+  await page.keyboard.press('Escape');
   check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
 } finally {
   await context.close();

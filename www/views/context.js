@@ -12,9 +12,15 @@ export function render(node, chat) {
   node.dataset.estimated = String(estimated);
   node.dataset.budget = String(budget);
   node.dataset.cacheRead = String(cacheRead);
-  node.querySelector('meter').value = budget ? Math.min(1, estimated / budget) : 0;
+  // The answer streaming now joins the history when it ends: counted the engine's way (SPEC §5,
+  // characters / 4), so the gauge moves while a long answer fills the window.
+  const draft = chat.draft;
+  const streaming = draft ? Math.ceil(((draft.content?.length ?? 0) + (draft.reasoning_content?.length ?? 0)) / 4) : 0;
+  const total = estimated + streaming;
+  node.dataset.streaming = String(streaming);
+  node.querySelector('meter').value = budget ? Math.min(1, total / budget) : 0;
   const cache = prompt ? ` · cache hits ${cacheRead.toLocaleString('en')} of ${prompt.toLocaleString('en')} prompt tokens (${Math.round((100 * cacheRead) / prompt)}%)` : '';
-  node.querySelector('span').textContent = `≈ ${estimated.toLocaleString('en')} of ${budget.toLocaleString('en')} tokens${cache}`;
+  node.querySelector('span').textContent = `≈ ${total.toLocaleString('en')} of ${budget.toLocaleString('en')} tokens${streaming ? ' (with the answer streaming)' : ''}${cache}`;
 }
 
 /** The gauge has no controls. */
