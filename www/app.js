@@ -531,13 +531,16 @@ async function renameChat() {
   });
 }
 
+/** The stored chats of a chat's subagents (its children and theirs). */
+const subagentChatsOf = (id) => app.chats.filter((c) => c.id !== id && c.link_type === 'subagent' && (c.root_chat_id === id || c.parent_id === id));
+
 /**
  * A chat's export, with its subagents' chats when it has some (issue 18): under `subagents` in
  * JSON, as sections after it in Markdown.
  */
 async function exportWithSubagents(id, format) {
   const text = await app.palaver.exportChat(id, format);
-  const children = app.chats.filter((c) => c.link_type === 'subagent' && c.id !== id && (c.root_chat_id === id || c.parent_id === id));
+  const children = subagentChatsOf(id);
   if (!children.length) return text;
   const parts = await Promise.all(children.map(async (c) => ({ chat: c, text: await app.palaver.exportChat(c.id, format) })));
   if (format === 'markdown') return [text, ...parts.map((p) => `\n\n---\n\n# Subagent: ${p.chat.title || p.chat.id}\n\n${p.text}`)].join('');
@@ -580,7 +583,7 @@ async function deleteChat() {
   await app.palaver.deleteChat(id);
   localStorage.removeItem(draftKey(id));
   // A parent's subagent chats are its children: the user says whether they go too.
-  const children = app.chats.filter((c) => c.id !== id && c.link_type === 'subagent' && (c.root_chat_id === id || c.parent_id === id));
+  const children = subagentChatsOf(id);
   if (children.length && window.confirm(`Delete its ${children.length} subagent chat${children.length === 1 ? '' : 's'} too? (Cancel keeps them.)`)) {
     for (const child of children) await app.palaver.deleteChat(child.id);
   }
@@ -1102,9 +1105,7 @@ function wire() {
   };
   $('chat-list').addEventListener('click', closeDrawer);
   $('chat').addEventListener('click', (event) => { if (!event.target.closest('#show-chats')) closeDrawer(); });
-  document.addEventListener('keydown', (event) => {
-    if (event.key === 'Escape' && !$('settings').open && closeDrawer()) event.preventDefault();
-  }, true);
+  shortcutActions.closeDrawer = () => !$('settings').open && closeDrawer();
   $('composer-form').addEventListener('submit', (event) => send(event));
   $('composer').addEventListener('keydown', (event) => {
     if (app.prompts.open && event.key === 'Escape') return app.prompts.close();

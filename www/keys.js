@@ -26,7 +26,7 @@ export function bindTheme(button) {
 const typing = (target) => target instanceof HTMLElement && (target.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(target.tagName));
 
 /**
- * `actions`: {stop(), focusComposer(), editLast(), newChat(), moveChat(±1), openSettings()} —
+ * `actions`: {closeDrawer(), stop(), focusComposer(), editLast(), newChat(), moveChat(±1), openSettings()} —
  * each returns true when it did something (the key is then consumed).
  */
 export function bindShortcuts(actions, dialog) {
@@ -37,7 +37,7 @@ export function bindShortcuts(actions, dialog) {
     if (event.key === 'Escape' && document.querySelector('#mention-list:not([hidden]), #prompt-list:not([hidden]), #resource-list:not([hidden])')) return;
     let done = false;
     if (event.key === 'Escape' && event.shiftKey) done = actions.focusComposer();
-    else if (event.key === 'Escape' && !dialog.open) done = actions.stop();
+    else if (event.key === 'Escape' && !dialog.open) done = actions.closeDrawer?.() || actions.stop();
     else if (event.key === 'ArrowUp' && composer && !event.altKey && event.target.value === '') done = actions.editLast();
     else if (event.altKey && !event.ctrlKey && !event.metaKey && (event.code === 'KeyN')) done = actions.newChat();
     else if (event.altKey && event.key === 'ArrowUp') done = actions.moveChat(-1);

@@ -721,16 +721,14 @@ impl Engine {
                     s.transition(ctx, Trigger::Abort)
                 });
             }
-            let text = match self.sessions.get(&child).and_then(|s| s.messages.last()) {
-                Some(_) if !queued => {
-                    "The subagent was stopped with its parent; its partial work is in its chat."
-                        .to_string()
-                }
-                _ => "The subagent was stopped with its parent before it started.".to_string(),
+            let text = if queued {
+                "The subagent was stopped with its parent before it started."
+            } else {
+                "The subagent was stopped with its parent; its partial work is in its chat."
             };
             let outcome = Outcome {
                 status: LinkStatus::Stopped,
-                text,
+                text: text.to_string(),
             };
             self.end_link(now, &child, outcome, step);
         }
@@ -773,16 +771,8 @@ impl Engine {
                         }
                         (status, _) => status.name(),
                     };
-                    let model = session.map_or(String::new(), |s| {
-                        if s.thread.model.is_empty() {
-                            self.config
-                                .provider_for(s.thread.provider)
-                                .map(|p| p.model.clone())
-                                .unwrap_or_default()
-                        } else {
-                            s.thread.model.clone()
-                        }
-                    });
+                    let model =
+                        session.map_or(String::new(), |s| s.answering_model(&self.config).model);
                     let tokens = session.map_or(0, |s| subagents::tokens_used(&s.messages));
                     let reasons = session.map(ChatSession::pause_reasons).unwrap_or_default();
                     subagents::view(link, status, &model, tokens, reasons)

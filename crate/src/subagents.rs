@@ -31,6 +31,16 @@ pub enum LinkStatus {
 }
 
 impl LinkStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkStatus::Queued => "queued",
+            LinkStatus::Running => "running",
+            LinkStatus::Done => "done",
+            LinkStatus::Failed => "failed",
+            LinkStatus::Stopped => "stopped",
+        }
+    }
+
     pub fn is_over(self) -> bool {
         matches!(
             self,
@@ -145,12 +155,9 @@ impl Subagents {
         children
     }
 
-    pub fn parents(&self) -> Vec<String> {
-        let mut parents: Vec<String> = self.links.values().map(|l| l.parent.clone()).collect();
-        parents.dedup();
-        parents.sort();
-        parents.dedup();
-        parents
+    /// The chats that started subagents, each once.
+    pub fn parents(&self) -> std::collections::BTreeSet<String> {
+        self.links.values().map(|l| l.parent.clone()).collect()
     }
 }
 
@@ -368,18 +375,6 @@ pub fn view(
         started_at_ms: link.started_at_ms,
         ended_at_ms: link.ended_at_ms,
         pause_reasons,
-    }
-}
-
-impl LinkStatus {
-    pub fn name(self) -> &'static str {
-        match self {
-            LinkStatus::Queued => "queued",
-            LinkStatus::Running => "running",
-            LinkStatus::Done => "done",
-            LinkStatus::Failed => "failed",
-            LinkStatus::Stopped => "stopped",
-        }
     }
 }
 

@@ -34,11 +34,12 @@ impl ChatSession {
         }
     }
 
-    /// The provider kind and model that answer now (every assistant message records them).
-    fn answering_model(&self, ctx: &Ctx) -> crate::thread::ModelRef {
+    /// The provider kind and model that answer now (every assistant message records them; a
+    /// parent's subagent tree shows them).
+    pub fn answering_model(&self, config: &crate::config::EngineConfig) -> crate::thread::ModelRef {
         let thread = self.answering_thread();
         let model = if thread.model.is_empty() {
-            ctx.config
+            config
                 .provider_for(thread.provider)
                 .map(|p| p.model.clone())
                 .unwrap_or_default()
@@ -517,7 +518,7 @@ impl ChatSession {
             return None;
         }
         let reason = fallback_reason(failure)?;
-        let preferred = self.answering_model(ctx);
+        let preferred = self.answering_model(ctx.config);
         while let Some(next) = self
             .thread
             .fallback_models
@@ -531,7 +532,7 @@ impl ChatSession {
                 continue;
             }
             self.turn_model = Some(next);
-            let actual = self.answering_model(ctx);
+            let actual = self.answering_model(ctx.config);
             let mut note = self.new_message(
                 ctx,
                 Role::Event,
@@ -557,7 +558,7 @@ impl ChatSession {
 
     /// Every assistant message records the provider kind and model that produced it.
     fn record_model(&self, ctx: &Ctx, message: &mut ChatMessage) {
-        let model = self.answering_model(ctx);
+        let model = self.answering_model(ctx.config);
         message.set_answered_by(json!(model.provider), &model.model);
     }
 
