@@ -43,6 +43,7 @@ const app = {
   sent: new Map(), // client_request_id → text, so a queued message can be re-sent as "steer now"
   frame: 0,
   counter: 0,
+  composerEdits: 0, // input events in the composer: tells typing from a switch's own writes
   view: null,
 };
 
@@ -189,14 +190,26 @@ function renderChatList() {
 
 /** Opens a chat; calls run one after another, so quick clicks never interleave. */
 function selectChat(id) {
-  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(() => openChatView(id));
+  const mark = markComposer();
+  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(() => openChatView(id, mark));
   return app.selecting;
 }
 
-async function openChatView(id) {
+/** What the composer held when a switch of chats began, so text typed during the switch is kept. */
+function markComposer() {
+  return { chatId: app.chat?.id, text: $('composer').value, edits: app.composerEdits };
+}
+
+async function openChatView(id, mark = markComposer()) {
   if (app.subscription !== null) app.palaver.unsubscribe(app.subscription);
-  saveComposerDraft();
-  $('composer').value = localStorage.getItem(draftKey(id)) ?? '';
+  if (app.composerEdits !== mark.edits) {
+    // Typed after New chat or a click in the list: the words are meant for the chat being
+    // opened; the one left keeps the draft it had.
+    saveDraft(mark.chatId, mark.text);
+  } else {
+    saveComposerDraft();
+    $('composer').value = localStorage.getItem(draftKey(id)) ?? '';
+  }
   await app.palaver.openChat(id);
   app.chat = new ChatMirror(id);
   app.view.reset();
@@ -235,10 +248,11 @@ function subscribe() {
 /** Creates a chat and opens it, in the same line as `selectChat`, so a send waits for it. */
 async function newChat() {
   let id;
+  const mark = markComposer();
   app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(async () => {
     id = await app.palaver.createChat('');
     await showChats();
-    await openChatView(id);
+    await openChatView(id, mark);
   });
   await app.selecting;
   return id;
@@ -332,9 +346,12 @@ function status(text, error = false) {
 const draftKey = (chatId) => `palaver.draft.${chatId ?? 'new'}`;
 
 function saveComposerDraft() {
-  const text = $('composer').value;
-  if (text) localStorage.setItem(draftKey(app.chat?.id), text);
-  else localStorage.removeItem(draftKey(app.chat?.id));
+  saveDraft(app.chat?.id, $('composer').value);
+}
+
+function saveDraft(chatId, text) {
+  if (text) localStorage.setItem(draftKey(chatId), text);
+  else localStorage.removeItem(draftKey(chatId));
 }
 
 /** While the engine is (re)opened nothing can be sent to it: it would go to the one closing. */
@@ -1117,6 +1134,7 @@ function wire() {
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) send(event);
   });
   $('composer').addEventListener('input', () => {
+    app.composerEdits += 1;
     app.attachments.onInput($('composer'));
     app.prompts.onInput();
     saveComposerDraft();

@@ -347,6 +347,23 @@ async function draftSurvivesReload(page) {
   await page.click(`[data-testid=chat-item][data-chat-id="${chatId}"]`);
   await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, chatId);
   check((await page.inputValue('[data-testid=composer]')) === 'half-written thought', 'a draft survives reload');
+  // Typed while New chat is still opening (made slow here): the words are for the new chat, and
+  // the chat left keeps its own draft.
+  await page.evaluate(() => {
+    const palaver = globalThis.palaverApp.palaver;
+    const create = palaver.createChat.bind(palaver);
+    palaver.createChat = (title) => new Promise((done) => setTimeout(done, 400)).then(() => create(title));
+  });
+  await page.click('[data-testid=new-chat]');
+  await page.fill('[data-testid=composer]', 'typed during the switch');
+  await page.waitForFunction((id) => globalThis.palaverApp.chat && globalThis.palaverApp.chat.id !== id, chatId);
+  await page.evaluate(() => delete globalThis.palaverApp.palaver.createChat);
+  const kept = await page.inputValue('[data-testid=composer]');
+  const left = await page.evaluate((id) => localStorage.getItem(`palaver.draft.${id}`), chatId);
+  check(kept === 'typed during the switch' && left === 'half-written thought', `text typed while a chat opens stays in the composer; the chat left keeps its draft (${kept}; ${left})`);
+  await page.fill('[data-testid=composer]', '');
+  await page.click(`[data-testid=chat-item][data-chat-id="${chatId}"]`);
+  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, chatId);
   await page.fill('[data-testid=composer]', '');
 }
 
