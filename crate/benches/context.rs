@@ -30,7 +30,15 @@ mod native {
         text
     }
 
+    /// The typed load the product uses for JSON text.
     fn load(text: &str) -> Vec<ChatMessage> {
+        palaver::trajectory::load_text("bench", text)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .messages
+    }
+
+    /// The load through a parsed `Value` (what a trajectory already held as JSON goes through).
+    fn load_via_value(text: &str) -> Vec<ChatMessage> {
         let value: serde_json::Value =
             serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON: {e}"));
         palaver::trajectory::load("bench", &value)
@@ -92,8 +100,18 @@ mod native {
         println!("history-5k at n_ctx 32000: {}", report(32_000));
         let repairs = limit_history(&history, None).map_or(0, |l| l.repairs);
         println!("history-5k repairs made by the fix stage: {repairs}");
-        ms_per("load (parse + tolerant load)", 10, || {
+        ms_per("load (typed parse + tolerant load)", 10, || {
             black_box(load(&text));
+        });
+        ms_per(
+            "load via Value (parse to Value, then tolerant load)",
+            10,
+            || {
+                black_box(load_via_value(&text));
+            },
+        );
+        ms_per("reference: serde_json::Value parse alone", 10, || {
+            black_box(serde_json::from_str::<serde_json::Value>(&text).ok());
         });
         ms_per("repair (fix stage only)", 20, || {
             black_box(limit_history(&history, None).ok());

@@ -147,6 +147,35 @@ impl<'a> Work<'a> {
         self.estimated() > self.budget
     }
 
+    /// The work after stage 3 reordered and repaired the list: an unchanged message keeps its
+    /// estimate (`origins[j]`: its index before), the others are estimated again.
+    fn rebuilt(self, messages: Vec<Cow<'a, ChatMessage>>, origins: &[Option<usize>]) -> Self {
+        let suppressed = crate::hidden::summarized_sources(&messages);
+        if suppressed != self.suppressed {
+            return Work::new(messages, self.budget);
+        }
+        let tokens: Vec<u64> = messages
+            .iter()
+            .zip(origins)
+            .map(
+                |(m, origin)| match origin.and_then(|i| self.tokens.get(i)) {
+                    Some(&known) => known,
+                    None if is_sent(m, &suppressed) => estimate_tokens(m),
+                    None => 0,
+                },
+            )
+            .collect();
+        let calibration = calibration(&messages, &tokens);
+        Work {
+            total: tokens.iter().sum(),
+            messages,
+            tokens,
+            budget: self.budget,
+            calibration,
+            suppressed,
+        }
+    }
+
     fn refresh(&mut self, index: usize) {
         let Some(message) = self.messages.get(index) else {
             return;
@@ -165,16 +194,23 @@ impl<'a> Work<'a> {
         if drop.is_empty() {
             return;
         }
-        let messages = std::mem::take(&mut self.messages);
-        let tokens = std::mem::take(&mut self.tokens);
-        for (i, (message, t)) in messages.into_iter().zip(tokens).enumerate() {
-            if drop.contains(&i) {
-                self.total -= t;
-            } else {
-                self.messages.push(message);
-                self.tokens.push(t);
+        // In place: a long history is not copied into new vectors for each cut.
+        let mut index = 0;
+        self.messages.retain(|_| {
+            index += 1;
+            !drop.contains(&(index - 1))
+        });
+        let mut index = 0;
+        let mut removed = 0;
+        self.tokens.retain(|&t| {
+            index += 1;
+            let keep = !drop.contains(&(index - 1));
+            if !keep {
+                removed += t;
             }
-        }
+            keep
+        });
+        self.total -= removed;
     }
 
     /// Where the protected tail starts: the last user message (everything, if there is none).
@@ -242,8 +278,8 @@ pub fn limit_history(
     if work.over() && compress_tool_results(&mut work, false) {
         strength = CompressionStrength::Low;
     }
-    let (fixed, repairs) = fix_tool_call_list(std::mem::take(&mut work.messages));
-    work = Work::new(fixed, work.budget);
+    let (fixed, origins, repairs) = fix_tool_call_list(std::mem::take(&mut work.messages));
+    work = work.rebuilt(fixed, &origins);
     if work.over() && limit_turns(&mut work) {
         strength = CompressionStrength::Medium;
     }
@@ -387,7 +423,15 @@ fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
         if message.role != Role::Tool {
             continue;
         }
-        let text = message.content.text();
+        // Borrowed for plain text: most results are, and copying each to measure it cost much.
+        let text: Cow<str> = match &message.content {
+            Content::Text(text) => Cow::Borrowed(text),
+            parts => Cow::Owned(parts.text()),
+        };
+        // A char is at least one byte: a short text needs no count.
+        if text.len() <= COMPRESS_OVER_CHARS {
+            continue;
+        }
         let chars = text.chars().count();
         if chars <= COMPRESS_OVER_CHARS {
             continue;
@@ -409,57 +453,80 @@ fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
 /// rejects them); a call keeps its place only if it has a result; each result goes right after
 /// its call; one result per call; results without a call are dropped.
 pub fn fix_tool_calls(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usize) {
-    let (fixed, changes) = fix_tool_call_list(messages.into_iter().map(Cow::Owned).collect());
+    let (fixed, _, changes) = fix_tool_call_list(messages.into_iter().map(Cow::Owned).collect());
     (fixed.into_iter().map(Cow::into_owned).collect(), changes)
 }
 
-fn fix_tool_call_list(messages: Vec<Cow<'_, ChatMessage>>) -> (Vec<Cow<'_, ChatMessage>>, usize) {
+/// Stage 3 on the copy: the fixed list, where each message came from in the input when it is
+/// unchanged (so its estimate is not computed again), and how many repairs were made. Works by
+/// index: the messages are moved once, into the output, in their new order.
+#[allow(clippy::type_complexity)]
+fn fix_tool_call_list(
+    messages: Vec<Cow<'_, ChatMessage>>,
+) -> (Vec<Cow<'_, ChatMessage>>, Vec<Option<usize>>, usize) {
     let (messages, mut changes) = describe_bad_arguments(messages);
+    let same_indices = changes == 0;
     // Results move out of the list (the first per call wins); everything else keeps its order.
-    // They wait in a slab indexed by call id: moving large messages around a tree costs.
-    let mut slab: Vec<Option<Cow<'_, ChatMessage>>> = Vec::new();
-    let mut by_id: HashMap<String, usize> = HashMap::new();
-    let mut rest = Vec::with_capacity(messages.len());
-    for message in messages {
+    let mut result_at: HashMap<String, usize> = HashMap::new();
+    let mut is_result = vec![false; messages.len()];
+    for (i, message) in messages.iter().enumerate() {
         if message.role != Role::Tool {
-            rest.push(message);
             continue;
         }
+        is_result[i] = true;
         match &message.tool_call_id {
-            Some(id) if !by_id.contains_key(id) => {
-                by_id.insert(id.clone(), slab.len());
-                slab.push(Some(message));
+            Some(id) if !result_at.contains_key(id) => {
+                result_at.insert(id.clone(), i);
             }
             // A duplicated result (the first is kept), or one naming no call at all.
             _ => changes += 1,
         }
     }
-    let called: HashSet<&str> = rest
+    let called: HashSet<&str> = messages
         .iter()
+        .filter(|m| m.role != Role::Tool)
         .flat_map(|m| m.tool_calls().iter().map(|c| c.id.as_str()))
         .collect();
-    changes += by_id
+    changes += result_at
         .keys()
         .filter(|id| !called.contains(id.as_str()))
         .count();
-    let mut out = Vec::with_capacity(rest.len() + slab.len());
-    for message in rest {
-        if message.role != Role::Assistant || message.tool_calls().is_empty() {
-            out.push(message);
+    let mut slots: Vec<Option<Cow<'_, ChatMessage>>> = messages.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(slots.len());
+    let mut origins = Vec::with_capacity(slots.len());
+    for i in 0..slots.len() {
+        if is_result[i] {
             continue;
         }
-        let (kept, dropped) = keep_answered_calls(message, &by_id, &slab);
+        let Some(message) = slots[i].take() else {
+            continue;
+        };
+        if message.role != Role::Assistant || message.tool_calls().is_empty() {
+            out.push(message);
+            origins.push(Some(i));
+            continue;
+        }
+        let (kept, dropped) = keep_answered_calls(message, &result_at, &slots);
         changes += dropped;
         let Some(message) = kept else { continue };
-        for call in message.tool_calls() {
-            if let Some(result) = by_id.get(&call.id).and_then(|&i| slab[i].take()) {
+        let results: Vec<usize> = message
+            .tool_calls()
+            .iter()
+            .filter_map(|c| result_at.get(&c.id).copied())
+            .collect();
+        out.push(message);
+        origins.push((dropped == 0).then_some(i));
+        for r in results {
+            if let Some(result) = slots[r].take() {
                 out.push(result);
+                origins.push(Some(r));
             }
         }
-        let at = out.len() - message.tool_calls().len();
-        out.insert(at, message);
     }
-    (out, changes)
+    if !same_indices {
+        origins.iter_mut().for_each(|o| *o = None);
+    }
+    (out, origins, changes)
 }
 
 /// Whether a call's arguments are a JSON object (validated without building a value).
@@ -473,6 +540,14 @@ fn is_json_object(arguments: &str) -> bool {
 fn describe_bad_arguments(
     messages: Vec<Cow<'_, ChatMessage>>,
 ) -> (Vec<Cow<'_, ChatMessage>>, usize) {
+    let all_good = messages.iter().all(|m| {
+        m.tool_calls()
+            .iter()
+            .all(|c| is_json_object(&c.function.arguments))
+    });
+    if all_good {
+        return (messages, 0);
+    }
     let mut bad_ids = BTreeSet::new();
     let mut out = Vec::with_capacity(messages.len());
     for message in messages {

@@ -4,8 +4,10 @@
 //! `extra` and is written back flattened, as Refact trajectories carry them. A nested `"extra"`
 //! object found on load is folded into `extra` so both spellings read the same.
 
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
+use std::fmt;
 
 /// Who speaks. Hidden roles (`event`, `plan`, `compression_report`, `error`) are stored and
 /// shown but never sent to a provider by name (SPEC §7).
@@ -37,7 +39,8 @@ impl Role {
 }
 
 /// A message body: plain text, or an array of parts (`text`, `image_url`, …) kept as JSON.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// Read by hand (`ContentVisitor`): an untagged derive buffers every body before it tries a variant.
+#[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(untagged)]
 pub enum Content {
     Text(String),
@@ -82,9 +85,36 @@ pub fn is_image_part(part: &Value) -> bool {
     part.get("type").and_then(Value::as_str) == Some("image_url")
 }
 
-/// A `null` content reads as empty text (OpenAI sends `content: null` beside tool calls).
-fn content_or_empty<'de, D: Deserializer<'de>>(de: D) -> Result<Content, D::Error> {
-    Ok(Option::<Content>::deserialize(de)?.unwrap_or_default())
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_any(ContentVisitor)
+    }
+}
+
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string or an array of content parts")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Content, E> {
+        Ok(Content::Text(text.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, text: String) -> Result<Content, E> {
+        Ok(Content::Text(text))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+        let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(part) = seq.next_element::<Value>()? {
+            parts.push(part);
+        }
+        Ok(Content::Parts(parts))
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -158,12 +188,13 @@ impl Usage {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// Written by derive (the unknown keys flattened back); read by hand (`MessageVisitor`), because
+/// a derived `flatten` buffers each message into an intermediate map before reading any field —
+/// most of the cost of loading a trajectory, and much of the wasm's size.
+#[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct ChatMessage {
-    #[serde(default)]
     pub message_id: String,
     pub role: Role,
-    #[serde(default, deserialize_with = "content_or_empty")]
     pub content: Content,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
@@ -185,19 +216,127 @@ pub struct ChatMessage {
     pub finish_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at_ms: Option<u64>,
-    #[serde(flatten, deserialize_with = "fold_nested_extra")]
+    #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
-/// Reads the flattened unknown keys, folding a nested `"extra": {...}` object into them.
-fn fold_nested_extra<'de, D: Deserializer<'de>>(de: D) -> Result<Map<String, Value>, D::Error> {
-    let mut map = Map::<String, Value>::deserialize(de)?;
+/// The unknown keys of a message, a nested `"extra": {...}` object folded into them.
+fn fold_nested_extra(mut map: Map<String, Value>) -> Map<String, Value> {
     if let Some(Value::Object(nested)) = map.remove("extra") {
         for (key, value) in nested {
             map.entry(key).or_insert(value);
         }
     }
-    Ok(map)
+    map
+}
+
+impl<'de> Deserialize<'de> for ChatMessage {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_map(MessageVisitor)
+    }
+}
+
+/// A message key: one of the fields, or an unknown key kept for `extra`. Read without allocating
+/// for the known ones.
+enum MessageKey {
+    MessageId,
+    Role,
+    Content,
+    ToolCalls,
+    ToolCallId,
+    ToolFailed,
+    ReasoningContent,
+    ThinkingBlocks,
+    Citations,
+    ServerContentBlocks,
+    Usage,
+    FinishReason,
+    CreatedAtMs,
+    Other(String),
+}
+
+impl MessageKey {
+    fn of(key: &str) -> MessageKey {
+        match key {
+            "message_id" => MessageKey::MessageId,
+            "role" => MessageKey::Role,
+            "content" => MessageKey::Content,
+            "tool_calls" => MessageKey::ToolCalls,
+            "tool_call_id" => MessageKey::ToolCallId,
+            "tool_failed" => MessageKey::ToolFailed,
+            "reasoning_content" => MessageKey::ReasoningContent,
+            "thinking_blocks" => MessageKey::ThinkingBlocks,
+            "citations" => MessageKey::Citations,
+            "server_content_blocks" => MessageKey::ServerContentBlocks,
+            "usage" => MessageKey::Usage,
+            "finish_reason" => MessageKey::FinishReason,
+            "created_at_ms" => MessageKey::CreatedAtMs,
+            other => MessageKey::Other(other.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageKey {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = MessageKey;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a message key")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<MessageKey, E> {
+                Ok(MessageKey::of(key))
+            }
+        }
+        de.deserialize_str(KeyVisitor)
+    }
+}
+
+struct MessageVisitor;
+
+impl<'de> Visitor<'de> for MessageVisitor {
+    type Value = ChatMessage;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a chat message object")
+    }
+
+    /// The same rules as a derive would apply: `role` is required, `message_id` and `content`
+    /// default to empty (`content: null` too: OpenAI sends it beside tool calls), a `null`
+    /// optional field is absent, and a later duplicate key wins as in a JSON object.
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ChatMessage, A::Error> {
+        let mut message = ChatMessage::new(String::new(), Role::User, Content::default());
+        let mut role = None;
+        let mut extra = Map::new();
+        while let Some(key) = map.next_key::<MessageKey>()? {
+            match key {
+                MessageKey::MessageId => message.message_id = map.next_value()?,
+                MessageKey::Role => role = Some(map.next_value()?),
+                MessageKey::Content => {
+                    message.content = map.next_value::<Option<Content>>()?.unwrap_or_default()
+                }
+                MessageKey::ToolCalls => message.tool_calls = map.next_value()?,
+                MessageKey::ToolCallId => message.tool_call_id = map.next_value()?,
+                MessageKey::ToolFailed => message.tool_failed = map.next_value()?,
+                MessageKey::ReasoningContent => message.reasoning_content = map.next_value()?,
+                MessageKey::ThinkingBlocks => message.thinking_blocks = map.next_value()?,
+                MessageKey::Citations => message.citations = map.next_value()?,
+                MessageKey::ServerContentBlocks => {
+                    message.server_content_blocks = map.next_value()?
+                }
+                MessageKey::Usage => message.usage = map.next_value()?,
+                MessageKey::FinishReason => message.finish_reason = map.next_value()?,
+                MessageKey::CreatedAtMs => message.created_at_ms = map.next_value()?,
+                MessageKey::Other(key) => {
+                    let value = map.next_value()?;
+                    extra.insert(key, value);
+                }
+            }
+        }
+        message.role = role.ok_or_else(|| de::Error::missing_field("role"))?;
+        message.extra = fold_nested_extra(extra);
+        Ok(message)
+    }
 }
 
 impl ChatMessage {

@@ -11,9 +11,12 @@
 use crate::error::Refusal;
 use crate::message::{ChatMessage, Content, Role};
 use crate::thread::ThreadParams;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-use std::collections::{BTreeSet, HashMap};
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct IndexedMessage {
@@ -204,49 +207,185 @@ pub struct Loaded {
 
 /// Loads a Refact-style trajectory (`{id, title, model, messages, …}`) or a bare message array.
 pub fn load(chat_id: &str, value: &Value) -> Result<Loaded, Refusal> {
-    let (raw_messages, thread) = match value {
-        Value::Array(items) => (items.clone(), ThreadParams::default()),
+    match value {
+        Value::Array(items) => Ok(assemble(
+            chat_id,
+            items.iter().map(read_value),
+            ThreadParams::default(),
+            None,
+        )),
         Value::Object(map) => {
             let items = map
                 .get("messages")
                 .and_then(Value::as_array)
-                .cloned()
-                .ok_or_else(|| Refusal::BadTrajectory {
-                    reason: "a trajectory needs a `messages` array".into(),
-                })?;
-            (items, thread_from(map))
+                .ok_or_else(no_messages)?;
+            Ok(assemble(
+                chat_id,
+                items.iter().map(read_value),
+                thread_from(map),
+                map.get("draft"),
+            ))
         }
-        _ => {
-            return Err(Refusal::BadTrajectory {
-                reason: "a trajectory is an object or an array of messages".into(),
-            })
+        _ => Err(not_a_trajectory()),
+    }
+}
+
+/// `load` from JSON text, typed: each message is read straight into the message model, with no
+/// `Value` built for it (only a message that does not read is parsed again, to keep it raw). The
+/// trajectory's other keys (thread params, the draft) are few and small and go through `Value`.
+/// The result equals `load` of the parsed text.
+pub fn load_text(chat_id: &str, text: &str) -> Result<Loaded, Refusal> {
+    let top: TopLevel = serde_json::from_str(text).map_err(|e| Refusal::BadTrajectory {
+        reason: format!("the trajectory is not JSON: {e}"),
+    })?;
+    match top {
+        TopLevel::Messages(items) => Ok(assemble(
+            chat_id,
+            items.into_iter().map(read_raw),
+            ThreadParams::default(),
+            None,
+        )),
+        TopLevel::Trajectory { messages, rest } => {
+            let items: Vec<&RawValue> = messages
+                .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                .ok_or_else(no_messages)?;
+            Ok(assemble(
+                chat_id,
+                items.into_iter().map(read_raw),
+                thread_from(&rest),
+                rest.get("draft"),
+            ))
         }
-    };
+        TopLevel::Other => Err(not_a_trajectory()),
+    }
+}
+
+fn no_messages() -> Refusal {
+    Refusal::BadTrajectory {
+        reason: "a trajectory needs a `messages` array".into(),
+    }
+}
+
+fn not_a_trajectory() -> Refusal {
+    Refusal::BadTrajectory {
+        reason: "a trajectory is an object or an array of messages".into(),
+    }
+}
+
+/// The top of a trajectory's text: its messages left unread (borrowed from the text) until each
+/// is read on its own, so one bad message cannot fail the others.
+enum TopLevel<'a> {
+    Messages(Vec<&'a RawValue>),
+    Trajectory {
+        messages: Option<&'a RawValue>,
+        rest: Map<String, Value>,
+    },
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for TopLevel<'a> {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_any(TopLevelVisitor(std::marker::PhantomData))
+    }
+}
+
+struct TopLevelVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for TopLevelVisitor<'a> {
+    type Value = TopLevel<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a trajectory object or an array of messages")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TopLevel<'a>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element::<&'de RawValue>()? {
+            items.push(item);
+        }
+        Ok(TopLevel::Messages(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel<'a>, A::Error> {
+        let mut messages = None;
+        let mut rest = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "messages" {
+                messages = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                let value = map.next_value()?;
+                rest.insert(key, value);
+            }
+        }
+        Ok(TopLevel::Trajectory { messages, rest })
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<TopLevel<'a>, E> {
+        Ok(TopLevel::Other)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<TopLevel<'a>, E> {
+        Ok(TopLevel::Other)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<TopLevel<'a>, E> {
+        Ok(TopLevel::Other)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<TopLevel<'a>, E> {
+        Ok(TopLevel::Other)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<TopLevel<'a>, E> {
+        Ok(TopLevel::Other)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<TopLevel<'a>, E> {
+        Ok(TopLevel::Other)
+    }
+}
+
+/// A message that did not read: why, and its JSON as found.
+type Unread = (String, Value);
+
+fn read_value(raw: &Value) -> Result<ChatMessage, Unread> {
+    ChatMessage::deserialize(raw).map_err(|e| (e.to_string(), raw.clone()))
+}
+
+/// Reads one message from its text; one that does not read is read again as a `Value` so the
+/// note says the same as `load`'s (no text positions) and the raw JSON is kept.
+fn read_raw(raw: &RawValue) -> Result<ChatMessage, Unread> {
+    serde_json::from_str(raw.get()).or_else(|_| {
+        let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+        read_value(&value)
+    })
+}
+
+fn assemble(
+    chat_id: &str,
+    read: impl Iterator<Item = Result<ChatMessage, Unread>>,
+    thread: ThreadParams,
+    draft: Option<&Value>,
+) -> Loaded {
     let mut notes = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut messages: Vec<ChatMessage> = raw_messages
-        .into_iter()
+    let mut seen = HashSet::new();
+    let mut messages: Vec<ChatMessage> = read
         .enumerate()
-        .map(|(index, raw)| load_message(chat_id, index, raw, &mut seen, &mut notes))
+        .map(|(index, read)| load_message(chat_id, index, read, &mut seen, &mut notes))
         .collect();
-    let recovered_draft = recover_draft(value, &mut messages, &mut notes);
-    Ok(Loaded {
+    let recovered_draft = recover_draft(draft, &mut messages, &mut notes);
+    Loaded {
         thread,
         messages,
         notes,
         recovered_draft,
-    })
+    }
 }
 
 /// A checkpointed draft (`draft` beside the messages) becomes the last message, marked
 /// `interrupted`: the reply stopped where the last checkpoint was (SECURITY D21, B3).
 fn recover_draft(
-    value: &Value,
+    draft: Option<&Value>,
     messages: &mut Vec<ChatMessage>,
     notes: &mut Vec<String>,
 ) -> Option<String> {
-    let raw = value.get("draft").filter(|d| d.is_object())?;
-    let mut draft: ChatMessage = serde_json::from_value(raw.clone()).ok()?;
+    let raw = draft.filter(|d| d.is_object())?;
+    let mut draft = ChatMessage::deserialize(raw).ok()?;
     if draft.message_id.is_empty() || messages.iter().any(|m| m.message_id == draft.message_id) {
         return None;
     }
@@ -262,7 +401,7 @@ fn recover_draft(
     Some(id)
 }
 
-fn thread_from(map: &serde_json::Map<String, Value>) -> ThreadParams {
+fn thread_from(map: &Map<String, Value>) -> ThreadParams {
     let mut params = map.clone();
     params.remove("messages");
     params.remove("id");
@@ -285,13 +424,13 @@ fn thread_from(map: &serde_json::Map<String, Value>) -> ThreadParams {
 fn load_message(
     chat_id: &str,
     index: usize,
-    raw: Value,
-    seen: &mut BTreeSet<String>,
+    read: Result<ChatMessage, Unread>,
+    seen: &mut HashSet<String>,
     notes: &mut Vec<String>,
 ) -> ChatMessage {
-    let mut message = match serde_json::from_value::<ChatMessage>(raw.clone()) {
+    let mut message = match read {
         Ok(message) => message,
-        Err(e) => {
+        Err((e, raw)) => {
             notes.push(format!(
                 "message {index} could not be read ({e}); kept as a system_notice event"
             ));

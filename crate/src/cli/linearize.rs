@@ -40,14 +40,7 @@ pub fn run(args: LinearizeArgs) -> ExitCode {
         eprintln!("palaver linearize: cannot read stdin: {e}");
         return ExitCode::FAILURE;
     }
-    let value: serde_json::Value = match serde_json::from_str(&input) {
-        Ok(value) => value,
-        Err(e) => {
-            eprintln!("palaver linearize: the trajectory is not JSON: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let loaded = match crate::trajectory::load("cli", &value) {
+    let loaded = match crate::trajectory::load_text("cli", &input) {
         Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("palaver linearize: {e}");

@@ -4,7 +4,7 @@ use super::common::{image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::CompressionStrength;
 use crate::linearize::Thinking;
-use crate::message::{ChatMessage, Content, Role};
+use crate::message::{ChatMessage, Content, Role, ToolCall};
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
@@ -17,7 +17,7 @@ pub(super) fn openai_chat(
     if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
         messages.push(json!({"role": "system", "content": system}));
     }
-    messages.extend(with_tool_images_after(&prepared_history(
+    messages.extend(with_tool_images_after(prepared_history(
         history,
         Thinking::Off,
     )));
@@ -56,21 +56,19 @@ pub(super) fn openai_chat(
 
 /// The messages in OpenAI's shape. A tool message carries text only (the API takes no images
 /// there): the images of a step's results follow its last result as one user message.
-fn with_tool_images_after(history: &[ChatMessage]) -> Vec<Value> {
+/// Takes the linearized copy by value: its texts move into the body, none is copied again.
+fn with_tool_images_after(history: Vec<ChatMessage>) -> Vec<Value> {
     let mut out = Vec::with_capacity(history.len());
     let mut images: Vec<Value> = Vec::new();
-    for message in history {
+    for mut message in history {
         if message.role != Role::Tool && !images.is_empty() {
             out.push(tool_images_message(std::mem::take(&mut images)));
         }
-        if message.role == Role::Tool {
+        if message.role == Role::Tool && matches!(message.content, Content::Parts(_)) {
             images.extend(image_parts(&message.content).into_iter().cloned());
-            let mut text_only = message.clone();
-            text_only.content = Content::Text(message.content.text());
-            out.push(openai_message(&text_only));
-        } else {
-            out.push(openai_message(message));
+            message.content = Content::Text(message.content.text());
         }
+        out.push(openai_message(message));
     }
     if !images.is_empty() {
         out.push(tool_images_message(images));
@@ -89,7 +87,7 @@ fn openai_tool(spec: &ToolSpec) -> Value {
     json!({"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}})
 }
 
-fn openai_message(message: &ChatMessage) -> Value {
+fn openai_message(message: ChatMessage) -> Value {
     let role = match message.role {
         Role::System => "system",
         Role::Assistant => "assistant",
@@ -98,22 +96,34 @@ fn openai_message(message: &ChatMessage) -> Value {
     };
     let mut out = Map::new();
     out.insert("role".into(), role.into());
-    out.insert("content".into(), content_json(&message.content));
-    if let Some(calls) = message.tool_calls.as_ref().filter(|c| !c.is_empty()) {
+    out.insert("content".into(), content_json(message.content));
+    if let Some(calls) = message.tool_calls.filter(|c| !c.is_empty()) {
         out.insert(
             "tool_calls".into(),
-            serde_json::to_value(calls).unwrap_or(Value::Null),
+            calls.into_iter().map(tool_call_json).collect(),
         );
     }
-    if let Some(id) = &message.tool_call_id {
-        out.insert("tool_call_id".into(), id.clone().into());
+    if let Some(id) = message.tool_call_id {
+        out.insert("tool_call_id".into(), id.into());
     }
     Value::Object(out)
 }
 
-fn content_json(content: &Content) -> Value {
+/// A call as `ToolCall` serializes (`id`, `type`, `function`), its strings moved.
+fn tool_call_json(call: ToolCall) -> Value {
+    let mut function = Map::new();
+    function.insert("name".into(), call.function.name.into());
+    function.insert("arguments".into(), call.function.arguments.into());
+    let mut out = Map::new();
+    out.insert("id".into(), call.id.into());
+    out.insert("type".into(), call.kind.into());
+    out.insert("function".into(), Value::Object(function));
+    Value::Object(out)
+}
+
+fn content_json(content: Content) -> Value {
     match content {
-        Content::Text(text) => Value::String(text.clone()),
-        Content::Parts(parts) => Value::Array(parts.clone()),
+        Content::Text(text) => Value::String(text),
+        Content::Parts(parts) => Value::Array(parts),
     }
 }

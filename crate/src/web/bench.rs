@@ -20,9 +20,7 @@ impl WasmContextBench {
     /// Loads a trajectory (JSON text) tolerantly; throws `BadInput` when it cannot be read.
     #[wasm_bindgen(constructor)]
     pub fn new(trajectory_json: &str) -> Result<WasmContextBench, JsValue> {
-        let value: serde_json::Value = serde_json::from_str(trajectory_json)
-            .map_err(|e| js_error("BadInput", &e.to_string()))?;
-        let loaded = crate::trajectory::load("bench", &value)
+        let loaded = crate::trajectory::load_text("bench", trajectory_json)
             .map_err(|e| js_error("BadInput", &e.to_string()))?;
         Ok(WasmContextBench {
             messages: loaded.messages,

@@ -14,6 +14,8 @@ mod requests;
 mod security_streams;
 mod streams;
 mod thinking;
+#[cfg(not(target_arch = "wasm32"))]
+mod trajectory;
 
 #[cfg(target_arch = "wasm32")]
 mod browser_host;

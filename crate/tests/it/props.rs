@@ -441,6 +441,10 @@ proptest! {
                 let out: Vec<&palaver::message::ChatMessage> = limited.messages.iter().map(|m| m.as_ref()).collect();
                 let total: u64 = out.iter().map(|m| estimate_tokens(m)).sum();
                 prop_assert!(total <= budget, "{total} > {budget}");
+                // The running estimate (kept across stages, reused for unchanged messages) is
+                // the one computed afresh on the output.
+                let owned: Vec<palaver::message::ChatMessage> = out.iter().map(|m| (*m).clone()).collect();
+                prop_assert_eq!(limited.estimated_tokens, palaver::history_limit::estimate_history(&owned));
                 for (i, m) in out.iter().enumerate() {
                     for (k, call) in m.tool_calls().iter().enumerate() {
                         let next = out.get(i + 1 + k);

@@ -1,0 +1,143 @@
+//! Issue 20: the typed load (`trajectory::load_text`) reads exactly what the `Value` load reads —
+//! messages, repair notes, thread and recovered draft — on the 5 000-message bench trajectory, on
+//! a trajectory with every repair, and on random trajectories; and a saved message reads back equal.
+
+use palaver::message::ChatMessage;
+use palaver::trajectory::{load, load_text};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use std::io::Read;
+
+fn same_both_ways(text: &str) {
+    let value: Value = serde_json::from_str(text).expect("test input is JSON");
+    let by_value = load("c", &value);
+    let typed = load_text("c", text);
+    assert_eq!(typed, by_value, "typed load differs for {text:.200}");
+}
+
+#[test]
+fn the_bench_trajectory_loads_the_same_typed() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/bench/history-5k.json.gz"
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("bench trajectory"))
+        .read_to_string(&mut text)
+        .expect("gzip");
+    same_both_ways(&text);
+    let loaded = load_text("c", &text).expect("loads");
+    assert_eq!(loaded.messages.len(), 5000);
+}
+
+#[test]
+fn every_repair_reads_the_same_typed() {
+    let trajectory = json!({
+        "id": "t1", "title": "Repairs", "model": "m", "temperature": 0.5,
+        "messages": [
+            {"role": "user", "content": "no id"},
+            {"message_id": "a", "role": "assistant", "content": null,
+             "tool_calls": [{"id": "call1", "function": {"name": "f", "arguments": "{}"}}]},
+            {"message_id": "a", "role": "tool", "tool_call_id": "call1", "content": "dup id"},
+            {"message_id": "b", "role": "wizard", "content": "bad role"},
+            {"message_id": "c", "content": "no role"},
+            {"message_id": "d", "role": "user", "content": 42},
+            17,
+            "text",
+            null,
+            {"message_id": "e", "role": "user", "content": [{"type": "text", "text": "parts"}],
+             "unknown": {"x": 1}, "extra": {"unknown": 2, "nested": true}, "z": [1]},
+            {"message_id": "f", "role": "assistant", "content": "x", "usage": {"prompt_tokens": 1},
+             "created_at_ms": 5, "finish_reason": "stop", "tool_failed": null},
+            {"message_id": "g", "role": "user", "content": "dup key", "content": "later wins"}
+        ],
+        "draft": {"message_id": "dr", "role": "assistant", "content": "half"}
+    });
+    same_both_ways(&trajectory.to_string());
+    let loaded = load_text("c", &trajectory.to_string()).expect("loads");
+    assert_eq!(
+        loaded.messages.len(),
+        13,
+        "every message kept, the draft recovered"
+    );
+    assert!(loaded.notes.len() >= 7, "{:?}", loaded.notes);
+    assert_eq!(loaded.recovered_draft.as_deref(), Some("dr"));
+    assert_eq!(loaded.thread.title, "Repairs");
+    let e = &loaded.messages[9];
+    assert_eq!(
+        e.extra["unknown"],
+        json!({"x": 1}),
+        "top-level key wins over nested extra"
+    );
+    assert_eq!(e.extra["nested"], json!(true));
+    assert_eq!(loaded.messages[11].content.text(), "later wins");
+    // Arrays, and what is not a trajectory.
+    same_both_ways(&json!([{"role": "user", "content": "bare"}, 3]).to_string());
+    for bad in ["3", "\"x\"", "null", "{}", "{\"messages\": 4}", "true"] {
+        same_both_ways(bad);
+        assert!(load_text("c", bad).is_err(), "{bad} refused");
+    }
+    assert!(
+        load_text("c", "{\"messages\": [").is_err(),
+        "not JSON refused"
+    );
+}
+
+fn message_json() -> impl Strategy<Value = Value> {
+    let role = prop_oneof![
+        Just(json!("user")),
+        Just(json!("assistant")),
+        Just(json!("tool")),
+        Just(json!("event")),
+        Just(json!("nope")),
+        Just(json!(3)),
+    ];
+    let content = prop_oneof![
+        "[a-z \\\\\"é]{0,12}".prop_map(Value::from),
+        Just(Value::Null),
+        Just(json!([{"type": "text", "text": "p"}])),
+        Just(json!({"bad": 1})),
+    ];
+    let id = prop_oneof![
+        Just(None),
+        Just(Some(json!("m1"))),
+        Just(Some(json!("m2"))),
+        Just(Some(json!(7)))
+    ];
+    (role, content, id, any::<bool>(), any::<bool>()).prop_map(|(role, content, id, calls, extra)| {
+        let mut m = json!({"role": role, "content": content});
+        if let Some(id) = id {
+            m["message_id"] = id;
+        }
+        if calls {
+            m["tool_calls"] = json!([{"id": "c", "type": "function", "function": {"name": "n", "arguments": "{"}}]);
+        }
+        if extra {
+            m["extra"] = json!({"k": "v"});
+            m["k2"] = json!([1, 2]);
+        }
+        m
+    })
+}
+
+proptest! {
+    #[test]
+    fn random_trajectories_load_the_same_typed(messages in prop::collection::vec(message_json(), 0..12), wrap in any::<bool>()) {
+        let text = if wrap {
+            json!({"id": "x", "title": "t", "messages": messages}).to_string()
+        } else {
+            Value::Array(messages).to_string()
+        };
+        same_both_ways(&text);
+    }
+
+    #[test]
+    fn a_saved_message_reads_back_equal(messages in prop::collection::vec(message_json(), 1..6)) {
+        let loaded = load_text("c", &Value::Array(messages).to_string()).expect("loads");
+        for message in &loaded.messages {
+            let text = serde_json::to_string(message).expect("serializes");
+            let back: ChatMessage = serde_json::from_str(&text).expect("reads back");
+            prop_assert_eq!(&back, message);
+        }
+    }
+}
