@@ -1177,8 +1177,10 @@ function wire() {
   $('provider-model').addEventListener('change', fillWindowFromModel);
   $('provider-n-ctx').addEventListener('input', () => { $('provider-n-ctx').dataset.auto = 'false'; });
   $('model-view').addEventListener('toggle', showModelView);
-  $('chat-prompt').addEventListener('toggle', () => {
-    if ($('chat-prompt').open && app.chat) $('chat-prompt-text').value = app.chat.thread.system_prompt ?? '';
+  // Filled as the summary is clicked, before the panel opens: a `toggle` listener runs a task
+  // later and overwrote text typed at once (the agent test lost its prompt that way).
+  $('chat-prompt').querySelector('summary').addEventListener('click', () => {
+    if (!$('chat-prompt').open && app.chat) $('chat-prompt-text').value = app.chat.thread.system_prompt ?? '';
   });
   $('chat-prompt-save').addEventListener('click', () => {
     const text = $('chat-prompt-text').value.trim();

@@ -79,9 +79,13 @@ async function modelDecides(page) {
   await page.click('[data-testid=chat-prompt] summary');
   await page.fill('[data-testid=chat-prompt-text]', 'CHAT-ONLY PROMPT: be brief.');
   await page.click('[data-testid=chat-prompt-save]');
+  const before = (await posts('d1')).length;
   await sendAndWait(page, 'And again?', 2);
-  const last = (await posts('d1')).at(-2);
-  check(requestParts('openai-chat', last.body).system === 'CHAT-ONLY PROMPT: be brief.', 'set_params system_prompt: the chat\'s own prompt is sent');
+  // Every request of the new turn (however many rounds the model takes) carries the chat's prompt.
+  const turn = (await posts('d1')).slice(before);
+  const systems = turn.map((p) => requestParts('openai-chat', p.body).system);
+  check(turn.length > 0 && systems.every((s) => s === 'CHAT-ONLY PROMPT: be brief.'),
+    `set_params system_prompt: the chat's own prompt is sent (${turn.length} requests: ${JSON.stringify(systems.map((s) => s.slice(0, 60)))})`);
 }
 
 async function unpaired() {
