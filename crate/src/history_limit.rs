@@ -195,22 +195,15 @@ impl<'a> Work<'a> {
             return;
         }
         // In place: a long history is not copied into new vectors for each cut.
+        self.total -= drop.iter().filter_map(|&i| self.tokens.get(i)).sum::<u64>();
+        let keep = |index: &mut usize| {
+            *index += 1;
+            !drop.contains(&(*index - 1))
+        };
         let mut index = 0;
-        self.messages.retain(|_| {
-            index += 1;
-            !drop.contains(&(index - 1))
-        });
+        self.messages.retain(|_| keep(&mut index));
         let mut index = 0;
-        let mut removed = 0;
-        self.tokens.retain(|&t| {
-            index += 1;
-            let keep = !drop.contains(&(index - 1));
-            if !keep {
-                removed += t;
-            }
-            keep
-        });
-        self.total -= removed;
+        self.tokens.retain(|_| keep(&mut index));
     }
 
     /// Where the protected tail starts: the last user message (everything, if there is none).

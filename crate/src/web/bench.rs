@@ -20,7 +20,10 @@ impl WasmContextBench {
     /// Loads a trajectory (JSON text) tolerantly; throws `BadInput` when it cannot be read.
     #[wasm_bindgen(constructor)]
     pub fn new(trajectory_json: &str) -> Result<WasmContextBench, JsValue> {
-        let loaded = crate::trajectory::load_text("bench", trajectory_json)
+        // Through a `Value`, as the page's import and open paths load (they hold JSON, not text).
+        let value: serde_json::Value = serde_json::from_str(trajectory_json)
+            .map_err(|e| js_error("BadInput", &e.to_string()))?;
+        let loaded = crate::trajectory::load("bench", &value)
             .map_err(|e| js_error("BadInput", &e.to_string()))?;
         Ok(WasmContextBench {
             messages: loaded.messages,
