@@ -119,7 +119,9 @@ const scrollKey = (chatId) => `palaver.scroll.${chatId}`;
 
 /** Sends a command to the open chat, or to `chatId` (a subagent's, from its parent's tree). */
 function command(body, chatId = app.chat?.id) {
-  if (!app.chat) return null;
+  // The last screen drawn from storage while the chat loads takes no commands: its engine is
+  // not there yet (a command would open the chat empty).
+  if (!app.chat || app.chat.preview) return null;
   const id = body.client_request_id ?? `ui-${Date.now()}-${(app.counter += 1)}`;
   try {
     const events = app.palaver.send(chatId, { ...body, client_request_id: id });
@@ -210,9 +212,15 @@ async function openChatView(id, mark = markComposer()) {
     saveComposerDraft();
     $('composer').value = localStorage.getItem(draftKey(id)) ?? '';
   }
+  // A long chat's last screen straight from storage (a few records), drawn while the engine
+  // loads the rest (issue 20: a first frame that does not wait for the whole chat). Read first:
+  // IndexedDB serves requests in order, so a peek behind the whole chat's read would wait for it.
+  const peek = app.palaver.tabRole(id).role === 'closed' ? await app.palaver.peekChat(id, PREVIEW).catch(() => null) : null;
+  const previewed = peek !== null && peek.message_count > peek.messages.length && showPreview(id, peek);
   await app.palaver.openChat(id);
   app.chat = new ChatMirror(id);
-  app.view.reset();
+  // The preview's nodes are keyed like the snapshot's: kept, only the earlier ones are built.
+  if (!previewed) app.view.reset();
   localStorage.setItem(OPEN_CHAT_KEY, id);
   // The transcript returns to where it was scrolled, once its first frame is drawn.
   app.restoreScroll = Number(localStorage.getItem(scrollKey(id)) ?? NaN);
@@ -222,6 +230,20 @@ async function openChatView(id, mark = markComposer()) {
   $('chat-actions').hidden = false;
   renderChatList();
   scheduleRender();
+}
+
+/** Messages drawn from storage before the engine has a chat: about two screens. */
+const PREVIEW = 40;
+
+/** Draws the stored last screen of chat `id`; returns whether it did. */
+function showPreview(id, peek) {
+  app.chat = ChatMirror.preview(id, peek);
+  app.view.reset();
+  if (app.frame) cancelAnimationFrame(app.frame);
+  app.frame = 0;
+  render();
+  $('transcript').scrollTop = $('transcript').scrollHeight;
+  return true;
 }
 
 function subscribe() {

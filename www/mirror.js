@@ -14,6 +14,8 @@ export class ChatMirror {
     this.progress = new Map(); // tool_call_id → output lines of a running tool (never stored)
     this.decisions = new Map(); // tool_call_id → {decision, source} of calls decided by a rule
     this.dirty = { messages: true, draft: true, runtime: true };
+    this.preview = false; // see `preview`
+    this.offset = 0; // messages before `messages[0]` not held (only in a preview)
   }
 
   /** Applies one event envelope; returns false when a gap in `seq` makes a fresh snapshot necessary. */
@@ -27,6 +29,17 @@ export class ChatMirror {
     const handler = HANDLERS[envelope.type];
     if (handler) handler(this, envelope);
     return true;
+  }
+
+  /** The last stored messages of a chat (`peekChat`), shown while its engine loads it: no
+   *  commands, `offset` messages before them not read yet. */
+  static preview(id, peek) {
+    const chat = new ChatMirror(id);
+    chat.preview = true;
+    chat.thread = { title: peek.title ?? '' };
+    chat.messages = peek.messages;
+    chat.offset = Math.max(0, (peek.message_count ?? 0) - peek.messages.length);
+    return chat;
   }
 
   fromSnapshot(snapshot) {

@@ -71,7 +71,8 @@ export class TranscriptView {
     const messages = chat.messages;
     const from = Math.max(0, messages.length - this.window);
     const nodes = [];
-    if (from > 0) nodes.push(button('show-earlier', `Show earlier messages (${from} more)`, 'show-earlier'));
+    if (chat.offset > 0) nodes.push(el('p', { class: 'loading-earlier', testid: 'loading-earlier', text: `Loading ${chat.offset} earlier messages…` }));
+    else if (from > 0) nodes.push(button('show-earlier', `Show earlier messages (${from} more)`, 'show-earlier'));
     const results = new Map();
     for (const m of messages) if (m.role === 'tool' && m.tool_call_id) results.set(m.tool_call_id, m);
     const keep = new Map();
@@ -79,7 +80,7 @@ export class TranscriptView {
     for (let i = from; i < messages.length; i += 1) {
       const message = messages[i];
       if (message.role === 'user') turn = null;
-      const node = this.messageNode(chat, message, i, keep);
+      const node = this.messageNode(chat, message, chat.offset + i, keep);
       if (node) nodes.push(node);
       if (message.role === 'assistant' && message.tool_calls?.length) {
         if (!turn) {

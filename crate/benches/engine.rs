@@ -26,6 +26,7 @@ mod native {
             Input::OpenChat {
                 chat_id: "c".into(),
                 trajectory: None,
+                stored: None,
             },
         );
         let step = engine.handle(

@@ -50,6 +50,10 @@ pub enum Input {
         chat_id: String,
         #[serde(default)]
         trajectory: Option<Value>,
+        /// Where the trajectory's messages are stored, in order (the browser host reads it with
+        /// them); without it their indexes are taken as their positions.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stored: Option<Vec<trajectory::StoredMessage>>,
     },
     CloseChat {
         chat_id: String,
@@ -179,7 +183,14 @@ impl Engine {
             Input::OpenChat {
                 chat_id,
                 trajectory,
-            } => self.open_chat(now, &chat_id, trajectory.as_ref(), &mut step),
+                stored,
+            } => self.open_chat(
+                now,
+                &chat_id,
+                trajectory.as_ref(),
+                stored.as_deref(),
+                &mut step,
+            ),
             Input::CloseChat { chat_id } => {
                 self.sessions.remove(&chat_id);
                 self.requests.retain(|_, chat| *chat != chat_id);
@@ -271,11 +282,19 @@ impl Engine {
     }
 
     /// Opens (or reopens) a chat, from a stored trajectory when one is given.
-    fn open_chat(&mut self, now: u64, chat_id: &str, trajectory: Option<&Value>, step: &mut Step) {
+    fn open_chat(
+        &mut self,
+        now: u64,
+        chat_id: &str,
+        trajectory: Option<&Value>,
+        stored: Option<&[trajectory::StoredMessage]>,
+        step: &mut Step,
+    ) {
         let session = match trajectory.map(|t| trajectory::load(chat_id, t)) {
             Some(Ok(loaded)) => {
                 let recovered = loaded.recovered_draft.clone();
-                let mut session = ChatSession::new(chat_id, loaded.thread, loaded.messages);
+                let mut session =
+                    ChatSession::restored(chat_id, loaded.thread, loaded.messages, stored);
                 if let Some(id) = recovered {
                     session.adopt_recovered_draft(&id);
                 }

@@ -3,7 +3,10 @@
 //! Saving: each mutation bumps the version and marks what changed; at most one save is in flight
 //! and the next one waits; only an acknowledged version is clean; a failed save stays dirty, is
 //! retried with backoff and shown in `runtime.storage_error`. A save carries only the changed
-//! messages (with their index) and the removed ids: its cost grows with the change.
+//! messages (with their index and stored position) and the removed ids: its cost grows with the
+//! change. Stored records are keyed by message id and ordered by `position`, a number that stays
+//! put when others are removed and is chosen between the neighbours' when one is inserted, so an
+//! edit, a removal or an insertion early in a long chat writes one record, not every later one.
 //!
 //! Loading: unknown keys are kept, missing ids get deterministic ones, a message that does not
 //! parse is kept as a `system_notice` event holding its raw JSON, and every repair is reported.
@@ -21,7 +24,17 @@ use std::fmt;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct IndexedMessage {
     pub index: usize,
+    /// The stored order field: increasing along the chat, not necessarily dense.
+    pub position: f64,
     pub message: ChatMessage,
+}
+
+/// A stored message record as the host read it, in stored order: its key and its position.
+/// Given with a loaded trajectory so the engine knows where every message already sits.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct StoredMessage {
+    pub message_id: String,
+    pub position: f64,
 }
 
 /// What one save writes: changed messages, removed ids, the thread when it changed.
@@ -80,6 +93,8 @@ pub struct TrajectoryBook {
     storage_error: Option<String>,
     failures: u32,
     retry_at: Option<u64>,
+    /// The stored position of every message that has one (saved, or being saved).
+    positions: HashMap<String, f64>,
 }
 
 impl TrajectoryBook {
@@ -105,6 +120,103 @@ impl TrajectoryBook {
         self.version += 1;
         self.save_queued.touched.remove(message_id);
         self.save_queued.removed.insert(message_id.to_string());
+        self.positions.remove(message_id);
+    }
+
+    /// Learns where the loaded messages are stored (`stored`, in stored order, from the host),
+    /// or — without it — takes their indexes as positions. A message whose record does not match
+    /// (its id was repaired on load, or it has no record) is saved again under its id, and a
+    /// record no message has any more is removed: the store converges on what was loaded.
+    pub fn restore(&mut self, messages: &[ChatMessage], stored: Option<&[StoredMessage]>) {
+        let Some(stored) = stored else {
+            self.positions = messages
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.message_id.clone(), i as f64))
+                .collect();
+            return;
+        };
+        let loaded: HashSet<&str> = messages.iter().map(|m| m.message_id.as_str()).collect();
+        for record in stored {
+            if !loaded.contains(record.message_id.as_str()) {
+                self.remove(&record.message_id);
+            }
+        }
+        let mut last = f64::NEG_INFINITY;
+        for (i, message) in messages.iter().enumerate() {
+            match stored.get(i) {
+                Some(record)
+                    if record.message_id == message.message_id
+                        && record.position.is_finite()
+                        && record.position > last =>
+                {
+                    last = record.position;
+                    self.positions
+                        .insert(message.message_id.clone(), record.position);
+                }
+                _ => self.touch(&message.message_id),
+            }
+        }
+    }
+
+    /// Positions for the touched messages (indexes sorted): each run of touched messages is spread
+    /// between the stored neighbours around it, keeping positions that already fit. When no
+    /// number fits between two neighbours (after many insertions at one place), the run extends
+    /// to the end of the chat and those records are renumbered. Returns `(index, position)` for
+    /// every message to write, which may include untouched ones so renumbered.
+    fn assign_positions(
+        &mut self,
+        touched: &[usize],
+        messages: &[ChatMessage],
+    ) -> Vec<(usize, f64)> {
+        let n = messages.len();
+        let known = |positions: &HashMap<String, f64>, i: usize| {
+            positions.get(messages[i].message_id.as_str()).copied()
+        };
+        let mut out = Vec::with_capacity(touched.len());
+        let mut next = 0;
+        while next < touched.len() {
+            let mut first = touched[next];
+            let mut last = first;
+            // The run: consecutive touched messages, and neighbours without a position.
+            loop {
+                while next < touched.len() && touched[next] <= last + 1 {
+                    last = last.max(touched[next]);
+                    next += 1;
+                }
+                if last + 1 < n && known(&self.positions, last + 1).is_none() {
+                    last += 1;
+                    continue;
+                }
+                break;
+            }
+            while first > 0 && known(&self.positions, first - 1).is_none() {
+                first -= 1;
+            }
+            let below = first.checked_sub(1).and_then(|i| known(&self.positions, i));
+            let above = (last + 1 < n)
+                .then(|| known(&self.positions, last + 1))
+                .flatten();
+            let current: Option<Vec<f64>> =
+                (first..=last).map(|i| known(&self.positions, i)).collect();
+            let spread = current
+                .filter(|c| fits(below, c, above))
+                .or_else(|| spread(below, above, last - first + 1));
+            let spread = match spread {
+                Some(spread) => spread,
+                None => {
+                    last = n - 1;
+                    next = touched.len();
+                    spread_after(below, last - first + 1)
+                }
+            };
+            for (i, position) in (first..=last).zip(spread) {
+                self.positions
+                    .insert(messages[i].message_id.clone(), position);
+                out.push((i, position));
+            }
+        }
+        out
     }
 
     pub fn touch_thread(&mut self) {
@@ -135,19 +247,24 @@ impl TrajectoryBook {
         }
         self.retry_at = None;
         let changes = std::mem::take(&mut self.save_queued);
-        let positions: HashMap<&str, usize> = messages
+        let indexes: HashMap<&str, usize> = messages
             .iter()
             .enumerate()
             .map(|(i, m)| (m.message_id.as_str(), i))
             .collect();
-        let upserts = changes
+        let mut touched: Vec<usize> = changes
             .touched
             .iter()
-            .filter_map(|id| {
-                positions.get(id.as_str()).map(|&index| IndexedMessage {
-                    index,
-                    message: messages[index].clone(),
-                })
+            .filter_map(|id| indexes.get(id.as_str()).copied())
+            .collect();
+        touched.sort_unstable();
+        let upserts = self
+            .assign_positions(&touched, messages)
+            .into_iter()
+            .map(|(index, position)| IndexedMessage {
+                index,
+                position,
+                message: messages[index].clone(),
             })
             .collect();
         let save = TrajectorySave {
@@ -192,6 +309,38 @@ impl TrajectoryBook {
         self.retry_at = Some(at);
         Some(at)
     }
+}
+
+/// Whether `current` is strictly increasing and strictly between `below` and `above`.
+fn fits(below: Option<f64>, current: &[f64], above: Option<f64>) -> bool {
+    let mut last = below.unwrap_or(f64::NEG_INFINITY);
+    for &p in current {
+        if !(p.is_finite() && p > last) {
+            return false;
+        }
+        last = p;
+    }
+    above.is_none_or(|above| last < above)
+}
+
+/// `count` increasing positions strictly between `below` and `above` (either may be open), or
+/// `None` when the numbers between them are too close to tell apart.
+fn spread(below: Option<f64>, above: Option<f64>, count: usize) -> Option<Vec<f64>> {
+    let out: Vec<f64> = match (below, above) {
+        (_, None) => return Some(spread_after(below, count)),
+        (None, Some(above)) => (0..count).map(|j| above - (count - j) as f64).collect(),
+        (Some(below), Some(above)) => {
+            let step = (above - below) / (count as f64 + 1.0);
+            (1..=count).map(|j| below + step * j as f64).collect()
+        }
+    };
+    fits(below, &out, above).then_some(out)
+}
+
+/// `count` positions after `below` (from 0 when there is nothing before), one apart.
+fn spread_after(below: Option<f64>, count: usize) -> Vec<f64> {
+    let start = below.map_or(0.0, |b| b.floor() + 1.0);
+    (0..count).map(|j| start + j as f64).collect()
 }
 
 /// A loaded trajectory: thread, messages (repaired) and notes on what was repaired.

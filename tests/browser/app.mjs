@@ -667,10 +667,50 @@ async function offline(page) {
   await context.setOffline(false);
 }
 
+/** Issue 20: a long chat draws its last screen from storage at once (marked as loading the
+ *  rest, taking no commands), then the engine's whole chat replaces it; an early edit and an
+ *  early removal survive a reload in order. */
+async function longChat(page) {
+  const messages = Array.from({ length: 600 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `long chat message ${i}` }));
+  const id = await page.evaluate((t) => globalThis.palaverApp.palaver.importChat(t), JSON.stringify(messages));
+  await page.reload();
+  await ready(page);
+  const seen = await page.evaluate(async (chat) => {
+    const notes = [];
+    const watch = new MutationObserver(() => {
+      const loading = document.querySelector('[data-testid=loading-earlier]');
+      const last = [...document.querySelectorAll('[data-testid=message]')].pop();
+      notes.push({ loading: loading?.textContent ?? null, last: last?.textContent ?? null, preview: Boolean(globalThis.palaverApp.chat?.preview) });
+    });
+    watch.observe(document.getElementById('transcript'), { childList: true, subtree: true });
+    await globalThis.palaverApp.selectChat(chat);
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    watch.disconnect();
+    return notes;
+  }, id);
+  const first = seen.find((n) => n.last !== null);
+  check(first?.preview && /Loading 560 earlier messages/.test(first.loading ?? '') && first.last.includes('long chat message 599'),
+    `the first frame is the stored last screen, loading the rest (${JSON.stringify(first)})`);
+  check(!(await page.evaluate(() => globalThis.palaverApp.chat.preview)) && await page.locator('[data-testid=loading-earlier]').count() === 0
+    && await page.locator('[data-testid=show-earlier]').count() === 1, 'then the whole chat replaces it (earlier messages behind "show earlier")');
+  const ids = await page.evaluate(() => globalThis.palaverApp.chat.messages.map((m) => m.message_id));
+  await page.evaluate(([edit, remove]) => {
+    globalThis.palaverApp.palaver.send(globalThis.palaverApp.chat.id, { type: 'update_message', message_id: edit, content: 'edited early', client_request_id: 'e1' });
+    globalThis.palaverApp.palaver.send(globalThis.palaverApp.chat.id, { type: 'remove_message', message_id: remove, client_request_id: 'e2' });
+  }, [ids[5], ids[3]]);
+  await page.evaluate(() => globalThis.palaverApp.palaver.flush());
+  await page.reload();
+  await ready(page);
+  await page.evaluate((chat) => globalThis.palaverApp.selectChat(chat), id);
+  const after = await page.evaluate(() => globalThis.palaverApp.chat.messages.map((m) => (typeof m.content === 'string' ? m.content : '')));
+  const expected = messages.map((m) => m.content).filter((_, i) => i !== 3).map((c) => (c === 'long chat message 5' ? 'edited early' : c));
+  check(JSON.stringify(after) === JSON.stringify(expected), `an early edit and removal are kept in order after a reload (${after.length} messages, [3..5] = ${JSON.stringify(after.slice(3, 5))})`);
+}
+
 try {
   const page = await newPage();
   for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
-    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['offline', offline]]) {
+    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['long chat', longChat], ['offline', offline]]) {
     // PALAVER_SECTIONS='a;b' runs the newcomer's path and only those sections (while developing).
     if (process.env.PALAVER_SECTIONS && name !== 'newcomer' && !process.env.PALAVER_SECTIONS.split(';').includes(name)) continue;
     console.log(`-- ${name}`);

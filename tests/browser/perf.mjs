@@ -71,11 +71,22 @@ try {
   await ready(page);
   const open = await page.evaluate(async (chatId) => {
     const t0 = performance.now();
+    const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    // The first frame with messages: the stored last screen (or the chat, if it came first).
+    let firstFrame = null;
+    const watch = new MutationObserver(() => {
+      if (firstFrame === null && document.querySelector('#transcript [data-testid=message]')) {
+        firstFrame = frame().then(() => performance.now() - t0);
+      }
+    });
+    watch.observe(document.getElementById('transcript'), { childList: true, subtree: true });
     await globalThis.palaverApp.selectChat(chatId);
-    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
-    return { ms: performance.now() - t0, messages: globalThis.palaverApp.chat.messages.length, nodes: document.querySelectorAll('[data-testid=message]').length };
+    await frame();
+    watch.disconnect();
+    return { first: await firstFrame, ms: performance.now() - t0, messages: globalThis.palaverApp.chat.messages.length, nodes: document.querySelectorAll('[data-testid=message]').length };
   }, id);
-  row('open the 5 000-message chat (storage → first frame)', `${open.ms.toFixed(0)} ms (${open.messages} messages, ${open.nodes} rendered, the rest behind "show earlier")`);
+  row('open the 5 000-message chat: click → first frame with messages', `${open.first?.toFixed(0)} ms (its last screen, read from storage)`);
+  row('open the 5 000-message chat: click → the whole chat in the engine, drawn', `${open.ms.toFixed(0)} ms (${open.messages} messages, ${open.nodes} rendered, the rest behind "show earlier")`);
 } finally {
   await context.close().catch(() => {});
   serve.child.kill();

@@ -132,6 +132,18 @@ struct Derived {
 
 impl ChatSession {
     pub fn new(chat_id: &str, thread: ThreadParams, messages: Vec<ChatMessage>) -> Self {
+        Self::restored(chat_id, thread, messages, None)
+    }
+
+    /// A chat loaded from storage, with where its messages are stored (see `TrajectoryBook::restore`).
+    pub fn restored(
+        chat_id: &str,
+        thread: ThreadParams,
+        messages: Vec<ChatMessage>,
+        stored: Option<&[crate::trajectory::StoredMessage]>,
+    ) -> Self {
+        let mut book = TrajectoryBook::default();
+        book.restore(&messages, stored);
         ChatSession {
             chat_id: chat_id.to_string(),
             thread,
@@ -140,7 +152,7 @@ impl ChatSession {
             queue: CommandQueue::default(),
             event_seq: 0,
             draft: None,
-            book: TrajectoryBook::default(),
+            book,
             hold_queue: false,
             last_runtime: None,
             derived: std::cell::OnceCell::new(),
@@ -499,11 +511,8 @@ impl ChatSession {
     pub(crate) fn remove_message_at(&mut self, index: usize) {
         self.derived.take();
         let removed = self.messages.remove(index);
+        // Later messages keep their stored positions (gaps are fine): one record goes.
         self.book.remove(&removed.message_id);
-        // Later messages moved up one place: their stored positions change.
-        for later in &self.messages[index..] {
-            self.book.touch(&later.message_id);
-        }
         self.emit(Event::MessageRemoved {
             message_id: removed.message_id,
         });

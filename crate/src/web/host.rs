@@ -193,7 +193,7 @@ impl Host {
             );
             let db = shared.borrow().db.clone();
             let tx = idb::write_transaction(&db)?;
-            idb::store(&tx, idb::MESSAGES)?.delete(&idb::messages_of(&chat_id, 0)?)?;
+            idb::store(&tx, idb::MESSAGES)?.delete(&idb::messages_of(&chat_id)?)?;
             idb::store(&tx, idb::CHATS)?.delete(&JsValue::from_str(&chat_id))?;
             idb::transaction_done(&tx).await?;
             shared.borrow_mut().chats.remove(&chat_id);
@@ -223,6 +223,14 @@ impl Host {
             shared.borrow_mut().opening.remove(&chat_id);
             opened
         })
+    }
+
+    /// The newest `count` stored messages of a chat, to draw its last screen while `openChat`
+    /// loads the whole of it: `{chat_id, title, message_count, messages}`.
+    #[wasm_bindgen(js_name = peekChat, unchecked_return_type = "Promise<ChatPeek>")]
+    pub fn peek_chat(&self, chat_id: String, count: u32) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move { peek_trajectory(&shared, &chat_id, count as usize).await })
     }
 
     /// `owner`, `follower` or `closed` for a chat, and why tabs cannot coordinate if they cannot.
@@ -330,13 +338,7 @@ impl Host {
             };
             let trajectory = match trajectory {
                 Some(t) => t,
-                None => idb::from_js(
-                    &load_trajectory(&shared, &chat_id)
-                        .await
-                        .map(|t| idb::to_js(&t))
-                        .and_then(|r| r)?,
-                )
-                .unwrap_or(Value::Null),
+                None => load_trajectory(&shared, &chat_id).await?.0,
             };
             let text = crate::export::export_chat(&trajectory, &format)
                 .map_err(|e| error("BadInput", &e))?;
@@ -358,6 +360,7 @@ impl Host {
                 Input::OpenChat {
                     chat_id: id.clone(),
                     trajectory: None,
+                    stored: None,
                 },
             );
             let command = json!({"type": "restore_from_trajectory", "client_request_id": "import", "trajectory": trajectory});

@@ -1,7 +1,9 @@
 //! IndexedDB for the browser host (SPEC §4): the schema and its versioned migrations, requests
 //! and transactions as futures, and the trajectory records. Stores: `chats` (one record per chat:
-//! id, title, thread, message count, saved version) and `messages` (key `[chat_id, index]`), so a
-//! save writes one small record per changed message in one transaction.
+//! id, title, thread, message count, saved version) and `messages` (`{chat_id, message_id,
+//! position, message}`, key `[chat_id, message_id]`, read in order through the index `position`
+//! on `[chat_id, position]`), so a save writes one small record per changed message in one
+//! transaction, and removing or editing an early message writes that one record.
 
 use js_sys::{Array, Function, Promise, Reflect};
 use serde_json::Value;
@@ -15,6 +17,10 @@ use web_sys::{
 
 pub const CHATS: &str = "chats";
 pub const MESSAGES: &str = "messages";
+/// The index of `messages` that lists a chat's messages in order.
+pub const BY_POSITION: &str = "position";
+/// Where v3's migration keeps the v2 records while it copies them.
+const V2_MESSAGES: &str = "messages_v2";
 
 /// One schema step, run inside the `versionchange` transaction.
 pub type Migration = fn(&IdbDatabase, &IdbTransaction) -> Result<(), JsValue>;
@@ -22,7 +28,7 @@ pub type Migration = fn(&IdbDatabase, &IdbTransaction) -> Result<(), JsValue>;
 /// Each entry upgrades the database from version `i` to `i + 1`; a new schema appends one.
 /// IndexedDB runs them inside the `versionchange` transaction, so one that throws rolls back the
 /// whole upgrade and the old version stays readable; a rerun starts again from the old version.
-pub const MIGRATIONS: [Migration; 2] = [create_v1, index_chats_by_update];
+pub const MIGRATIONS: [Migration; 3] = [create_v1, index_chats_by_update, key_messages_by_id];
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 pub fn create_v1(db: &IdbDatabase, _tx: &IdbTransaction) -> Result<(), JsValue> {
@@ -44,6 +50,129 @@ pub fn index_chats_by_update(_db: &IdbDatabase, tx: &IdbTransaction) -> Result<(
     tx.object_store(CHATS)?
         .create_index_with_str("updated_at", "updated_at")?;
     Ok(())
+}
+
+/// v3 (issue 20): message records keyed `[chat_id, message_id]` with an order field `position`
+/// (the v2 index), so an early edit or removal writes one record instead of every later one.
+/// The v2 store is renamed, copied record by record with a cursor (only the records the chat's
+/// count made visible; a missing or repeated id gets the id loading would give it, written into
+/// the message), then deleted — all inside the `versionchange` transaction: a failure anywhere
+/// (a step throws, a request fails) aborts it and the v2 database stays as it was.
+pub fn key_messages_by_id(db: &IdbDatabase, tx: &IdbTransaction) -> Result<(), JsValue> {
+    let old = tx.object_store(MESSAGES)?;
+    old.set_name(V2_MESSAGES);
+    let params = IdbObjectStoreParameters::new();
+    params.set_key_path(&key_path(&["chat_id", "message_id"]));
+    let messages = db.create_object_store_with_optional_parameters(MESSAGES, &params)?;
+    messages.create_index_with_str_sequence(BY_POSITION, &key_path(&["chat_id", "position"]))?;
+    let counts_request = tx.object_store(CHATS)?.get_all()?;
+    let reader = counts_request.clone();
+    let (db, tx) = (db.clone(), tx.clone());
+    let on_counts = Closure::once(move || {
+        let counts = message_counts(&reader.result().unwrap_or(JsValue::UNDEFINED));
+        if let Err(e) = copy_v2_messages(db, tx.clone(), old, messages, counts) {
+            web_sys::console::error_2(&"palaver: migration to v3 failed".into(), &e);
+            let _ = tx.abort();
+        }
+    });
+    counts_request.set_onsuccess(Some(on_counts.as_ref().unchecked_ref()));
+    on_counts.forget();
+    Ok(())
+}
+
+fn key_path(keys: &[&str]) -> JsValue {
+    keys.iter()
+        .map(|s| JsValue::from_str(s))
+        .collect::<Array>()
+        .into()
+}
+
+/// Each chat's visible message count, from its record.
+fn message_counts(records: &JsValue) -> std::collections::HashMap<String, f64> {
+    Array::from(records)
+        .iter()
+        .filter_map(|record| {
+            let id = Reflect::get(&record, &"id".into()).ok()?.as_string()?;
+            let count = Reflect::get(&record, &"message_count".into())
+                .ok()?
+                .as_f64()?;
+            Some((id, count))
+        })
+        .collect()
+}
+
+/// The cursor over v2's records: each visible one is written to the v3 store; at the end the v2
+/// store goes.
+fn copy_v2_messages(
+    db: IdbDatabase,
+    tx: IdbTransaction,
+    old: IdbObjectStore,
+    messages: IdbObjectStore,
+    counts: std::collections::HashMap<String, f64>,
+) -> Result<(), JsValue> {
+    let cursor_request = old.open_cursor()?;
+    let reader = cursor_request.clone();
+    let mut seen: std::collections::HashSet<(String, String)> = Default::default();
+    let on_row = Closure::<dyn FnMut()>::new(move || {
+        let mut step = || -> Result<(), JsValue> {
+            let cursor = reader.result()?;
+            if cursor.is_null() || cursor.is_undefined() {
+                return db.delete_object_store(V2_MESSAGES);
+            }
+            let cursor: web_sys::IdbCursorWithValue = cursor.dyn_into()?;
+            let row = cursor.value()?;
+            if let Some(record) = v3_record(&row, &counts, &mut seen)? {
+                messages.put(&record)?;
+            }
+            cursor.continue_()
+        };
+        if let Err(e) = step() {
+            web_sys::console::error_2(&"palaver: migration to v3 failed".into(), &e);
+            let _ = tx.abort();
+        }
+    });
+    cursor_request.set_onsuccess(Some(on_row.as_ref().unchecked_ref()));
+    on_row.forget();
+    Ok(())
+}
+
+/// A v2 record `{chat_id, index, message}` as a v3 record, or `None` when the chat's count hid it.
+fn v3_record(
+    row: &JsValue,
+    counts: &std::collections::HashMap<String, f64>,
+    seen: &mut std::collections::HashSet<(String, String)>,
+) -> Result<Option<JsValue>, JsValue> {
+    let Some(chat_id) = Reflect::get(row, &"chat_id".into())?.as_string() else {
+        return Ok(None);
+    };
+    let index = Reflect::get(row, &"index".into())?
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    if !(index >= 0.0 && index < counts.get(&chat_id).copied().unwrap_or(0.0)) {
+        return Ok(None);
+    }
+    let message = Reflect::get(row, &"message".into())?;
+    let given = if message.is_object() {
+        Reflect::get(&message, &"message_id".into())?.as_string()
+    } else {
+        None
+    };
+    let mut id = given
+        .filter(|id| !id.is_empty() && !seen.contains(&(chat_id.clone(), id.clone())))
+        .unwrap_or_else(|| format!("{chat_id}-m{index}"));
+    while seen.contains(&(chat_id.clone(), id.clone())) {
+        id.push('_');
+    }
+    seen.insert((chat_id.clone(), id.clone()));
+    if message.is_object() {
+        Reflect::set(&message, &"message_id".into(), &JsValue::from_str(&id))?;
+    }
+    let record = js_sys::Object::new();
+    Reflect::set(&record, &"chat_id".into(), &JsValue::from_str(&chat_id))?;
+    Reflect::set(&record, &"message_id".into(), &JsValue::from_str(&id))?;
+    Reflect::set(&record, &"position".into(), &JsValue::from_f64(index))?;
+    Reflect::set(&record, &"message".into(), &message)?;
+    Ok(Some(record.into()))
 }
 
 /// Opens (and migrates) the database `name`. A tab holding an older version is asked to close
@@ -148,6 +277,68 @@ pub async fn request_done(request: &IdbRequest) -> Result<JsValue, JsValue> {
     JsFuture::from(promise).await
 }
 
+/// The last `count` values of `index` within `range`, in index order (a cursor walking back
+/// from the end: the newest records, without reading the others).
+pub async fn last_values(
+    index: &web_sys::IdbIndex,
+    range: &JsValue,
+    count: usize,
+) -> Result<Vec<JsValue>, JsValue> {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let request =
+        index.open_cursor_with_range_and_direction(range, web_sys::IdbCursorDirection::Prev)?;
+    let found: Rc<RefCell<Vec<JsValue>>> = Rc::default();
+    let done: Rc<RefCell<Option<Function>>> = Rc::default();
+    let (reader, collected, finish) = (request.clone(), found.clone(), done.clone());
+    let on_row = Closure::<dyn FnMut()>::new(move || {
+        let step = || -> Result<bool, JsValue> {
+            let cursor = reader.result()?;
+            if cursor.is_null() || cursor.is_undefined() {
+                return Ok(true);
+            }
+            let cursor: web_sys::IdbCursorWithValue = cursor.dyn_into()?;
+            collected.borrow_mut().push(cursor.value()?);
+            if collected.borrow().len() >= count {
+                return Ok(true);
+            }
+            cursor.continue_()?;
+            Ok(false)
+        };
+        let finished = step().unwrap_or(true);
+        if finished {
+            if let Some(resolve) = finish.borrow_mut().take() {
+                let _ = resolve.call0(&JsValue::NULL);
+            }
+        }
+    });
+    let failed = request.clone();
+    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
+        *done.borrow_mut() = Some(resolve);
+        let failed = failed.clone();
+        let on_error = Closure::once_into_js(move || {
+            let error = failed
+                .error()
+                .ok()
+                .flatten()
+                .map(JsValue::from)
+                .unwrap_or_else(|| JsValue::from_str("IndexedDB cursor failed"));
+            let _ = reject.call1(&JsValue::NULL, &error);
+        });
+        request.set_onerror(Some(on_error.unchecked_ref()));
+    });
+    request.set_onsuccess(Some(on_row.as_ref().unchecked_ref()));
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    JsFuture::from(promise).await?;
+    request.set_onsuccess(None);
+    drop(on_row);
+    let mut values = found.take();
+    values.reverse();
+    Ok(values)
+}
+
 /// A transaction as a future: `Ok` once committed, `Err` when it errors or aborts (a quota
 /// error shows up here).
 pub async fn transaction_done(tx: &IdbTransaction) -> Result<(), JsValue> {
@@ -207,15 +398,36 @@ pub fn store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, JsValue>
     tx.object_store(name)
 }
 
-/// The key range of a chat's messages from `from` on.
-pub fn messages_of(chat_id: &str, from: usize) -> Result<JsValue, JsValue> {
-    let lower: Array = [JsValue::from_str(chat_id), JsValue::from_f64(from as f64)]
+/// The key range of all of a chat's message records (`[chat_id]` sorts before every
+/// `[chat_id, id]`, and `[chat_id, []]` after every string id).
+pub fn messages_of(chat_id: &str) -> Result<JsValue, JsValue> {
+    let lower: Array = [JsValue::from_str(chat_id)].into_iter().collect();
+    let upper: Array = [JsValue::from_str(chat_id), Array::new().into()]
         .into_iter()
         .collect();
+    IdbKeyRange::bound(&lower, &upper).map(JsValue::from)
+}
+
+/// The range of the `position` index holding a chat's messages, in order.
+pub fn positions_of(chat_id: &str) -> Result<JsValue, JsValue> {
+    let lower: Array = [
+        JsValue::from_str(chat_id),
+        JsValue::from_f64(f64::NEG_INFINITY),
+    ]
+    .into_iter()
+    .collect();
     let upper: Array = [JsValue::from_str(chat_id), JsValue::from_f64(f64::INFINITY)]
         .into_iter()
         .collect();
     IdbKeyRange::bound(&lower, &upper).map(JsValue::from)
+}
+
+/// The key of one message record.
+pub fn message_key(chat_id: &str, message_id: &str) -> JsValue {
+    [JsValue::from_str(chat_id), JsValue::from_str(message_id)]
+        .into_iter()
+        .collect::<Array>()
+        .into()
 }
 
 /// A JSON value as a structured-cloneable JS object.

@@ -32,7 +32,7 @@ export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; p
 export type ErrorClass = "overloaded" | "rate_limited" | "quota" | "auth" | "network" | "truncated" | "idle_timeout" | "first_byte_timeout" | "request_too_large" | "bad_request" | "server_error" | "malformed" | "other";
 /** One input to `Engine.handle`; `input` names the variant (SPEC §0, ARCHITECTURE.md). */
 export type Input =
-  | { input: "open_chat"; chat_id: string; trajectory?: unknown }
+  | { input: "open_chat"; chat_id: string; trajectory?: unknown; stored?: { message_id: string; position: number }[] }
   | { input: "close_chat"; chat_id: string }
   | { input: "command"; chat_id: string; command: { type: string; client_request_id: string; priority?: boolean; [key: string]: unknown } }
   | { input: "stream_bytes"; request_id: string; bytes: string | number[] }
@@ -71,7 +71,7 @@ export type Effect =
   | { effect: "cancel_request"; request_id: string }
   | { effect: "run_tool"; chat_id: string; tool_call_id: string; name: string; args: unknown }
   | { effect: "cancel_tool"; chat_id: string; tool_call_id: string }
-  | { effect: "save_trajectory"; save: { chat_id: string; version: number; message_count: number; thread?: unknown; upserts: { index: number; message: unknown }[]; removed: string[] } }
+  | { effect: "save_trajectory"; save: { chat_id: string; version: number; message_count: number; thread?: unknown; upserts: { index: number; position: number; message: unknown }[]; removed: string[] } }
   | { effect: "wake_at"; at_ms: number };
 export interface Step { events: EventEnvelope[]; effects: Effect[]; errors?: unknown[]; }
 /** A command for `Palaver.send` (SPEC §2.3); `client_request_id` is added when missing. */
@@ -82,6 +82,8 @@ export interface ChatSummary { id: string; title: string; message_count: number;
 export interface TabRole { role: "owner" | "follower" | "closed"; note: string | null; }
 /** `Palaver.storageStatus()`. */
 export interface StorageStatus { persisted: boolean | null; usage: number | null; quota: number | null; near_quota: boolean; data_lost: boolean; tabs_note: string | null; }
+/** The last screen of a stored chat (`peekChat`): its newest messages as stored, in order. */
+export interface ChatPeek { chat_id: string; title: string; message_count: number; messages: { message_id?: string; role?: string; [key: string]: unknown }[]; }
 /** `Palaver.lastRequest(chatId)`: the request as sent, the auth header's value `[redacted]`. */
 export interface LastRequest { provider: string; url: string; headers: Record<string, string>; body: unknown; }
 "#;

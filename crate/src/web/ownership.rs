@@ -30,12 +30,13 @@ pub(super) async fn become_owner(
     chat_id: &str,
     release: Option<Function>,
 ) -> Result<(), JsValue> {
-    let trajectory = load_trajectory(shared, chat_id).await?;
+    let (trajectory, stored) = load_trajectory(shared, chat_id).await?;
     handle(
         shared,
         Input::OpenChat {
             chat_id: chat_id.to_string(),
             trajectory: Some(trajectory),
+            stored: Some(stored),
         },
     );
     let served = shared.clone();

@@ -5,7 +5,7 @@ use super::idb;
 use super::shared::*;
 use crate::engine::Input;
 use crate::event::Event;
-use crate::trajectory::TrajectorySave;
+use crate::trajectory::{StoredMessage, TrajectorySave};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -42,24 +42,56 @@ pub(super) fn trajectory_of(
     Some(Value::Object(out))
 }
 
-/// Reads a chat's record and messages back into trajectory JSON.
-pub(super) async fn load_trajectory(shared: &Handle, chat_id: &str) -> Result<Value, JsValue> {
+/// One stored message record as read back (tolerantly: a damaged key or position makes the
+/// engine write the message again, see `TrajectoryBook::restore`).
+#[derive(serde::Deserialize)]
+struct Row {
+    #[serde(default)]
+    message_id: Value,
+    #[serde(default)]
+    position: Value,
+    #[serde(default)]
+    message: Value,
+}
+
+/// Reads a chat's record and messages back into trajectory JSON (messages in stored order) and
+/// where each message is stored. The rows cross from JS in one `JSON.stringify`, not one per row.
+pub(super) async fn load_trajectory(
+    shared: &Handle,
+    chat_id: &str,
+) -> Result<(Value, Vec<StoredMessage>), JsValue> {
     let db = shared.borrow().db.clone();
     let tx = idb::read_transaction(&db)?;
     let record =
         idb::request_done(&idb::store(&tx, idb::CHATS)?.get(&JsValue::from_str(chat_id))?).await?;
     let record = idb::from_js(&record).ok_or_else(|| error("UnknownChat", chat_id))?;
     let rows = idb::request_done(
-        &idb::store(&tx, idb::MESSAGES)?.get_all_with_key(&idb::messages_of(chat_id, 0)?)?,
+        &idb::store(&tx, idb::MESSAGES)?
+            .index(idb::BY_POSITION)?
+            .get_all_with_key(&idb::positions_of(chat_id)?)?,
     )
     .await?;
-    let count = record["message_count"].as_u64().unwrap_or(0) as usize;
-    let messages: Vec<Value> = js_sys::Array::from(&rows)
-        .iter()
-        .filter_map(|row| idb::from_js(&row))
-        .filter(|row| row["index"].as_u64().is_some_and(|i| (i as usize) < count))
-        .map(|row| row["message"].clone())
-        .collect();
+    let text = js_sys::JSON::stringify(&rows)?
+        .as_string()
+        .unwrap_or_default();
+    let rows: Vec<Row> = serde_json::from_str(&text).map_err(|e| {
+        error(
+            "StorageError",
+            &format!("a stored message record is malformed: {e}"),
+        )
+    })?;
+    let mut stored = Vec::with_capacity(rows.len());
+    let mut messages = Vec::with_capacity(rows.len());
+    for row in rows {
+        stored.push(StoredMessage {
+            message_id: match row.message_id {
+                Value::String(id) => id,
+                other => other.to_string(),
+            },
+            position: row.position.as_f64().unwrap_or(f64::NAN),
+        });
+        messages.push(row.message);
+    }
     let mut trajectory = match &record["thread"] {
         Value::Object(map) => map.clone(),
         _ => serde_json::Map::new(),
@@ -73,11 +105,46 @@ pub(super) async fn load_trajectory(shared: &Handle, chat_id: &str) -> Result<Va
         .borrow_mut()
         .chats
         .insert(chat_id.to_string(), record);
-    Ok(Value::Object(trajectory))
+    Ok((Value::Object(trajectory), stored))
 }
 
-/// One save, one transaction: the chat record and each changed message; messages past the new
-/// count are deleted. The engine hears back with `save_acked` or `save_failed` (kept dirty and
+/// The last screen of a chat, straight from storage, for the first frame while the whole chat
+/// loads (issue 20): `{chat_id, title, message_count, messages}` with the newest `count`
+/// messages in order. Nothing is parsed or checked here: the page draws them as stored, and
+/// replaces them with the engine's snapshot once `openChat` resolves.
+pub(super) async fn peek_trajectory(
+    shared: &Handle,
+    chat_id: &str,
+    count: usize,
+) -> Result<JsValue, JsValue> {
+    let db = shared.borrow().db.clone();
+    let tx = idb::read_transaction(&db)?;
+    let record =
+        idb::request_done(&idb::store(&tx, idb::CHATS)?.get(&JsValue::from_str(chat_id))?).await?;
+    if record.is_undefined() || record.is_null() {
+        return Err(error("UnknownChat", chat_id));
+    }
+    let index = idb::store(&tx, idb::MESSAGES)?.index(idb::BY_POSITION)?;
+    let rows = idb::last_values(&index, &idb::positions_of(chat_id)?, count).await?;
+    let messages: js_sys::Array = rows
+        .iter()
+        .map(|row| js_sys::Reflect::get(row, &"message".into()).unwrap_or(JsValue::NULL))
+        .collect();
+    let out = js_sys::Object::new();
+    js_sys::Reflect::set(&out, &"chat_id".into(), &JsValue::from_str(chat_id))?;
+    for key in ["title", "message_count"] {
+        js_sys::Reflect::set(
+            &out,
+            &key.into(),
+            &js_sys::Reflect::get(&record, &key.into())?,
+        )?;
+    }
+    js_sys::Reflect::set(&out, &"messages".into(), &messages)?;
+    Ok(out.into())
+}
+
+/// One save, one transaction: the chat record, each changed message (keyed by its id, with its
+/// position) and a delete for each removed one. The engine hears back with `save_acked` or `save_failed` (kept dirty and
 /// retried by the engine, shown as `runtime.storage_error`).
 pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
     let shared = shared.clone();
@@ -148,12 +215,13 @@ pub(super) async fn write_save(
     chats.put(&idb::to_js(&record)?)?;
     let mut bytes = record.to_string().len() as u64;
     for upsert in &save.upserts {
-        let row =
-            json!({"chat_id": save.chat_id, "index": upsert.index, "message": upsert.message});
+        let row = json!({"chat_id": save.chat_id, "message_id": upsert.message.message_id, "position": upsert.position, "message": upsert.message});
         bytes += row.to_string().len() as u64;
         messages.put(&idb::to_js(&row)?)?;
     }
-    messages.delete(&idb::messages_of(&save.chat_id, save.message_count)?)?;
+    for removed in &save.removed {
+        messages.delete(&idb::message_key(&save.chat_id, removed))?;
+    }
     idb::transaction_done(&tx).await?;
     shared
         .borrow_mut()

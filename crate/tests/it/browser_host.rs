@@ -330,6 +330,7 @@ async fn bench_open_and_bytes_per_turn() {
     // Compaction off: this measures saves (a 5 000-message chat is far over compact_at).
     let config = json!({"compact_at": null, "default_n_ctx": 10000000, "providers": [{"kind": "openai-chat", "base_url": format!("{}/wire/openai-chat/text_gpt4o", double()), "model": "m"}]});
     let mut per_turn = Vec::new();
+    let mut early = Vec::new();
     for size in [10usize, 5000] {
         let db = unique("bench");
         let host = open(&db, config.clone()).await;
@@ -361,13 +362,46 @@ async fn bench_open_and_bytes_per_turn() {
         sleep(300).await;
         let bytes = host.bytes_written() - before;
         per_turn.push(bytes);
+        // An early edit and an early removal: what they write must not grow with the chat.
+        let ids: Vec<String> = snapshot(&host, &chat)["messages"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|m| m["message_id"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let before = host.bytes_written();
+        send(
+            &host,
+            &chat,
+            json!({"type": "update_message", "message_id": ids[4], "content": "edited early"}),
+        );
+        send(
+            &host,
+            &chat,
+            json!({"type": "remove_message", "message_id": ids[3]}),
+        );
+        wait_for(&host, &chat, 10_000, |s| {
+            saved(s)
+                && s["messages"]
+                    .as_array()
+                    .is_some_and(|m| m.len() == size + 1)
+        })
+        .await;
+        sleep(300).await;
+        early.push(host.bytes_written() - before);
         host.close();
         if size == 5000 {
             let again = open(&db, config.clone()).await;
             let started = js_sys::Date::now();
             let snap = value(&promised(again.open_chat(chat.clone())).await);
             let ms = js_sys::Date::now() - started;
-            assert_eq!(snap["messages"].as_array().map(Vec::len), Some(5002));
+            assert_eq!(
+                snap["messages"].as_array().map(Vec::len),
+                Some(5001),
+                "the turn added two, the early removal took one"
+            );
             web_sys::console::log_1(
                 &format!("BENCH open a 5000-message chat from IndexedDB: {ms:.0} ms").into(),
             );
@@ -375,9 +409,14 @@ async fn bench_open_and_bytes_per_turn() {
         }
     }
     web_sys::console::log_1(&format!("BENCH bytes written per turn: 10-message chat {} B, 5000-message chat {} B, ratio {:.2}", per_turn[0], per_turn[1], per_turn[1] / per_turn[0]).into());
+    web_sys::console::log_1(&format!("BENCH bytes written by an early edit and removal (messages 4 and 3): 10-message chat {} B, 5000-message chat {} B, ratio {:.2}", early[0], early[1], early[1] / early[0]).into());
     assert!(
         per_turn[1] < per_turn[0] * 2.0,
         "a turn's save does not grow with the chat: {per_turn:?}"
+    );
+    assert!(
+        early[1] <= early[0] * 2.0,
+        "an early edit writes what changed, not the chat after it: {early:?}"
     );
 }
 
@@ -477,21 +516,29 @@ async fn b4_a_corrupt_stored_record_is_reported_not_dropped() {
         .expect("id");
     wait_for(&host, &chat, 5_000, |s| saved(s)).await;
     sleep(300).await;
+    let ids: Vec<String> = snapshot(&host, &chat)["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter_map(|m| m["message_id"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
     host.close();
-    // Damage two records behind the engine's back.
+    // Damage two records behind the engine's back (same keys, same positions).
     let raw = idb::open(&db).await.expect("raw open");
     let tx = idb::write_transaction(&raw).expect("tx");
     let store = idb::store(&tx, idb::MESSAGES).expect("store");
     store
         .put(
-            &idb::to_js(&json!({"chat_id": chat, "index": 1, "message": "not a message"}))
+            &idb::to_js(&json!({"chat_id": chat, "message_id": ids[1], "position": 1, "message": "not a message"}))
                 .expect("js"),
         )
         .expect("put");
     store
         .put(
             &idb::to_js(
-                &json!({"chat_id": chat, "index": 3, "message": {"role": "martian", "content": 7}}),
+                &json!({"chat_id": chat, "message_id": ids[3], "position": 3, "message": {"role": "martian", "content": 7}}),
             )
             .expect("js"),
         )
@@ -512,7 +559,18 @@ async fn b4_a_corrupt_stored_record_is_reported_not_dropped() {
         notices, 2,
         "each unreadable record kept as a notice: {all:?}"
     );
+    // The notices are saved under their own ids and the damaged records go: a second reload
+    // shows the same five messages, no duplicates.
+    wait_for(&again, &chat, 5_000, |s| saved(s)).await;
+    sleep(300).await;
     again.close();
+    let third = open(&db, json!({})).await;
+    let snap = value(&promised(third.open_chat(chat.clone())).await);
+    assert_eq!(
+        snap["messages"].as_array().cloned().unwrap_or_default(),
+        all
+    );
+    third.close();
 }
 
 /// SECURITY B19/B20: export then import gives the same messages; a malformed import is a typed
@@ -665,9 +723,20 @@ static V2_THEN_FAIL: [palaver::web::idb::Migration; 3] = [
     palaver::web::idb::index_chats_by_update,
     fail_halfway,
 ];
-static V3: [palaver::web::idb::Migration; 3] = [
+static V2: [palaver::web::idb::Migration; 2] = [
     palaver::web::idb::create_v1,
     palaver::web::idb::index_chats_by_update,
+];
+static V3_THEN_FAIL: [palaver::web::idb::Migration; 4] = [
+    palaver::web::idb::create_v1,
+    palaver::web::idb::index_chats_by_update,
+    palaver::web::idb::key_messages_by_id,
+    fail_halfway,
+];
+static NEWER: [palaver::web::idb::Migration; 4] = [
+    palaver::web::idb::create_v1,
+    palaver::web::idb::index_chats_by_update,
+    palaver::web::idb::key_messages_by_id,
     noop,
 ];
 
@@ -732,6 +801,133 @@ async fn b12_b13_migrations_keep_data_and_a_failing_step_rolls_back() {
     raw.close();
 }
 
+/// A v2 database as the previous build left it: records keyed `[chat_id, index]`, one chat of
+/// four visible messages (one without an id, one repeating another's id, one unreadable) and a
+/// stale record past the chat's count (a truncation's leftover, never shown).
+async fn v2_database(db: &str, chat: &str) {
+    use palaver::web::idb;
+    let raw = idb::open_with(db, &V2).await.expect("v2 open");
+    assert_eq!(raw.version() as u32, 2);
+    let tx = idb::write_transaction(&raw).expect("tx");
+    idb::store(&tx, idb::CHATS).expect("chats").put(&idb::to_js(&json!({"id": chat, "title": "v2 chat", "thread": {"title": "v2 chat"}, "message_count": 4, "version": 9, "updated_at": 1})).expect("js")).expect("put");
+    let rows = [
+        json!({"message_id": "a", "role": "user", "content": "first"}),
+        json!({"role": "assistant", "content": "second, no id"}),
+        json!({"message_id": "a", "role": "user", "content": "third, a repeated id"}),
+        json!("fourth, unreadable"),
+        json!({"message_id": "stale", "role": "assistant", "content": "truncated long ago"}),
+    ];
+    let messages = idb::store(&tx, idb::MESSAGES).expect("messages");
+    for (i, message) in rows.iter().enumerate() {
+        messages
+            .put(
+                &idb::to_js(&json!({"chat_id": chat, "index": i, "message": message})).expect("js"),
+            )
+            .expect("put");
+    }
+    idb::transaction_done(&tx).await.expect("committed");
+    raw.close();
+}
+
+fn contents(snap: &Value) -> Vec<String> {
+    snap["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| match &m["content"] {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 20: v2 records (keyed by index) migrate to v3 (keyed by message id, ordered by
+/// position): every visible message opens in order, ids unique, the unreadable one kept as a
+/// notice, the stale one still hidden; a migration that fails after v3's copy rolls back to v2
+/// with every record as it was; after the migration an early removal writes no later record.
+#[wasm_bindgen_test]
+async fn v2_records_migrate_to_message_keys_and_a_failed_migration_rolls_back() {
+    use palaver::web::idb;
+    let db = unique("v3");
+    v2_database(&db, "old").await;
+    assert!(
+        idb::open_with(&db, &V3_THEN_FAIL).await.is_err(),
+        "the failing upgrade is refused"
+    );
+    let raw = idb::open_with(&db, &V2)
+        .await
+        .expect("still openable at v2");
+    assert_eq!(raw.version() as u32, 2, "rolled back to v2");
+    let tx = idb::read_transaction(&raw).expect("tx");
+    let rows = idb::request_done(
+        &idb::store(&tx, idb::MESSAGES)
+            .expect("store")
+            .get_all()
+            .expect("all"),
+    )
+    .await
+    .expect("read");
+    assert_eq!(
+        js_sys::Array::from(&rows).length(),
+        5,
+        "every v2 record is still there"
+    );
+    raw.close();
+
+    let host = open(&db, json!({})).await;
+    let snap = value(&promised(host.open_chat("old".into())).await);
+    let got = contents(&snap);
+    assert_eq!(
+        got.len(),
+        4,
+        "the four visible messages, not the stale one: {got:?}"
+    );
+    assert_eq!(got[0], "first");
+    assert_eq!(got[1], "second, no id");
+    assert_eq!(got[2], "third, a repeated id");
+    assert!(got[3].contains("fourth, unreadable"), "{got:?}");
+    assert_eq!(snap["thread"]["title"], "v2 chat");
+    let ids: std::collections::HashSet<&str> = snap["messages"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["message_id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids.len(), 4, "ids are unique: {ids:?}");
+    wait_for(&host, "old", 5_000, |s| saved(s)).await;
+    sleep(200).await;
+    let first_id = snap["messages"][0]["message_id"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let before = host.records_written();
+    send(
+        &host,
+        "old",
+        json!({"type": "remove_message", "message_id": first_id}),
+    );
+    wait_for(&host, "old", 5_000, |s| {
+        saved(s) && s["messages"].as_array().is_some_and(|m| m.len() == 3)
+    })
+    .await;
+    sleep(200).await;
+    assert_eq!(
+        host.records_written() - before,
+        1.0,
+        "one save: the chat record, no message record"
+    );
+    host.close();
+    let again = open(&db, json!({})).await;
+    let snap = value(&promised(again.open_chat("old".into())).await);
+    assert_eq!(
+        contents(&snap)[..2],
+        got[1..3],
+        "the rest in order after a reload"
+    );
+    assert_eq!(contents(&snap).len(), 3);
+    again.close();
+}
+
 /// SECURITY B10: a newer schema opened elsewhere makes this engine close its database at once
 /// (the upgrade is not blocked); its later saves fail visibly instead of writing.
 #[wasm_bindgen_test]
@@ -744,10 +940,10 @@ async fn b10_a_newer_schema_elsewhere_closes_this_database() {
         .as_string()
         .expect("id");
     promised(host.open_chat(chat.clone())).await;
-    let upgraded = idb::open_with(&db, &V3)
+    let upgraded = idb::open_with(&db, &NEWER)
         .await
         .expect("the upgrade is not blocked by the open engine");
-    assert_eq!(upgraded.version(), 3.0);
+    assert_eq!(upgraded.version(), NEWER.len() as f64);
     upgraded.close();
     host.rename_chat(chat.clone(), "after the upgrade".into())
         .expect("rename");

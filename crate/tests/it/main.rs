@@ -12,6 +12,8 @@ mod context;
 mod render;
 mod requests;
 mod security_streams;
+#[cfg(not(target_arch = "wasm32"))]
+mod stored_order;
 mod streams;
 mod thinking;
 #[cfg(not(target_arch = "wasm32"))]

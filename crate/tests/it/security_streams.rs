@@ -941,6 +941,7 @@ fn d21_the_streaming_reply_is_checkpointed_and_recovered_as_interrupted() {
     let step = h2.handle(Input::OpenChat {
         chat_id: "c2".into(),
         trajectory: Some(trajectory.take()),
+        stored: None,
     });
     let recovered = serde_json::to_value(h2.engine.snapshot("c2")).unwrap_or(Value::Null);
     let reply = recovered["messages"]

@@ -52,6 +52,7 @@ impl Harness {
         let step = self.handle(Input::OpenChat {
             chat_id: chat_id.into(),
             trajectory,
+            stored: None,
         });
         let snapshot = self
             .engine
