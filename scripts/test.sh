@@ -34,6 +34,8 @@ say "MCP: the user's servers in the page, and Palaver's tools against the offici
 node "$ROOT/tests/browser/mcp.mjs"
 say "subagents and model fallback in the page (playwright-core, the provider double, palaver serve)"
 node "$ROOT/tests/browser/subagents.mjs"
+say "chats kept in the workspace (.palaver/chats): written, restored in a second browser, a copy changed elsewhere never overwritten"
+node "$ROOT/tests/browser/workspace-chats.mjs"
 say "the page judged by axe-core in both themes and at 360 px; the keyboard shortcuts (playwright-core)"
 node "$ROOT/tests/browser/design.mjs"
 say "Lighthouse on the app palaver serve serves: accessibility and best practices ≥ 95"

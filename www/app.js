@@ -18,6 +18,7 @@ import { LocalModel } from './local/client.js';
 import { DEFAULT_MODEL, SMALL_MODEL_NOTE, DEFAULT_LOCAL_N_CTX } from './local/catalog.js';
 import * as localView from './views/local-model.js';
 import * as mcp from './mcp.js';
+import * as workspaceChats from './views/workspace-chats.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -106,12 +107,40 @@ async function openEngine() {
   const proxy = agent.proxyOf(settings);
   if (proxy) app.palaver.setProxy(proxy.url, proxy.token);
   watchMcp(proxy);
+  app.palaver.onWorkspaceCopy((chatId, state) => {
+    if (chatId === app.chat?.id) showWorkspaceCopy(state);
+  });
   // The chat that was open, also after a reload, a crash or reopening the app.
   const open = app.chat?.id ?? localStorage.getItem(OPEN_CHAT_KEY);
   app.chat = null;
   app.subscription = null;
   await showChats();
   if (open && app.chats.some((c) => c.id === open)) await selectChat(open);
+  if (proxy) offerWorkspaceChats().catch(() => {});
+}
+
+/** The open chat's workspace copy, and the choice when it changed elsewhere. */
+function showWorkspaceCopy(state) {
+  const chatId = app.chat?.id;
+  workspaceChats.renderCopy($('workspace-copy'), state, {
+    keep: async () => showWorkspaceCopy(await app.palaver.keepBrowserCopy(chatId)),
+    openTheirs: async () => {
+      const id = await app.palaver.restoreFromWorkspace(chatId, true);
+      await showChats();
+      await selectChat(id);
+    },
+  });
+}
+
+/** Chats the workspace keeps that this browser does not: offered for restoring. */
+async function offerWorkspaceChats() {
+  const missing = await workspaceChats.missingChats(app.palaver, app.chats.map((c) => c.id));
+  workspaceChats.renderRestoreOffer($('workspace-restore'), missing, async () => {
+    const { restored, failed } = await workspaceChats.restoreChats(app.palaver, missing);
+    $('workspace-restore').hidden = true;
+    await showChats();
+    status(`Restored ${restored} chat${restored === 1 ? '' : 's'} from the workspace.${failed.length ? ` Not restored: ${failed.join('; ')}` : ''}`, failed.length > 0);
+  });
 }
 
 const OPEN_CHAT_KEY = 'palaver.open_chat';
@@ -228,6 +257,8 @@ async function openChatView(id, mark = markComposer()) {
   $('chat-prompt').open = false;
   subscribe();
   $('chat-actions').hidden = false;
+  showWorkspaceCopy(app.palaver.workspaceCopy(id));
+  app.palaver.checkWorkspaceCopy(id).then((state) => app.chat?.id === id && showWorkspaceCopy(state)).catch(() => {});
   renderChatList();
   scheduleRender();
 }

@@ -3,6 +3,7 @@
 //! Native only. `server::serve` takes an already-bound listener, so tests run the real server on
 //! port 0. The tools API (`/api/tools`) is behind the token, Origin and fetch-metadata guards.
 
+pub mod chat_files;
 pub mod confine;
 mod guard;
 pub mod mcp;
@@ -52,6 +53,9 @@ pub struct ServeArgs {
     /// Read the token from this file instead of making a fresh one (never from argv).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// Do not keep the page's chats in `.palaver/chats/` of the workspace (issue 21).
+    #[arg(long)]
+    pub no_mirror: bool,
     /// The MCP servers to run for the page (`{"mcpServers": {…}}`; default: the user's
     /// `~/.config/palaver/mcp.json` when it exists outside the workspace — never a file of the
     /// workspace unless named here).
@@ -208,6 +212,7 @@ fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
         allowed_origins: args.allow_origin.clone(),
         allow_shell: args.allow_shell,
         allow_hard_links: args.allow_hard_links,
+        mirror: !args.no_mirror,
         reaper: std::env::current_exe().ok(),
         mcp,
         token,

@@ -2,6 +2,7 @@
 //! loop on hyper with a header-read timeout (slowloris), a whole-request timeout and a cap on
 //! concurrent connections. The safe response headers wrap everything, Host refusals included.
 
+use super::chat_files::{self, ChatFiles, MirrorError};
 use super::guard::{self, json_error, GuardConfig};
 use super::mcp::{self, McpConfig, McpHub};
 use super::tools::{self, ToolPolicy, Tools};
@@ -70,6 +71,8 @@ pub struct ServeConfig {
     pub allow_shell: bool,
     /// Read and search files with several hard links (`--allow-hard-links`, A48).
     pub allow_hard_links: bool,
+    /// Keep the page's chats in `.palaver/chats/` (off with `--no-mirror`; issue 21).
+    pub mirror: bool,
     /// The `palaver` executable, run as `run_command`'s process reaper (`proxy::reaper`).
     pub reaper: Option<PathBuf>,
     /// The user's MCP servers (issue 17), from their own config file.
@@ -81,6 +84,7 @@ pub struct ServeConfig {
 pub struct Api {
     pub tools: Arc<Tools>,
     pub mcp: Arc<McpHub>,
+    pub chats: Arc<ChatFiles>,
 }
 
 /// Refuses to serve the app from inside the workspace, or the workspace from inside the app: the
@@ -126,8 +130,9 @@ fn router_with(
         token: config.token.clone(),
         allowed_origins: config.allowed_origins.clone(),
     });
+    let workspace = Arc::new(Workspace::open(&config.workspace)?);
     let tools = Arc::new(Tools::new(
-        Arc::new(Workspace::open(&config.workspace)?),
+        workspace.clone(),
         ToolPolicy {
             allow_shell: config.allow_shell,
             allow_hard_links: config.allow_hard_links,
@@ -138,7 +143,18 @@ fn router_with(
     let api = Arc::new(Api {
         tools: tools.clone(),
         mcp: hub,
+        chats: Arc::new(ChatFiles::new(workspace, config.mirror)),
     });
+    // Mirror files are whole trajectories: their own, larger body limit.
+    let chat_routes = Router::new()
+        .route("/chats", get(list_chats))
+        .route(
+            "/chats/{id}",
+            get(read_chat).put(write_chat).delete(delete_chat),
+        )
+        .with_state(api.clone())
+        .layer(DefaultBodyLimit::max(chat_files::MAX_FILE as usize))
+        .layer(RequestBodyLimitLayer::new(chat_files::MAX_FILE as usize));
     let api_routes = Router::new()
         .route("/health", get(health))
         .route("/tools", get(list_tools))
@@ -153,6 +169,7 @@ fn router_with(
         .with_state(api)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        .merge(chat_routes)
         .layer(middleware::from_fn_with_state(
             guard_config.clone(),
             guard::check_api,
@@ -313,6 +330,78 @@ async fn health(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
 }
 
 /// The workspace tools, then the tools of the user's MCP servers (`mcp__{server}__{tool}`).
+fn mirror_error(e: MirrorError) -> Response {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_error(status, e.code(), &e.to_string())
+}
+
+/// Runs a mirror operation off the async workers (it does file IO).
+async fn on_mirror<T: Send + 'static>(
+    api: &Arc<Api>,
+    work: impl FnOnce(&ChatFiles) -> Result<T, MirrorError> + Send + 'static,
+) -> Result<T, Response> {
+    let chats = api.chats.clone();
+    match tokio::task::spawn_blocking(move || work(&chats)).await {
+        Ok(result) => result.map_err(mirror_error),
+        Err(e) => Err(mirror_error(MirrorError::Io(e.to_string()))),
+    }
+}
+
+/// `GET /api/chats`: `{enabled, chats: [{id, bytes, modified_ms}], skipped}`.
+async fn list_chats(State(api): State<Arc<Api>>) -> Response {
+    match on_mirror(&api, |chats| chats.list()).await {
+        Ok(listing) => Json(listing).into_response(),
+        Err(response) => response,
+    }
+}
+
+async fn read_chat(State(api): State<Arc<Api>>, Path(id): Path<String>) -> Response {
+    match on_mirror(&api, move |chats| chats.read(&id)).await {
+        Ok((bytes, hash)) => (
+            [
+                (header::CONTENT_TYPE, "application/json".to_string()),
+                (header::HeaderName::from_static("x-palaver-hash"), hash),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(response) => response,
+    }
+}
+
+/// `PUT /api/chats/{id}`: `If-Match: <hash>` (replace the copy last written by this browser),
+/// `If-None-Match: *` (only if there is none), or neither (replace whatever is there). Answers
+/// `{hash}`; 412 `conflict` when the copy is not the one expected.
+async fn write_chat(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().trim_matches('"').to_string())
+    };
+    let expect = match (header(header::IF_MATCH), header(header::IF_NONE_MATCH)) {
+        (Some(hash), _) => chat_files::Precondition::Hash(hash),
+        (None, Some(star)) if star == "*" => chat_files::Precondition::Absent,
+        _ => chat_files::Precondition::Any,
+    };
+    match on_mirror(&api, move |chats| chats.write(&id, &body, &expect)).await {
+        Ok(hash) => Json(serde_json::json!({ "hash": hash })).into_response(),
+        Err(response) => response,
+    }
+}
+
+async fn delete_chat(State(api): State<Arc<Api>>, Path(id): Path<String>) -> Response {
+    match on_mirror(&api, move |chats| chats.remove(&id)).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(response) => response,
+    }
+}
+
 async fn list_tools(State(api): State<Arc<Api>>) -> Json<Vec<serde_json::Value>> {
     let mut specs = tools::specs(&api.tools.policy);
     specs.extend(api.mcp.tool_specs());

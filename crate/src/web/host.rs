@@ -4,6 +4,7 @@
 //! registered from JS, saves to IndexedDB acknowledged back — and hands events to subscribers.
 //! API keys live only in this object's memory: never in IndexedDB, never in an export.
 
+use super::chat_files;
 use super::idb;
 use super::ownership::*;
 use super::shared::*;
@@ -23,6 +24,60 @@ use wasm_bindgen_futures::{future_to_promise, JsFuture};
 #[wasm_bindgen(js_name = Palaver)]
 pub struct Host {
     shared: Handle,
+}
+
+/// Imports a trajectory (Refact JSON, or an OpenAI-style message array) as chat `id`, resolved
+/// once it is stored: closing the page then loses nothing.
+async fn import_as(shared: &Handle, id: &str, text: &str) -> Result<(), JsValue> {
+    let trajectory: Value =
+        serde_json::from_str(text).map_err(|e| error("BadInput", &e.to_string()))?;
+    handle(
+        shared,
+        Input::OpenChat {
+            chat_id: id.to_string(),
+            trajectory: None,
+            stored: None,
+        },
+    );
+    let command = json!({"type": "restore_from_trajectory", "client_request_id": "import", "trajectory": trajectory});
+    let step = handle(
+        shared,
+        Input::Command {
+            chat_id: id.to_string(),
+            command,
+        },
+    );
+    let refused = step.events.iter().find_map(|e| match &e.event {
+        Event::Ack {
+            accepted: false,
+            reason,
+            ..
+        } => Some(format!("{reason:?}")),
+        _ => None,
+    });
+    if let Some(reason) = refused {
+        handle(
+            shared,
+            Input::CloseChat {
+                chat_id: id.to_string(),
+            },
+        );
+        return Err(error("BadTrajectory", &reason));
+    }
+    wait_for_saves(shared, Some(id)).await;
+    if let Some(reason) = current_storage_error(shared, id) {
+        return Err(error("StorageError", &reason));
+    }
+    Ok(())
+}
+
+/// Whether chat `id` has a record in IndexedDB.
+async fn stored_chat_exists(shared: &Handle, id: &str) -> Result<bool, JsValue> {
+    let db = shared.borrow().db.clone();
+    let tx = idb::read_transaction(&db)?;
+    let record =
+        idb::request_done(&idb::store(&tx, idb::CHATS)?.get(&JsValue::from_str(id))?).await?;
+    Ok(!record.is_undefined() && !record.is_null())
 }
 
 #[wasm_bindgen(js_class = Palaver)]
@@ -74,6 +129,9 @@ impl Host {
             fail_saves: None,
             last_requests: HashMap::new(),
             closed: false,
+            chat_files: chat_files::ChatFilesState::new(format!(
+                "palaver.workspace_copy.{name}."
+            )),
             marker_set: local_storage_get(&marker).as_deref() == Some("1") && !data_lost,
             marker,
             data_lost,
@@ -197,6 +255,7 @@ impl Host {
             idb::store(&tx, idb::CHATS)?.delete(&JsValue::from_str(&chat_id))?;
             idb::transaction_done(&tx).await?;
             shared.borrow_mut().chats.remove(&chat_id);
+            chat_files::deleted(&shared, &chat_id);
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -352,43 +411,80 @@ impl Host {
     pub fn import_chat(&self, text: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
-            let trajectory: Value =
-                serde_json::from_str(&text).map_err(|e| error("BadInput", &e.to_string()))?;
             let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
-            handle(
-                &shared,
-                Input::OpenChat {
-                    chat_id: id.clone(),
-                    trajectory: None,
-                    stored: None,
-                },
-            );
-            let command = json!({"type": "restore_from_trajectory", "client_request_id": "import", "trajectory": trajectory});
-            let step = handle(
-                &shared,
-                Input::Command {
-                    chat_id: id.clone(),
-                    command,
-                },
-            );
-            let refused = step.events.iter().find_map(|e| match &e.event {
-                Event::Ack {
-                    accepted: false,
-                    reason,
-                    ..
-                } => Some(format!("{reason:?}")),
-                _ => None,
-            });
-            if let Some(reason) = refused {
-                handle(&shared, Input::CloseChat { chat_id: id });
-                return Err(error("BadTrajectory", &reason));
-            }
-            // Resolved once the imported chat is stored: closing the page then loses nothing.
-            wait_for_saves(&shared, Some(&id)).await;
-            if let Some(reason) = current_storage_error(&shared, &id) {
-                return Err(error("StorageError", &reason));
-            }
+            import_as(&shared, &id, &text).await?;
             Ok(JsValue::from_str(&id))
+        })
+    }
+
+    /// Where a chat's workspace copy (`.palaver/chats/{id}.json`, issue 21) stands:
+    /// `{state: "off" | "pending" | "current" | "failed" | "conflict", error?}`.
+    #[wasm_bindgen(js_name = workspaceCopy, unchecked_return_type = "WorkspaceCopy")]
+    pub fn workspace_copy(&self, chat_id: &str) -> JsValue {
+        to_js(&chat_files::state_of(&self.shared, chat_id))
+    }
+
+    /// `callback(chatId, state)` whenever a chat's workspace copy changes state.
+    #[wasm_bindgen(js_name = onWorkspaceCopy)]
+    pub fn on_workspace_copy(&self, callback: Option<Function>) {
+        chat_files::set_listener(&self.shared, callback);
+    }
+
+    /// Compares the chat's workspace copy with the one this browser wrote last (a copy changed
+    /// elsewhere is a `conflict` at once).
+    #[wasm_bindgen(js_name = checkWorkspaceCopy, unchecked_return_type = "Promise<WorkspaceCopy>")]
+    pub fn check_workspace_copy(&self, chat_id: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move { Ok(to_js(&chat_files::check(&shared, &chat_id).await)) })
+    }
+
+    /// Writes this browser's copy over a workspace copy changed elsewhere (the user chose it).
+    #[wasm_bindgen(js_name = keepBrowserCopy, unchecked_return_type = "Promise<WorkspaceCopy>")]
+    pub fn keep_browser_copy(&self, chat_id: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            Ok(to_js(
+                &chat_files::keep_browser_copy(&shared, &chat_id).await,
+            ))
+        })
+    }
+
+    /// The chats kept in the workspace: `{enabled, chats: [{id, bytes, modified_ms}], skipped}`.
+    #[wasm_bindgen(js_name = workspaceChats, unchecked_return_type = "Promise<WorkspaceChats>")]
+    pub fn workspace_chats(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let listing = chat_files::list(&shared)
+                .await
+                .map_err(|e| error("WorkspaceError", &e))?;
+            Ok(to_js(&listing))
+        })
+    }
+
+    /// Takes a chat from the workspace into this browser: under its own id (refused when a chat
+    /// with that id is here: never a duplicate, never a replacement), or as a new chat (`asNew`,
+    /// for a copy changed elsewhere). Resolves to the chat's id here.
+    #[wasm_bindgen(js_name = restoreFromWorkspace)]
+    pub fn restore_from_workspace(&self, chat_id: String, as_new: bool) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let (text, hash) = chat_files::read(&shared, &chat_id)
+                .await
+                .map_err(|e| error("WorkspaceError", &e))?;
+            if as_new {
+                let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
+                import_as(&shared, &id, &text).await?;
+                return Ok(JsValue::from_str(&id));
+            }
+            if stored_chat_exists(&shared, &chat_id).await? {
+                return Err(error(
+                    "AlreadyHere",
+                    &format!("chat {chat_id} is already in this browser"),
+                ));
+            }
+            import_as(&shared, &chat_id, &text).await?;
+            chat_files::adopt(&shared, &chat_id, &hash);
+            Ok(JsValue::from_str(&chat_id))
         })
     }
 

@@ -5,6 +5,7 @@
 //! whose `name` says the kind (`BadConfig`, `BadInput`).
 
 mod bench;
+mod chat_files;
 mod decoder;
 pub mod host;
 pub mod idb;
@@ -84,6 +85,10 @@ export interface TabRole { role: "owner" | "follower" | "closed"; note: string |
 export interface StorageStatus { persisted: boolean | null; usage: number | null; quota: number | null; near_quota: boolean; data_lost: boolean; tabs_note: string | null; }
 /** The last screen of a stored chat (`peekChat`): its newest messages as stored, in order. */
 export interface ChatPeek { chat_id: string; title: string; message_count: number; messages: { message_id?: string; role?: string; [key: string]: unknown }[]; }
+/** Where a chat's workspace copy stands (`workspaceCopy`, issue 21). */
+export type WorkspaceCopy = { state: "off" | "pending" | "current" | "conflict" } | { state: "failed"; error: string };
+/** `workspaceChats()`: the chats kept in `.palaver/chats/`. */
+export interface WorkspaceChats { enabled: boolean; chats: { id: string; bytes: number; modified_ms: number }[]; skipped: string[]; }
 /** `Palaver.lastRequest(chatId)`: the request as sent, the auth header's value `[redacted]`. */
 export interface LastRequest { provider: string; url: string; headers: Record<string, string>; body: unknown; }
 "#;

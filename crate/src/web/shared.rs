@@ -58,6 +58,8 @@ pub(super) struct Shared {
     pub(super) fail_saves: Option<String>,
     /// The last provider request of each chat as sent, the key redacted ("what the model sees").
     pub(super) last_requests: HashMap<String, Value>,
+    /// The chats' workspace copies (issue 21).
+    pub(super) chat_files: super::chat_files::ChatFilesState,
     /// Set by `close`: late inputs (a tool's answer, a timer) are dropped instead of reaching an
     /// engine whose database is closed.
     pub(super) closed: bool,

@@ -167,6 +167,7 @@ pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
                     s.marker_set = local_storage_set(&s.marker, "1");
                 }
                 drop(s);
+                super::chat_files::saved(&shared, &save.chat_id);
                 Input::SaveAcked {
                     chat_id: save.chat_id.clone(),
                     version: save.version,

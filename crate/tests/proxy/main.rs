@@ -9,6 +9,7 @@
 //! address policy, and static MIME types. Native only.
 #![cfg(not(target_arch = "wasm32"))]
 
+mod chat_files;
 mod mcp;
 mod models;
 mod proxy;

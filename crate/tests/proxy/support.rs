@@ -87,6 +87,7 @@ pub fn config_for(dir: &TempDir, allow_shell: bool) -> ServeConfig {
         allowed_origins: Vec::new(),
         allow_shell,
         allow_hard_links: false,
+        mirror: true,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
     }
@@ -441,6 +442,7 @@ pub fn symlink_fixture(name: &str, allow_shell: bool, origins: &[&str]) -> (Serv
         allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
         allow_shell,
         allow_hard_links: false,
+        mirror: true,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
     };

@@ -3,7 +3,7 @@
 //! kind and an HTTP status (400/403/404), a failed tool a clear message.
 
 mod fetch;
-mod fs;
+pub(crate) mod fs;
 mod search;
 mod shell;
 

@@ -1,0 +1,376 @@
+//! The workspace mirror of chats (issue 21, seed 000's trajectories as files in the project):
+//! `.palaver/chats/{chat_id}.json`, each the Refact-style trajectory the export writes, so chats
+//! outlive the browser's storage. Files are written whole, through a temporary file and a rename
+//! in the opened `chats` directory (a crash leaves the old file or the new one, never half of
+//! either). Every step opens directories without following symlinks: a symlinked `.palaver` or
+//! `chats`, or a mirror file replaced by a symlink, a FIFO or a directory, is refused, and nothing
+//! outside the workspace is touched. Reads take regular files only, opened non-blocking, up to
+//! `MAX_FILE`. `.palaver/` gets a `.gitignore` ignoring everything, which the user may delete to
+//! commit chats with the code. `palaver serve --no-mirror` turns all of it off.
+//! The model's file tools cannot write here: `.palaver` is a protected name (`tools::fs`).
+
+use super::workspace::Workspace;
+use cap_fs_ext::DirExt;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use serde::Serialize;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use thiserror::Error;
+
+pub const DIR: &str = ".palaver";
+pub const CHATS: &str = "chats";
+/// The largest mirror file read or written (a 5 000-message chat is about 5 MB).
+pub const MAX_FILE: u64 = 64 * 1024 * 1024;
+const GITIGNORE: &str =
+    "# Palaver's chats (issue 21). Delete this file to commit them with the code.\n*\n";
+
+#[derive(Error, Debug, Clone, PartialEq, Eq)]
+pub enum MirrorError {
+    #[error("the workspace mirror is off (palaver serve --no-mirror)")]
+    Off,
+    #[error("`{0}` is not a chat id (letters, digits, `-`, `_`, `.`; 1 to 200 characters)")]
+    BadId(String),
+    #[error("`{0}` is a symlink; the mirror does not follow symlinks")]
+    Symlink(String),
+    #[error("`{0}` is not a regular file")]
+    NotAFile(String),
+    #[error("`{path}` is {bytes} bytes, over the mirror's limit of {limit}")]
+    TooLarge {
+        path: String,
+        bytes: u64,
+        limit: u64,
+    },
+    #[error("not a trajectory: {0}")]
+    BadTrajectory(String),
+    #[error("no mirror file for chat `{0}`")]
+    NotFound(String),
+    #[error("the workspace copy of chat `{0}` changed since this browser wrote it (another browser or a person); it is not overwritten")]
+    Conflict(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+impl MirrorError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            MirrorError::Off => "mirror_off",
+            MirrorError::BadId(_) => "bad_chat_id",
+            MirrorError::Symlink(_) => "symlink_escape",
+            MirrorError::NotAFile(_) => "not_a_regular_file",
+            MirrorError::TooLarge { .. } => "too_large",
+            MirrorError::BadTrajectory(_) => "bad_trajectory",
+            MirrorError::NotFound(_) => "not_found",
+            MirrorError::Conflict(_) => "conflict",
+            MirrorError::Io(_) => "io_error",
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            MirrorError::Off => 404,
+            MirrorError::BadId(_) | MirrorError::BadTrajectory(_) => 400,
+            MirrorError::Symlink(_) => 403,
+            MirrorError::NotAFile(_) => 409,
+            MirrorError::TooLarge { .. } => 413,
+            MirrorError::NotFound(_) => 404,
+            MirrorError::Conflict(_) => 412,
+            MirrorError::Io(_) => 500,
+        }
+    }
+}
+
+fn io(e: std::io::Error) -> MirrorError {
+    MirrorError::Io(e.to_string())
+}
+
+/// One mirror file as listed.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct MirrorEntry {
+    pub id: String,
+    pub bytes: u64,
+    pub modified_ms: u64,
+}
+
+/// What the listing holds: the chats, and entries that were skipped and why.
+#[derive(Serialize, Debug, Clone, PartialEq, Default)]
+pub struct MirrorListing {
+    pub enabled: bool,
+    pub chats: Vec<MirrorEntry>,
+    pub skipped: Vec<String>,
+}
+
+/// What a write expects to replace, so a browser never overwrites a copy it has not seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// Whatever is there (the user chose this browser's copy).
+    Any,
+    /// No file yet (`If-None-Match: *`).
+    Absent,
+    /// The file this browser wrote last, by its hash (`If-Match`).
+    Hash(String),
+}
+
+/// A mirror file's content hash, as `PUT` returns it and `GET` sends it (`x-palaver-hash`).
+pub fn hash(bytes: &[u8]) -> String {
+    super::tools::fs::content_hash(bytes)
+}
+
+pub struct ChatFiles {
+    ws: Arc<Workspace>,
+    enabled: bool,
+}
+
+impl ChatFiles {
+    pub fn new(ws: Arc<Workspace>, enabled: bool) -> Self {
+        ChatFiles { ws, enabled }
+    }
+
+    /// Writes chat `id`'s trajectory (JSON text: an object with a `messages` array whose `id`,
+    /// when present, is `id`), whole and atomically, if what is there meets `expect`; returns
+    /// the new file's hash.
+    pub fn write(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        expect: &Precondition,
+    ) -> Result<String, MirrorError> {
+        self.check(id)?;
+        check_trajectory(id, bytes)?;
+        let name = file_name(id);
+        let path = format!("{DIR}/{CHATS}/{name}");
+        let lock = self.ws.lock_for(&relpath(&path)?);
+        let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = self.chats_dir(true)?;
+        let exists = match dir.symlink_metadata(&name) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(MirrorError::Symlink(path)),
+            Ok(meta) if !meta.is_file() => return Err(MirrorError::NotAFile(path)),
+            Ok(_) => true,
+            Err(_) => false,
+        };
+        let met = match expect {
+            Precondition::Any => true,
+            Precondition::Absent => !exists,
+            Precondition::Hash(expected) => {
+                exists && self.read_in(&dir, id).is_ok_and(|(_, h)| &h == expected)
+            }
+        };
+        if !met {
+            return Err(MirrorError::Conflict(id.into()));
+        }
+        let temp = format!(".tmp-{name}-{}", nonce());
+        let written = write_new(&dir, &temp, bytes).and_then(|()| dir.rename(&temp, &dir, &name));
+        if written.is_err() {
+            let _ = dir.remove_file(&temp);
+        }
+        written.map_err(io)?;
+        let _ = dir.open(".").and_then(|d| d.sync_all());
+        Ok(hash(bytes))
+    }
+
+    /// Chat `id`'s mirror file as written, and its hash.
+    pub fn read(&self, id: &str) -> Result<(Vec<u8>, String), MirrorError> {
+        self.check(id)?;
+        let dir = match self.chats_dir(false) {
+            Err(MirrorError::NotFound(_)) => return Err(MirrorError::NotFound(id.into())),
+            other => other?,
+        };
+        self.read_in(&dir, id)
+    }
+
+    fn read_in(&self, dir: &Dir, id: &str) -> Result<(Vec<u8>, String), MirrorError> {
+        let name = file_name(id);
+        let path = format!("{DIR}/{CHATS}/{name}");
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        let file = match dir.open_with(&name, &options) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(MirrorError::NotFound(id.into()))
+            }
+            Err(_) if is_symlink(dir, &name) => return Err(MirrorError::Symlink(path)),
+            Err(e) => return Err(io(e)),
+        };
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(MirrorError::NotAFile(path));
+        }
+        if meta.len() > MAX_FILE {
+            return Err(MirrorError::TooLarge {
+                path,
+                bytes: meta.len(),
+                limit: MAX_FILE,
+            });
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.into_std()
+            .take(MAX_FILE + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        let hash = hash(&bytes);
+        Ok((bytes, hash))
+    }
+
+    /// Removes chat `id`'s mirror file (the chat was deleted in the page); absent is fine.
+    pub fn remove(&self, id: &str) -> Result<(), MirrorError> {
+        self.check(id)?;
+        let dir = match self.chats_dir(false) {
+            Err(MirrorError::NotFound(_)) => return Ok(()),
+            other => other?,
+        };
+        match dir.remove_file(file_name(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The mirror's chats; what is not a regular `{id}.json` file is skipped and named.
+    pub fn list(&self) -> Result<MirrorListing, MirrorError> {
+        let mut listing = MirrorListing {
+            enabled: self.enabled,
+            ..MirrorListing::default()
+        };
+        if !self.enabled {
+            return Ok(listing);
+        }
+        let dir = match self.chats_dir(false) {
+            Err(MirrorError::NotFound(_)) => return Ok(listing),
+            other => other?,
+        };
+        for entry in dir.entries().map_err(io)? {
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".tmp-") {
+                continue;
+            }
+            let Some(id) = name.strip_suffix(".json").filter(|id| valid_id(id)) else {
+                listing
+                    .skipped
+                    .push(format!("{name}: not a chat file name"));
+                continue;
+            };
+            let meta = match dir.symlink_metadata(&name) {
+                Ok(meta) if meta.is_file() => meta,
+                _ => {
+                    listing.skipped.push(format!("{name}: not a regular file"));
+                    continue;
+                }
+            };
+            let modified_ms = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.into_std().duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as u64);
+            listing.chats.push(MirrorEntry {
+                id: id.to_string(),
+                bytes: meta.len(),
+                modified_ms,
+            });
+        }
+        listing.chats.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(listing)
+    }
+
+    fn check(&self, id: &str) -> Result<(), MirrorError> {
+        if !self.enabled {
+            return Err(MirrorError::Off);
+        }
+        if !valid_id(id) {
+            return Err(MirrorError::BadId(id.chars().take(80).collect()));
+        }
+        Ok(())
+    }
+
+    /// `.palaver/chats`, opened without following symlinks; created (with the `.gitignore`)
+    /// when `create`.
+    fn chats_dir(&self, create: bool) -> Result<Dir, MirrorError> {
+        let palaver = open_dir(self.ws.dir(), DIR, DIR, create)?;
+        if create && palaver.symlink_metadata(".gitignore").is_err() {
+            let _ = write_new(&palaver, ".gitignore", GITIGNORE.as_bytes());
+        }
+        open_dir(&palaver, CHATS, &format!("{DIR}/{CHATS}"), create)
+    }
+}
+
+fn open_dir(parent: &Dir, name: &str, shown: &str, create: bool) -> Result<Dir, MirrorError> {
+    match parent.open_dir_nofollow(name) {
+        Ok(dir) => Ok(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+            match parent.create_dir(name) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io(e)),
+                _ => {}
+            }
+            parent.open_dir_nofollow(name).map_err(io)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(MirrorError::NotFound(shown.into()))
+        }
+        Err(_) if is_symlink(parent, name) => Err(MirrorError::Symlink(shown.into())),
+        Err(_) => Err(MirrorError::NotAFile(shown.into())),
+    }
+}
+
+fn is_symlink(dir: &Dir, name: &str) -> bool {
+    dir.symlink_metadata(name)
+        .is_ok_and(|m| m.file_type().is_symlink())
+}
+
+fn write_new(dir: &Dir, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    let mut file = dir.open_with(name, &options)?.into_std();
+    file.write_all(bytes).and_then(|()| file.sync_all())
+}
+
+fn nonce() -> String {
+    let mut bytes = [0u8; 6];
+    let _ = getrandom::fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn relpath(path: &str) -> Result<super::confine::RelPath, MirrorError> {
+    super::confine::check(path, super::confine::Target::File)
+        .map_err(|e| MirrorError::Io(e.to_string()))
+}
+
+pub fn valid_id(id: &str) -> bool {
+    (1..=200).contains(&id.len())
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn file_name(id: &str) -> String {
+    format!("{id}.json")
+}
+
+/// A trajectory as the export writes it: a JSON object with a `messages` array, its `id` (if
+/// any) the chat's.
+fn check_trajectory(id: &str, bytes: &[u8]) -> Result<(), MirrorError> {
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(MirrorError::TooLarge {
+            path: file_name(id),
+            bytes: bytes.len() as u64,
+            limit: MAX_FILE,
+        });
+    }
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| MirrorError::BadTrajectory(e.to_string()))?;
+    let Value::Object(map) = &value else {
+        return Err(MirrorError::BadTrajectory("not a JSON object".into()));
+    };
+    if !map.get("messages").is_some_and(Value::is_array) {
+        return Err(MirrorError::BadTrajectory(
+            "a trajectory needs a `messages` array".into(),
+        ));
+    }
+    match map.get("id") {
+        Some(Value::String(inner)) if inner != id => Err(MirrorError::BadTrajectory(format!(
+            "its id `{inner}` is not the chat's `{id}`"
+        ))),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,372 @@
+//! The page's side of the workspace mirror (issue 21; the server's side is `proxy::chat_files`).
+//! When paired with `palaver serve`, each chat whose save IndexedDB acknowledged is written to
+//! `.palaver/chats/{id}.json` a moment later (saves coalesce: one write per chat at a time, the
+//! newest state). Each write says which copy it replaces: `If-Match` with the hash of the copy
+//! this browser wrote last (kept in `localStorage`), or `If-None-Match: *` for a first copy. A
+//! copy changed elsewhere (another browser, a person) is therefore never overwritten: the chat's
+//! copy becomes `conflict` and the page offers the choice (`keepBrowserCopy`, or opening the
+//! workspace's copy as a new chat). Restoring takes a workspace copy into this browser under its
+//! own id, once: a chat already here is never duplicated or replaced.
+
+use super::shared::*;
+use super::storage::trajectory_of;
+use js_sys::Function;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{spawn_local, JsFuture};
+
+/// How long after an acknowledged save the copy is written (later saves join the same write).
+const SETTLE_MS: u32 = 700;
+
+/// Where a chat's workspace copy stands.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CopyState {
+    /// Not paired with `palaver serve`, or the mirror is off there (`--no-mirror`).
+    Off,
+    /// A save is not in the workspace yet.
+    Pending,
+    /// The workspace holds this browser's latest save.
+    Current,
+    /// The last write failed; the next save tries again.
+    Failed { error: String },
+    /// The workspace copy changed elsewhere; nothing is written until the user chooses.
+    Conflict,
+}
+
+#[derive(Default)]
+pub(super) struct ChatFilesState {
+    states: HashMap<String, CopyState>,
+    /// Chats with a write waiting for the saves to settle, or under way.
+    busy: HashSet<String>,
+    /// Chats saved again while their write was under way: written once more after it.
+    again: HashSet<String>,
+    listener: Option<Function>,
+    /// `localStorage` keys of the hashes are `{prefix}{chat_id}`.
+    prefix: String,
+}
+
+impl ChatFilesState {
+    /// `prefix`: where the hashes of the copies written are kept in `localStorage`.
+    pub(super) fn new(prefix: String) -> Self {
+        ChatFilesState {
+            prefix,
+            ..Default::default()
+        }
+    }
+}
+
+pub(super) fn state_of(shared: &Handle, chat_id: &str) -> CopyState {
+    let s = shared.borrow();
+    if s.proxy.is_none() {
+        return CopyState::Off;
+    }
+    s.chat_files
+        .states
+        .get(chat_id)
+        .cloned()
+        .unwrap_or(CopyState::Pending)
+}
+
+pub(super) fn set_listener(shared: &Handle, listener: Option<Function>) {
+    shared.borrow_mut().chat_files.listener = listener;
+}
+
+fn set_state(shared: &Handle, chat_id: &str, state: CopyState) {
+    let listener = {
+        let mut s = shared.borrow_mut();
+        if s.chat_files.states.get(chat_id) == Some(&state) {
+            return;
+        }
+        s.chat_files
+            .states
+            .insert(chat_id.to_string(), state.clone());
+        s.chat_files.listener.clone()
+    };
+    if let Some(listener) = listener {
+        let _ = listener.call2(&JsValue::NULL, &JsValue::from_str(chat_id), &to_js(&state));
+    }
+}
+
+/// A save of `chat_id` was acknowledged: its copy is written once the saves settle.
+pub(super) fn saved(shared: &Handle, chat_id: &str) {
+    let skip = {
+        let s = shared.borrow();
+        s.proxy.is_none()
+            || matches!(
+                s.chat_files.states.get(chat_id),
+                Some(CopyState::Conflict | CopyState::Off)
+            )
+    };
+    if skip {
+        return;
+    }
+    if !shared
+        .borrow_mut()
+        .chat_files
+        .busy
+        .insert(chat_id.to_string())
+    {
+        shared
+            .borrow_mut()
+            .chat_files
+            .again
+            .insert(chat_id.to_string());
+        return;
+    }
+    set_state(shared, chat_id, CopyState::Pending);
+    let shared = shared.clone();
+    let chat_id = chat_id.to_string();
+    spawn_local(async move {
+        loop {
+            sleep_ms(SETTLE_MS).await;
+            shared.borrow_mut().chat_files.again.remove(&chat_id);
+            let state = write(&shared, &chat_id, false).await;
+            set_state(&shared, &chat_id, state);
+            if !shared.borrow_mut().chat_files.again.remove(&chat_id) {
+                break;
+            }
+        }
+        shared.borrow_mut().chat_files.busy.remove(&chat_id);
+    });
+}
+
+/// The user keeps this browser's copy over a workspace copy changed elsewhere.
+pub(super) async fn keep_browser_copy(shared: &Handle, chat_id: &str) -> CopyState {
+    let state = write(shared, chat_id, true).await;
+    set_state(shared, chat_id, state.clone());
+    state
+}
+
+fn hash_key(shared: &Handle, chat_id: &str) -> String {
+    format!("{}{chat_id}", shared.borrow().chat_files.prefix)
+}
+
+/// Writes the chat's trajectory as the Refact export has it; says where the copy stands after.
+async fn write(shared: &Handle, chat_id: &str, force: bool) -> CopyState {
+    let Some((url, token)) = shared.borrow().proxy.clone() else {
+        return CopyState::Off;
+    };
+    let Some(snapshot) = shared.borrow().engine.snapshot(chat_id) else {
+        return CopyState::Pending;
+    };
+    let text = match trajectory_of(chat_id, &snapshot)
+        .ok_or_else(|| "no trajectory".to_string())
+        .and_then(|t| crate::export::export_chat(&t, "refact"))
+    {
+        Ok(text) => text,
+        Err(e) => return CopyState::Failed { error: e },
+    };
+    let key = hash_key(shared, chat_id);
+    let mut headers = vec![("content-type", "application/json".to_string())];
+    if !force {
+        match local_storage_get(&key) {
+            Some(hash) => headers.push(("if-match", hash)),
+            None => headers.push(("if-none-match", "*".to_string())),
+        }
+    }
+    let reply = request(&url, &token, "PUT", chat_id, &headers, Some(&text)).await;
+    match reply {
+        Ok((200, body)) => {
+            let hash = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v["hash"].as_str().map(String::from))
+                .unwrap_or_default();
+            local_storage_set(&key, &hash);
+            CopyState::Current
+        }
+        Ok((412, _)) => CopyState::Conflict,
+        Ok((404, body)) if body.contains("mirror_off") => CopyState::Off,
+        Ok((status, body)) => CopyState::Failed {
+            error: error_message(status, &body),
+        },
+        Err(e) => CopyState::Failed { error: e },
+    }
+}
+
+/// Checks the chat's copy against the one this browser wrote last: a copy changed elsewhere is
+/// a conflict at once (offered when the chat opens, not only at its next save).
+pub(super) async fn check(shared: &Handle, chat_id: &str) -> CopyState {
+    let Some((url, token)) = shared.borrow().proxy.clone() else {
+        return CopyState::Off;
+    };
+    let Some(mine) = local_storage_get(&hash_key(shared, chat_id)) else {
+        // Never written from here (saved before the pairing): its first copy now.
+        saved(shared, chat_id);
+        return state_of(shared, chat_id);
+    };
+    let state = match head_hash(&url, &token, chat_id).await {
+        Ok(Some(hash)) if hash == mine => CopyState::Current,
+        Ok(Some(_)) => CopyState::Conflict,
+        // Gone from the workspace (deleted there, or .palaver removed): written again at the
+        // next save, as a first copy.
+        Ok(None) => {
+            remove_hash(shared, chat_id);
+            CopyState::Pending
+        }
+        Err(e) => CopyState::Failed { error: e },
+    };
+    set_state(shared, chat_id, state.clone());
+    state
+}
+
+async fn head_hash(url: &str, token: &str, chat_id: &str) -> Result<Option<String>, String> {
+    let response = fetch(
+        url,
+        token,
+        "GET",
+        &format!("/api/chats/{chat_id}"),
+        &[],
+        None,
+    )
+    .await?;
+    match response.status() {
+        200 => Ok(response.headers().get("x-palaver-hash").ok().flatten()),
+        404 => Ok(None),
+        status => Err(error_message(status, &body_text(&response).await)),
+    }
+}
+
+fn remove_hash(shared: &Handle, chat_id: &str) {
+    let key = hash_key(shared, chat_id);
+    if let Some(storage) = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .ok()
+        .and_then(|w| w.local_storage().ok().flatten())
+    {
+        let _ = storage.remove_item(&key);
+    }
+}
+
+/// The chat was deleted here: its workspace copy goes too (an undo saves it again).
+pub(super) fn deleted(shared: &Handle, chat_id: &str) {
+    let Some((url, token)) = shared.borrow().proxy.clone() else {
+        return;
+    };
+    remove_hash(shared, chat_id);
+    shared.borrow_mut().chat_files.states.remove(chat_id);
+    let chat_id = chat_id.to_string();
+    spawn_local(async move {
+        let _ = fetch(
+            &url,
+            &token,
+            "DELETE",
+            &format!("/api/chats/{chat_id}"),
+            &[],
+            None,
+        )
+        .await;
+    });
+}
+
+/// `GET /api/chats` as the server answers it (`{enabled, chats, skipped}`).
+pub(super) async fn list(shared: &Handle) -> Result<Value, String> {
+    let Some((url, token)) = shared.borrow().proxy.clone() else {
+        return Err("not paired with palaver serve".into());
+    };
+    let response = fetch(&url, &token, "GET", "/api/chats", &[], None).await?;
+    let status = response.status();
+    let body = body_text(&response).await;
+    if status != 200 {
+        return Err(error_message(status, &body));
+    }
+    serde_json::from_str(&body).map_err(|e| e.to_string())
+}
+
+/// A workspace copy's text and hash.
+pub(super) async fn read(shared: &Handle, chat_id: &str) -> Result<(String, String), String> {
+    let Some((url, token)) = shared.borrow().proxy.clone() else {
+        return Err("not paired with palaver serve".into());
+    };
+    let response = fetch(
+        &url,
+        &token,
+        "GET",
+        &format!("/api/chats/{chat_id}"),
+        &[],
+        None,
+    )
+    .await?;
+    let status = response.status();
+    let hash = response
+        .headers()
+        .get("x-palaver-hash")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let body = body_text(&response).await;
+    if status != 200 {
+        return Err(error_message(status, &body));
+    }
+    Ok((body, hash))
+}
+
+/// After a restore, the copy read is the one this browser holds: later saves replace it.
+pub(super) fn adopt(shared: &Handle, chat_id: &str, hash: &str) {
+    local_storage_set(&hash_key(shared, chat_id), hash);
+    set_state(shared, chat_id, CopyState::Current);
+}
+
+async fn request(
+    url: &str,
+    token: &str,
+    method: &str,
+    chat_id: &str,
+    headers: &[(&str, String)],
+    body: Option<&str>,
+) -> Result<(u16, String), String> {
+    let path = format!("/api/chats/{chat_id}");
+    let response = fetch(url, token, method, &path, headers, body).await?;
+    let status = response.status();
+    Ok((status, body_text(&response).await))
+}
+
+async fn fetch(
+    url: &str,
+    token: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Option<&str>,
+) -> Result<web_sys::Response, String> {
+    let all = web_sys::Headers::new().map_err(describe)?;
+    let _ = all.set("authorization", &format!("Bearer {token}"));
+    for (name, value) in headers {
+        let _ = all.set(name, value);
+    }
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    init.set_headers(&all);
+    if let Some(body) = body {
+        init.set_body(&JsValue::from_str(body));
+    }
+    let window = js_sys::global()
+        .dyn_into::<web_sys::Window>()
+        .map_err(|_| "no window".to_string())?;
+    JsFuture::from(window.fetch_with_str_and_init(&format!("{url}{path}"), &init))
+        .await
+        .map_err(|e| format!("palaver serve cannot be reached: {}", describe(e)))?
+        .dyn_into()
+        .map_err(describe)
+}
+
+async fn body_text(response: &web_sys::Response) -> String {
+    match response.text() {
+        Ok(promise) => JsFuture::from(promise)
+            .await
+            .ok()
+            .and_then(|v| v.as_string())
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+fn error_message(status: u16, body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(String::from))
+        .unwrap_or_else(|| format!("palaver serve answered {status}"))
+}
