@@ -71,6 +71,55 @@ mod native {
         rx.recv_timeout(Duration::from_secs(10)).unwrap_or(0)
     }
 
+    /// The `(path, line)` of every match `search` answers.
+    fn search_matches(port: u16, pattern: &str) -> std::collections::BTreeSet<(String, u64)> {
+        let body = format!(r#"{{"pattern":"{pattern}","max_results":100000}}"#);
+        let reply = call_body(port, "search", &body);
+        let json_start = reply.find("\r\n\r\n").map_or(0, |i| i + 4);
+        let value: serde_json::Value =
+            serde_json::from_str(&reply[json_start..]).unwrap_or_default();
+        value["data"]["matches"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .map(|m| {
+                        (
+                            m["path"].as_str().unwrap_or("").to_string(),
+                            m["line"].as_u64().unwrap_or(0),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The same from `rg --hidden --glob '!.git'`.
+    fn rg_matches(dir: &Path, pattern: &str) -> std::collections::BTreeSet<(String, u64)> {
+        let out = std::process::Command::new("rg")
+            .args(["--hidden", "--glob", "!.git", "-n", "--no-heading", pattern])
+            .current_dir(dir)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        out.lines()
+            .filter_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let path = parts.next()?.trim_start_matches("./").to_string();
+                let line = parts.next()?.parse().ok()?;
+                Some((path, line))
+            })
+            .collect()
+    }
+
+    fn call_body(port: u16, tool: &str, body: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+        let request = format!("POST /api/tools/{tool} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        let _ = stream.write_all(request.as_bytes());
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response);
+        String::from_utf8_lossy(&response).into_owned()
+    }
+
     fn call(port: u16, tool: &str, body: &str) -> usize {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
         let request = format!("POST /api/tools/{tool} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
@@ -133,11 +182,19 @@ mod native {
         if rg_ok {
             let (r50, r99) = measure(30, || {
                 let _ = std::process::Command::new("rg")
-                    .args(["-n", "needle_marker"])
+                    .args(["--hidden", "--glob", "!.git", "-n", "needle_marker"])
                     .current_dir(root.join("ws"))
                     .output();
             });
             println!("rg on the same tree (process spawn included): p50 {:.2} ms, p99 {:.2} ms; palaver/rg p50 ratio {:.2}", ms(r50), ms(r99), ms(s50) / ms(r50));
+            let ours = search_matches(port, "needle_marker");
+            let theirs = rg_matches(&root.join("ws"), "needle_marker");
+            println!(
+                "same matches as rg --hidden --glob '!.git': {} (palaver {}, rg {})",
+                if ours == theirs { "yes" } else { "NO" },
+                ours.len(),
+                theirs.len()
+            );
         } else {
             println!("rg not installed (apt-get install ripgrep) — no side-by-side number");
         }

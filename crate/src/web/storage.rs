@@ -167,7 +167,11 @@ pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
                     s.marker_set = local_storage_set(&s.marker, "1");
                 }
                 drop(s);
-                super::chat_files::saved(&shared, &save.chat_id);
+                // The workspace copy follows the messages and the thread; a save that only
+                // checkpointed a streaming reply does not rewrite it.
+                if !save.upserts.is_empty() || !save.removed.is_empty() || save.thread.is_some() {
+                    super::chat_files::saved(&shared, &save.chat_id);
+                }
                 Input::SaveAcked {
                     chat_id: save.chat_id.clone(),
                     version: save.version,
