@@ -71,12 +71,13 @@ build_vendor() {
 }
 
 # npm packages a test needs, installed from its lock (npm ci checks every file's hash), again only
-# when the lock changed: `ensure_npm_packages tests/mcp`.
+# when the lock changed: `ensure_npm_packages tests/mcp` (more arguments go to npm ci).
 ensure_npm_packages() {
   local dir="$ROOT/$1"
+  shift
   if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.palaver-lock" 2>/dev/null; then
-    say "installing the npm packages of $1 (npm ci)"
-    (cd "$dir" && npm ci --no-audit --no-fund --silent)
+    say "installing the npm packages of ${dir#"$ROOT/"} (npm ci $*)"
+    (cd "$dir" && npm ci --no-audit --no-fund --silent "$@")
     cp "$dir/package-lock.json" "$dir/node_modules/.palaver-lock"
   fi
 }

@@ -25,6 +25,9 @@ PALAVER_DOUBLE_URL="$DOUBLE_URL" CHROMEDRIVER=/usr/bin/chromedriver WASM_BINDGEN
 say "page-level tests in Chromium (playwright-core): the browser killed mid-save"
 ensure_npm_packages tests/browser
 node "$ROOT/tests/browser/crash.mjs"
+say "sync between two browsers through a real CouchDB-protocol server (pouchdb-server from npm)"
+ensure_npm_packages tests/couch --ignore-scripts
+node "$ROOT/tests/browser/sync.mjs"
 say "the web app through the real palaver serve (playwright-core)"
 export PALAVER_BIN="$ROOT/target/debug/palaver"
 node "$ROOT/tests/browser/app.mjs"

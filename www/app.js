@@ -19,6 +19,7 @@ import { DEFAULT_MODEL, SMALL_MODEL_NOTE, DEFAULT_LOCAL_N_CTX } from './local/ca
 import * as localView from './views/local-model.js';
 import * as mcp from './mcp.js';
 import * as workspaceChats from './views/workspace-chats.js';
+import * as syncView from './views/sync.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -107,6 +108,7 @@ async function openEngine() {
   const proxy = agent.proxyOf(settings);
   if (proxy) app.palaver.setProxy(proxy.url, proxy.token);
   watchMcp(proxy);
+  await startSync(settings);
   app.palaver.onWorkspaceCopy((chatId, state) => {
     if (chatId === app.chat?.id) showWorkspaceCopy(state);
   });
@@ -117,6 +119,51 @@ async function openEngine() {
   await showChats();
   if (open && app.chats.some((c) => c.id === open)) await selectChat(open);
   if (proxy) offerWorkspaceChats().catch(() => {});
+}
+
+/**
+ * Sync through CouchDB (issue 21) when Settings → Sync names a server and a database. The
+ * password is sent only to the origin it was given for, like an API key.
+ */
+async function startSync(settings) {
+  const sync = settings.sync ?? {};
+  app.palaver.onSync((event) => {
+    if (event.type === 'status') showSyncStatus(event.status);
+    if (event.type === 'changed') syncedChats(event);
+  });
+  if (!sync.url || !sync.database) return showSyncStatus(null);
+  if (!app.keys.sync && sync.remember) {
+    const remembered = await settingsStore.recallKey('sync', settingsStore.originOf(sync.url));
+    app.keys.sync = remembered.key;
+    app.keyOrigins.sync = remembered.origin;
+  }
+  try {
+    await app.palaver.setSync({ url: sync.url, database: sync.database, username: sync.username ?? '', password: keyFor('sync', sync.url) });
+  } catch (error) {
+    showSyncStatus({ state: 'stopped', error: { code: 'config', message: String(error?.message ?? error) }, pushed: 0, pulled: 0 });
+  }
+}
+
+function showSyncStatus(status) {
+  syncView.render($('sync-settings-status'), status);
+  syncView.render($('sync-status'), status);
+  $('sync-status').hidden = !status || status.state === 'off';
+}
+
+/** Pulled changes arrived: the list shows them; a chat removed elsewhere closes here. */
+let syncRefresh = null;
+function syncedChats(event) {
+  if (app.chat && event.deleted?.includes(app.chat.id)) {
+    status('This chat was deleted on another device.');
+    if (app.subscription !== null) app.palaver.unsubscribe(app.subscription);
+    app.subscription = null;
+    app.chat = null;
+    app.view.reset();
+    $('chat-title').textContent = '';
+    $('chat-actions').hidden = true;
+  }
+  clearTimeout(syncRefresh);
+  syncRefresh = setTimeout(() => showChats().catch(() => {}), 100);
 }
 
 /** The open chat's workspace copy, and the choice when it changed elsewhere. */
@@ -946,6 +993,13 @@ function openSettings() {
   $('system-prompt').placeholder = Engine.defaultAgentPrompt();
   $('model-status').textContent = '';
   $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
+  $('sync-url').value = settings.sync?.url ?? '';
+  $('sync-database').value = settings.sync?.database ?? '';
+  $('sync-username').value = settings.sync?.username ?? '';
+  $('sync-password').value = '';
+  $('sync-password').placeholder = keyFor('sync', settings.sync?.url ?? '') ? 'kept (type to change)' : '';
+  $('remember-sync').checked = Boolean(settings.sync?.remember);
+  showSyncStatus(app.palaver?.syncStatus());
   $('proxy-token').value = settings.proxy_token ?? '';
   const policy = settingsStore.toolPolicy(settings, Engine.defaultToolRules(app.tools ?? []));
   $('tool-policy').replaceChildren(el('legend', { text: 'Tool policy' }), ...Object.keys(policy).map((tool) => el('label', { class: 'inline' },
@@ -1058,7 +1112,13 @@ async function saveSettingsForm(event) {
     proxy_url: pasted?.url ?? '',
     proxy_token: $('proxy-token').value.trim() || pasted?.token || '',
     tool_policy,
+    sync: { url: $('sync-url').value.trim(), database: $('sync-database').value.trim(), username: $('sync-username').value.trim(), remember: $('remember-sync').checked },
   };
+  const syncPassword = $('sync-password').value;
+  if (syncPassword) {
+    app.keys.sync = syncPassword;
+    app.keyOrigins.sync = settingsStore.originOf(settings.sync.url);
+  }
   // A typed key is bound to the origin saved with it. An empty field clears a key that was
   // shown (same origin); a key given for another origin stays bound there and is not sent.
   const typed = $('provider-key').value;
@@ -1076,6 +1136,9 @@ async function saveSettingsForm(event) {
     if (settings.remember_key && app.keys[known]) await settingsStore.rememberKey(known, app.keys[known], app.keyOrigins[known]);
     else await settingsStore.forgetKey(known);
   }
+  if (settings.sync.remember && app.keys.sync) await settingsStore.rememberKey('sync', app.keys.sync, app.keyOrigins.sync);
+  else await settingsStore.forgetKey('sync');
+  $('sync-password').value = '';
   $('provider-key').value = '';
   $('settings').open = false;
   document.body.dataset.ready = 'false';
@@ -1161,6 +1224,7 @@ function wire() {
   keys.bindTheme($('theme'));
   keys.bindShortcuts(shortcutActions, $('shortcuts'));
   $('show-shortcuts').addEventListener('click', () => $('shortcuts').showModal());
+  $('sync-now').addEventListener('click', () => app.palaver?.syncNow());
   $('close-shortcuts').addEventListener('click', () => $('shortcuts').close());
   $('show-chats').addEventListener('click', () => {
     const shown = document.body.classList.toggle('show-chats');

@@ -58,6 +58,15 @@ pub enum Input {
     CloseChat {
         chat_id: String,
     },
+    /// The chat's stored records changed under the engine (sync brought another device's
+    /// messages): an open, idle chat with nothing unsaved takes them and its subscribers get a
+    /// snapshot; a busy or unsaved one refuses, and the host asks again when it is idle.
+    ReloadChat {
+        chat_id: String,
+        trajectory: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stored: Option<Vec<trajectory::StoredMessage>>,
+    },
     Command {
         chat_id: String,
         command: Value,
@@ -191,6 +200,11 @@ impl Engine {
                 stored.as_deref(),
                 &mut step,
             ),
+            Input::ReloadChat {
+                chat_id,
+                trajectory,
+                stored,
+            } => self.reload_chat(now, &chat_id, &trajectory, stored.as_deref(), &mut step),
             Input::CloseChat { chat_id } => {
                 self.sessions.remove(&chat_id);
                 self.requests.retain(|_, chat| *chat != chat_id);
@@ -305,6 +319,28 @@ impl Engine {
         };
         self.sessions.insert(chat_id.to_string(), session);
         self.to_chat(now, chat_id, step, |_, _| {});
+    }
+
+    fn reload_chat(
+        &mut self,
+        now: u64,
+        chat_id: &str,
+        trajectory: &Value,
+        stored: Option<&[trajectory::StoredMessage]>,
+        step: &mut Step,
+    ) {
+        let Some(session) = self.sessions.get(chat_id) else {
+            return;
+        };
+        if let Err(refusal) = session.can_reload() {
+            return step.errors.push(refusal);
+        }
+        match trajectory::load(chat_id, trajectory) {
+            Ok(loaded) => self.to_chat(now, chat_id, step, |s, ctx| {
+                s.reload(ctx.config, loaded.thread, loaded.messages, stored)
+            }),
+            Err(refusal) => step.errors.push(refusal),
+        }
     }
 
     fn command(&mut self, now: u64, chat_id: &str, command: Value, step: &mut Step) {

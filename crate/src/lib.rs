@@ -22,6 +22,7 @@ pub mod prompt;
 pub mod provider;
 pub mod queue;
 pub mod render;
+pub mod replication;
 pub mod request;
 pub mod retry;
 pub mod session;

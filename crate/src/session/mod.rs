@@ -178,6 +178,40 @@ impl ChatSession {
         &self.state
     }
 
+    /// Whether the stored history may replace this chat's now: not mid-turn, nothing queued and
+    /// nothing unsaved (which the store does not hold yet).
+    pub fn can_reload(&self) -> Result<(), crate::error::Refusal> {
+        if self.state.is_busy() || self.book.is_dirty() || !self.queue.is_empty() {
+            return Err(crate::error::Refusal::Refused {
+                state: self.state.name().to_string(),
+                command: "reload_chat".into(),
+                accepts: vec!["idle, saved and with nothing queued".into()],
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes the stored history (see `can_reload`); subscribers get it as a snapshot in the
+    /// event stream.
+    pub fn reload(
+        &mut self,
+        config: &EngineConfig,
+        thread: ThreadParams,
+        messages: Vec<ChatMessage>,
+        stored: Option<&[crate::trajectory::StoredMessage]>,
+    ) {
+        let mut book = TrajectoryBook::default();
+        book.restore(&messages, stored);
+        self.book = book;
+        self.thread = thread;
+        self.messages = messages;
+        self.derived.take();
+        self.last_runtime = None;
+        self.event_seq += 1;
+        let snapshot = self.snapshot(config);
+        self.events.push(snapshot);
+    }
+
     /// A chat the engine made (a subagent's): its thread is saved with its first save, as a
     /// `set_params` would have it saved.
     pub fn new_linked(chat_id: &str, thread: ThreadParams) -> Self {
@@ -566,6 +600,17 @@ impl ChatSession {
         }
     }
 
+    /// A message id no message of this chat has: a host whose ids restart (no prefix) must
+    /// still not give a stored id twice (records are keyed by message id).
+    pub(crate) fn next_message_id(&self, ctx: &mut Ctx) -> String {
+        loop {
+            let id = ctx.ids.next("m");
+            if self.message_index(&id).is_none() {
+                return id;
+            }
+        }
+    }
+
     pub(crate) fn message_index(&self, message_id: &str) -> Option<usize> {
         self.messages
             .iter()
@@ -578,7 +623,7 @@ impl ChatSession {
         role: Role,
         content: crate::message::Content,
     ) -> ChatMessage {
-        let mut message = ChatMessage::new(ctx.ids.next("m"), role, content);
+        let mut message = ChatMessage::new(self.next_message_id(ctx), role, content);
         message.created_at_ms = Some(ctx.now);
         message
     }

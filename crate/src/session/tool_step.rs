@@ -105,8 +105,13 @@ impl ChatSession {
             ToolRule::Auto => step.to_run.push_back(call.id.clone()),
             ToolRule::Deny => {
                 step.record(&call.id, ToolOutcome::failed("Tool call denied by policy."));
-                step.hidden
-                    .push(decision_event(ctx, call, "denied", "policy"));
+                step.hidden.push(decision_event(
+                    self.next_message_id(ctx),
+                    ctx.now,
+                    call,
+                    "denied",
+                    "policy",
+                ));
             }
             ToolRule::Ask => {
                 step.awaiting_approval.insert(call.id.clone());
@@ -196,11 +201,11 @@ impl ChatSession {
                 args,
                 existing.as_ref(),
                 &self.thread.mode,
-                ctx.ids.next("m"),
+                self.next_message_id(ctx),
                 ctx.now,
             ),
             EngineTool::UpdatePlan => {
-                plan::update_plan(args, existing.as_ref(), ctx.ids.next("m"), ctx.now)
+                plan::update_plan(args, existing.as_ref(), self.next_message_id(ctx), ctx.now)
             }
             _ => plan::get_plan(existing.as_ref()),
         };
@@ -261,7 +266,7 @@ impl ChatSession {
         for call in &step.calls {
             if let Some(outcome) = step.results.get(&call.id) {
                 let mut message = ChatMessage::tool_result(
-                    ctx.ids.next("m"),
+                    self.next_message_id(ctx),
                     &call.id,
                     &outcome.content,
                     outcome.failed,
@@ -350,10 +355,13 @@ impl ChatSession {
         for id in ids {
             if paused.step.awaiting_approval.remove(id) {
                 if let Some(call) = paused.step.call(id).cloned() {
-                    paused
-                        .step
-                        .hidden
-                        .push(decision_event(ctx, &call, "approved", "user"));
+                    paused.step.hidden.push(decision_event(
+                        self.next_message_id(ctx),
+                        ctx.now,
+                        &call,
+                        "approved",
+                        "user",
+                    ));
                 }
             }
         }
@@ -394,8 +402,13 @@ impl ChatSession {
             if step.awaiting_approval.contains(id) {
                 step.record(id, ToolOutcome::failed(denied.clone()));
                 if let Some(call) = step.call(id).cloned() {
-                    step.hidden
-                        .push(decision_event(ctx, &call, "rejected", "user"));
+                    step.hidden.push(decision_event(
+                        self.next_message_id(ctx),
+                        ctx.now,
+                        &call,
+                        "rejected",
+                        "user",
+                    ));
                 }
             }
         }
@@ -445,10 +458,9 @@ impl ChatSession {
 }
 
 /// An `event(tool_decision)` recording who decided what about a call (SPEC §8.4).
-fn decision_event(ctx: &mut Ctx, call: &ToolCall, decision: &str, by: &str) -> ChatMessage {
-    let mut message =
-        ChatMessage::new(ctx.ids.next("m"), Role::Event, Content::Text(String::new()));
-    message.created_at_ms = Some(ctx.now);
+fn decision_event(id: String, now: u64, call: &ToolCall, decision: &str, by: &str) -> ChatMessage {
+    let mut message = ChatMessage::new(id, Role::Event, Content::Text(String::new()));
+    message.created_at_ms = Some(now);
     let payload =
         json!({"tool_call_id": call.id, "tool_name": call.function.name, "decision": decision});
     message.set_event("tool_decision", by, payload);

@@ -106,7 +106,7 @@ impl ChatSession {
             );
         };
         if self.draft.is_none() {
-            let message_id = ctx.ids.next("m");
+            let message_id = self.next_message_id(ctx);
             self.draft = Some(Draft::new(message_id.clone()));
             self.draft_checkpoint_at = ctx.now;
             self.emit(Event::StreamStarted { message_id });

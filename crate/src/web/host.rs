@@ -9,6 +9,7 @@ use super::idb;
 use super::ownership::*;
 use super::shared::*;
 use super::storage::*;
+use super::sync;
 use super::tabs::{self, ChatRole};
 use crate::engine::{Engine, EngineConfig, Input};
 use crate::event::Event;
@@ -90,12 +91,21 @@ impl Host {
         db_name: Option<String>,
         on_blocked: Option<Function>,
     ) -> Result<Host, JsValue> {
-        let config: EngineConfig = if config.is_undefined() || config.is_null() {
+        let mut config: EngineConfig = if config.is_undefined() || config.is_null() {
             EngineConfig::default()
         } else {
             serde_wasm_bindgen::from_value(config)
                 .map_err(|e| error("BadConfig", &e.to_string()))?
         };
+        if config.id_prefix.is_empty() {
+            // Ids unique to this engine: a chat continued after a reload (or on another device,
+            // synced) must not get a second `m1` (records are keyed by message id).
+            config.id_prefix = format!(
+                "{:x}{:05x}-",
+                now(),
+                (js_sys::Math::random() * f64::from(0xfffff)) as u32
+            );
+        }
         let name = db_name.unwrap_or_else(|| "palaver".to_string());
         let (db, created) = idb::open_reporting(&name, &idb::MIGRATIONS, on_blocked)
             .await
@@ -129,6 +139,7 @@ impl Host {
             fail_saves: None,
             last_requests: HashMap::new(),
             closed: false,
+            sync: Default::default(),
             chat_files: chat_files::ChatFilesState::new(format!(
                 "palaver.workspace_copy.{name}."
             )),
@@ -251,11 +262,15 @@ impl Host {
             );
             let db = shared.borrow().db.clone();
             let tx = idb::write_transaction(&db)?;
+            if sync::enabled(&shared) {
+                sync::removing_chat(&shared, &tx, &chat_id).await?;
+            }
             idb::store(&tx, idb::MESSAGES)?.delete(&idb::messages_of(&chat_id)?)?;
             idb::store(&tx, idb::CHATS)?.delete(&JsValue::from_str(&chat_id))?;
             idb::transaction_done(&tx).await?;
             shared.borrow_mut().chats.remove(&chat_id);
             chat_files::deleted(&shared, &chat_id);
+            sync::local_change(&shared);
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -490,6 +505,44 @@ impl Host {
 
     /// `{persisted, usage, quota, near_quota, data_lost, tabs_note}`: whether the browser keeps
     /// our storage, how full it is (warning at 80%), and whether data was lost since last time.
+    /// Sync through a CouchDB database (issue 21): `{url, database, username, password}` starts
+    /// (or restarts) the replication, `null` stops it. Rejects a malformed URL or database name.
+    #[wasm_bindgen(js_name = setSync, unchecked_return_type = "Promise<void>")]
+    pub fn set_sync(&self, config: JsValue) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let config = if config.is_null() || config.is_undefined() {
+                None
+            } else {
+                Some(
+                    serde_wasm_bindgen::from_value::<sync::SyncConfig>(config)
+                        .map_err(|e| error("BadSyncConfig", &e.to_string()))?,
+                )
+            };
+            sync::configure(&shared, config).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// The replication's status: `{state, error?, retry_at?, pushed, pulled, synced_at?}`.
+    #[wasm_bindgen(js_name = syncStatus, unchecked_return_type = "SyncStatus")]
+    pub fn sync_status(&self) -> JsValue {
+        to_js(&sync::status(&self.shared))
+    }
+
+    /// `callback({type: "status", status})` on each status change, and
+    /// `callback({type: "changed", chats, deleted})` when pulled changes reached this browser.
+    #[wasm_bindgen(js_name = onSync)]
+    pub fn on_sync(&self, callback: Option<Function>) {
+        self.shared.borrow_mut().sync.listener = callback;
+    }
+
+    /// Starts the replication again now (after a stop, or to skip a backoff).
+    #[wasm_bindgen(js_name = syncNow)]
+    pub fn sync_now(&self) {
+        sync::restart(&self.shared);
+    }
+
     #[wasm_bindgen(js_name = storageStatus, unchecked_return_type = "Promise<StorageStatus>")]
     pub fn storage_status(&self) -> Promise {
         let shared = self.shared.clone();

@@ -19,6 +19,10 @@ pub const CHATS: &str = "chats";
 pub const MESSAGES: &str = "messages";
 /// The index of `messages` that lists a chat's messages in order.
 pub const BY_POSITION: &str = "position";
+/// Issue 21's sync: what this replica knows of each document (`{id, rev, ancestry, …}`), and the
+/// documents changed here and not pushed yet (`{id, mark, chat_id, message_id?}`).
+pub const SYNC_REVS: &str = "sync_revs";
+pub const SYNC_OUTBOX: &str = "sync_outbox";
 /// Where v3's migration keeps the v2 records while it copies them.
 const V2_MESSAGES: &str = "messages_v2";
 
@@ -28,7 +32,12 @@ pub type Migration = fn(&IdbDatabase, &IdbTransaction) -> Result<(), JsValue>;
 /// Each entry upgrades the database from version `i` to `i + 1`; a new schema appends one.
 /// IndexedDB runs them inside the `versionchange` transaction, so one that throws rolls back the
 /// whole upgrade and the old version stays readable; a rerun starts again from the old version.
-pub const MIGRATIONS: [Migration; 3] = [create_v1, index_chats_by_update, key_messages_by_id];
+pub const MIGRATIONS: [Migration; 4] = [
+    create_v1,
+    index_chats_by_update,
+    key_messages_by_id,
+    create_sync_stores,
+];
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 pub fn create_v1(db: &IdbDatabase, _tx: &IdbTransaction) -> Result<(), JsValue> {
@@ -77,6 +86,16 @@ pub fn key_messages_by_id(db: &IdbDatabase, tx: &IdbTransaction) -> Result<(), J
     });
     counts_request.set_onsuccess(Some(on_counts.as_ref().unchecked_ref()));
     on_counts.forget();
+    Ok(())
+}
+
+/// v4 (issue 21): the sync stores, empty until sync is configured.
+pub fn create_sync_stores(db: &IdbDatabase, _tx: &IdbTransaction) -> Result<(), JsValue> {
+    for name in [SYNC_REVS, SYNC_OUTBOX] {
+        let params = IdbObjectStoreParameters::new();
+        params.set_key_path(&JsValue::from_str("id"));
+        db.create_object_store_with_optional_parameters(name, &params)?;
+    }
     Ok(())
 }
 
@@ -372,7 +391,7 @@ pub async fn transaction_done(tx: &IdbTransaction) -> Result<(), JsValue> {
 
 /// A read-write transaction over both stores, committed durably (SECURITY decision 5).
 pub fn write_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
-    let stores: Array = [CHATS, MESSAGES]
+    let stores: Array = [CHATS, MESSAGES, SYNC_REVS, SYNC_OUTBOX]
         .iter()
         .map(|s| JsValue::from_str(s))
         .collect();
@@ -387,7 +406,7 @@ pub fn write_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
 }
 
 pub fn read_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
-    let stores: Array = [CHATS, MESSAGES]
+    let stores: Array = [CHATS, MESSAGES, SYNC_REVS, SYNC_OUTBOX]
         .iter()
         .map(|s| JsValue::from_str(s))
         .collect();

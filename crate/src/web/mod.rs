@@ -14,6 +14,7 @@ mod shared;
 mod storage;
 mod streams;
 mod subscribers;
+mod sync;
 mod tabs;
 mod tool_calls;
 
@@ -86,6 +87,8 @@ export interface StorageStatus { persisted: boolean | null; usage: number | null
 /** The last screen of a stored chat (`peekChat`): its newest messages as stored, in order. */
 export interface ChatPeek { chat_id: string; title: string; message_count: number; messages: { message_id?: string; role?: string; [key: string]: unknown }[]; }
 /** Where a chat's workspace copy stands (`workspaceCopy`, issue 21). */
+/** Sync through CouchDB (issue 21). `state`: off, connecting, pushing, pulling, live, retrying, offline or stopped. */
+export interface SyncStatus { state: string; error?: { code: "unauthorized" | "forbidden" | "not_couch_db" | "no_database" | "server" | "network" | "storage"; message: string }; retry_at?: number; pushed: number; pulled: number; synced_at?: number; }
 export type WorkspaceCopy = { state: "off" | "pending" | "current" | "conflict" } | { state: "failed"; error: string };
 /** `workspaceChats()`: the chats kept in `.palaver/chats/`. */
 export interface WorkspaceChats { enabled: boolean; chats: { id: string; bytes: number; modified_ms: number }[]; skipped: string[]; }

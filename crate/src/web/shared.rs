@@ -60,6 +60,8 @@ pub(super) struct Shared {
     pub(super) last_requests: HashMap<String, Value>,
     /// The chats' workspace copies (issue 21).
     pub(super) chat_files: super::chat_files::ChatFilesState,
+    /// Sync through CouchDB (issue 21): the replication when configured, its listener.
+    pub(super) sync: super::sync::SyncHost,
     /// Set by `close`: late inputs (a tool's answer, a timer) are dropped instead of reaching an
     /// engine whose database is closed.
     pub(super) closed: bool,

@@ -169,8 +169,9 @@ pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
                 drop(s);
                 // The workspace copy follows the messages and the thread; a save that only
                 // checkpointed a streaming reply does not rewrite it.
-                if !save.upserts.is_empty() || !save.removed.is_empty() || save.thread.is_some() {
+                if changes_chat(&save) {
                     super::chat_files::saved(&shared, &save.chat_id);
+                    super::sync::local_change(&shared);
                 }
                 Input::SaveAcked {
                     chat_id: save.chat_id.clone(),
@@ -185,6 +186,11 @@ pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
         };
         handle(&shared, input);
     });
+}
+
+/// Whether a save changed the chat itself (not only checkpointed a streaming reply).
+fn changes_chat(save: &TrajectorySave) -> bool {
+    !save.upserts.is_empty() || !save.removed.is_empty() || save.thread.is_some()
 }
 
 pub(super) async fn write_save(
@@ -226,6 +232,20 @@ pub(super) async fn write_save(
     }
     for removed in &save.removed {
         messages.delete(&idb::message_key(&save.chat_id, removed))?;
+    }
+    if super::sync::enabled(shared) && changes_chat(save) {
+        // Sync (issue 21): each changed document waits in the outbox, written with the change.
+        let outbox = idb::store(&tx, idb::SYNC_OUTBOX)?;
+        let mark = super::sync::next_mark(shared);
+        outbox.put(&super::sync::outbox_record(&save.chat_id, None, mark)?)?;
+        let ids = save
+            .upserts
+            .iter()
+            .map(|u| &u.message.message_id)
+            .chain(&save.removed);
+        for id in ids {
+            outbox.put(&super::sync::outbox_record(&save.chat_id, Some(id), mark)?)?;
+        }
     }
     idb::transaction_done(&tx).await?;
     shared

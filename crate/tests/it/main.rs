@@ -10,6 +10,8 @@ mod support;
 mod conformance;
 mod context;
 mod render;
+#[cfg(not(target_arch = "wasm32"))]
+mod replication;
 mod requests;
 mod security_streams;
 #[cfg(not(target_arch = "wasm32"))]

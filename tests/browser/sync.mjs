@@ -1,0 +1,307 @@
+// Issue 21 in the page, against a real CouchDB-protocol server (pouchdb-server from npm, LevelDB in
+// a temp folder, an admin and a database only its member may use): two browser profiles set up
+// Settings → Sync as a person would and a chat replicates both ways, into the open chat of the
+// other; both edit the chat offline and both keep every message, in one order; a 5 000-message chat
+// replicates, survives a server restart mid-way (resumed from the checkpoint, not from the start),
+// and one new turn afterwards costs bytes of a turn, not of the chat; wrong credentials, a server
+// that fails, a URL that is not CouchDB: a clear status, nothing lost here.
+// node tests/browser/sync.mjs   (after build_pkg and `cargo build`; tests/couch's packages installed)
+import http from 'node:http';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+import { join } from 'node:path';
+import {
+  root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, ready, sendAndWait, waitIdle,
+} from './harness.mjs';
+
+watchdog(420, 'the sync page test');
+const ADMIN = { username: 'alice', password: 'wonderland' };
+const DB = 'palaver-chats';
+const couchDir = await tempDir('palaver-couch-');
+const workspace = await tempDir('palaver-sync-ws-');
+const profiles = [await tempDir('palaver-sync-a-'), await tempDir('palaver-sync-b-')];
+const contexts = [];
+const pageErrors = [];
+const sse = (body) => ({ body, headers: { 'content-type': 'text/event-stream' } });
+const auth = `Basic ${Buffer.from(`${ADMIN.username}:${ADMIN.password}`).toString('base64')}`;
+
+// --- the server: pouchdb-server, and a counting proxy in front of it ---
+
+const freePort = () => new Promise((ok) => {
+  const s = http.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => ok(port)); });
+});
+const couchPort = await freePort();
+let couch = null;
+async function startCouch() {
+  const bin = join(root, 'tests/couch/node_modules/pouchdb-server/bin/pouchdb-server');
+  couch = spawn('node', [bin, '--host', '127.0.0.1', '--port', String(couchPort), '--dir', couchDir, '--config', join(couchDir, 'config.json')],
+    { cwd: couchDir, stdio: ['ignore', 'ignore', 'inherit'] });
+  for (let i = 0; i < 100; i++) {
+    const up = await fetch(`http://127.0.0.1:${couchPort}/`).then((r) => r.ok, () => false);
+    if (up) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('pouchdb-server did not start');
+}
+async function stopCouch() {
+  const gone = new Promise((ok) => couch.once('exit', ok));
+  couch.kill('SIGKILL');
+  await gone;
+}
+
+const traffic = { sent: 0, received: 0, byPath: {}, since: [] };
+let proxyMode = 'pass';
+let bulkGetDelay = 0; // ms before each _bulk_get is answered (to catch a replication mid-way)
+const proxy = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const path = req.url.split('?')[0].split('/').slice(2).join('/') || 'db';
+    traffic.sent += body.length + req.url.length;
+    traffic.byPath[path] = (traffic.byPath[path] ?? 0) + body.length;
+    if (path === '_changes') traffic.since.push(new URL(req.url, 'http://x').searchParams.get('since'));
+    if (proxyMode === 'fail') {
+      res.writeHead(503, { 'content-type': 'application/json', 'access-control-allow-origin': req.headers.origin ?? '*', 'access-control-allow-credentials': 'true' });
+      return res.end('{"error":"unavailable","reason":"the server is down for maintenance"}');
+    }
+    const delay = path === '_bulk_get' ? bulkGetDelay : 0;
+    setTimeout(() => forward(req, res, body), delay);
+  });
+});
+function forward(req, res, body) {
+  {
+    const upstream = http.request({ host: '127.0.0.1', port: couchPort, path: req.url, method: req.method, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode, up.headers);
+      up.on('data', (c) => { traffic.received += c.length; res.write(c); });
+      up.on('end', () => res.end());
+    });
+    upstream.on('error', () => { res.destroy(); });
+    upstream.end(body);
+  }
+}
+await new Promise((ok) => proxy.listen(0, '127.0.0.1', ok));
+const COUCH = `http://127.0.0.1:${proxy.address().port}`;
+
+async function couchRequest(method, path, body) {
+  const response = await fetch(`http://127.0.0.1:${couchPort}/${path}`, {
+    method, headers: { authorization: auth, 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: response.status, body: await response.json().catch(() => null) };
+}
+
+// --- the page ---
+
+async function browser(profile) {
+  const context = await launch(profile);
+  contexts.push(context);
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'warning' || m.type() === 'error') console.log(`  [${profile.slice(-8)}] console: ${m.text()}`); });
+  await page.goto(serve.printed);
+  await ready(page);
+  return { page, context };
+}
+
+/** Settings → Sync, as a person fills it. */
+async function setSync(page, { url = COUCH, database = DB, username = ADMIN.username, password = ADMIN.password, remember = false } = {}) {
+  await page.click('[data-testid=settings]');
+  await page.fill('[data-testid=sync-url]', url);
+  await page.fill('[data-testid=sync-database]', database);
+  await page.fill('[data-testid=sync-username]', username);
+  await page.fill('[data-testid=sync-password]', password);
+  await page.setChecked('[data-testid=remember-sync]', remember);
+  await page.click('[data-testid=save-settings]');
+  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
+  await ready(page);
+}
+
+const syncStatus = (page) => page.evaluate(() => globalThis.palaverApp.palaver.syncStatus());
+async function waitSync(page, predicate, what, timeout = 30_000) {
+  const started = Date.now();
+  let status = null;
+  while (Date.now() - started < timeout) {
+    status = await syncStatus(page);
+    if (predicate(status)) return status;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  console.log(`  (waited ${timeout} ms for ${what}; last status ${JSON.stringify(status)})`);
+  return status;
+}
+const live = (s) => s.state === 'live';
+/** A chat's messages as stored here, in order: `[role, content]`. */
+const stored = (page, id) => page.evaluate(async (chat) => {
+  const peek = await globalThis.palaverApp.palaver.peekChat(chat, 100000).catch(() => ({ messages: [] }));
+  return peek.messages.map((m) => `${m.role}: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`);
+}, id);
+async function waitStored(page, id, predicate, what, timeout = 30_000) {
+  const started = Date.now();
+  let messages = [];
+  while (Date.now() - started < timeout) {
+    messages = await stored(page, id);
+    if (predicate(messages)) return messages;
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  console.log(`  (waited for ${what}: ${JSON.stringify(messages.slice(-6))})`);
+  return messages;
+}
+const shown = (page) => page.locator('[data-testid=message]').allTextContents();
+
+await startCouch();
+// An admin, and a database only its member may use (so wrong credentials are refused).
+await fetch(`http://127.0.0.1:${couchPort}/_config/admins/${ADMIN.username}`, { method: 'PUT', body: JSON.stringify(ADMIN.password) });
+check((await couchRequest('PUT', DB)).status === 201, 'pouchdb-server runs with an admin and the database');
+await couchRequest('PUT', `${DB}/_security`, { admins: { names: [ADMIN.username] }, members: { names: [ADMIN.username] } });
+const anonymous = await fetch(`http://127.0.0.1:${couchPort}/${DB}/_changes`);
+check(anonymous.status === 401, `the database refuses anyone else (${anonymous.status})`);
+
+const double = await startDouble();
+const serve = await startServe(workspace, []);
+
+try {
+  // 1. A: a chat with one turn; Settings → Sync; it reaches the server.
+  const { page: a, context: contextA } = await browser(profiles[0]);
+  const url = await double.script('sync', [
+    sse(openaiStream({ text: 'Answer one, in A.' })),
+    sse(openaiStream({ text: 'Answer two, in B.' })),
+    sse(openaiStream({ text: 'Offline answer in A.' })),
+    sse(openaiStream({ text: 'Offline answer in B.' })),
+    sse(openaiStream({ text: 'A turn after the long chat.' })),
+  ]);
+  await setProvider(a, { baseUrl: url, key: 'sk-sync-CANARY' });
+  await sendAndWait(a, 'Hello from A', 1);
+  const id = await a.evaluate(() => globalThis.palaverApp.chat.id);
+  // A keeps the password (encrypted, like API keys): A reloads later and syncs on.
+  await setSync(a, { remember: true });
+  const aLive = await waitSync(a, (s) => live(s) && s.pushed >= 3, 'A to push its chat');
+  check(aLive.state === 'live' && aLive.pushed >= 3, `A pushes its chat and listens (${JSON.stringify(aLive)})`);
+  check(/In sync/.test(await a.textContent('[data-testid=sync-status]')), `the sidebar says so (${await a.textContent('[data-testid=sync-status]')})`);
+  const onServer = await couchRequest('GET', `${DB}/_all_docs`);
+  const ids = onServer.body?.rows?.map((r) => r.id) ?? [];
+  check(ids.includes(`chat:${id}`) && ids.filter((d) => d.startsWith(`msg:${id}:`)).length === 2, `the server holds the chat and its 2 messages (${ids.length} docs)`);
+  const everything = JSON.stringify((await couchRequest('GET', `${DB}/_all_docs?include_docs=true`)).body);
+  check(!everything.includes('sk-sync-CANARY') && !everything.includes(ADMIN.password) && !everything.includes('base_url'), 'no key, password or setting is synced');
+
+  // 2. B (another profile): the chat arrives; B answers in it; A, with the chat open, shows it.
+  const { page: b, context: contextB } = await browser(profiles[1]);
+  await setSync(b);
+  await waitSync(b, (s) => live(s) && s.pulled >= 3, 'B to pull');
+  await b.waitForFunction((chat) => globalThis.palaverApp.chats.some((c) => c.id === chat), id, { timeout: 10_000 }).catch(() => {});
+  check((await b.evaluate(() => globalThis.palaverApp.chats.map((c) => c.id))).includes(id), 'B lists the chat made in A');
+  await setProvider(b, { baseUrl: url, key: 'sk-sync-CANARY' });
+  await b.locator(`[data-testid=chat-item][data-chat-id="${id}"]`).click();
+  await b.waitForFunction((chat) => globalThis.palaverApp.chat?.id === chat && !globalThis.palaverApp.chat.preview && document.querySelectorAll('[data-testid=message]').length === 2, id, { timeout: 10_000 }).catch(() => {});
+  const inB = await shown(b);
+  check(inB.some((t) => t.includes('Hello from A')) && inB.some((t) => t.includes('Answer one, in A.')), `B shows A's chat (${inB.length} messages)`);
+  await sendAndWait(b, 'Hello from B', 2);
+  await a.waitForFunction(() => [...document.querySelectorAll('[data-testid=message]')].some((m) => m.textContent.includes('Answer two, in B.')), null, { timeout: 20_000 }).catch(() => {});
+  const inA = await shown(a);
+  check(inA.length === 4 && inA[2].includes('Hello from B') && inA[3].includes('Answer two, in B.'), `A's open chat shows B's turn, in order (${inA.length} messages)`);
+  if (inA.length !== 4) console.log('  A:', JSON.stringify(await syncStatus(a)), JSON.stringify(await stored(a, id)), 'B:', JSON.stringify(await syncStatus(b)), JSON.stringify(await stored(b, id)));
+  await a.screenshot({ path: join(workspace, '..', 'palaver-sync-a.png') }).catch(() => {});
+
+  // 3. Both offline, both answer in the chat; back online, both hold all 8 messages in one order.
+  await contextA.setOffline(true);
+  await contextB.setOffline(true);
+  await waitSync(a, (s) => s.state === 'offline', 'A offline', 5000);
+  check((await syncStatus(a)).state === 'offline' && /Offline/.test(await a.textContent('[data-testid=sync-status]')), 'offline is shown as such');
+  // The provider double is on 127.0.0.1 as well: offline in Chromium cuts it too, so the turns are
+  // made with the double reachable again but the sync server still cut off (a failing proxy).
+  proxyMode = 'fail';
+  await contextA.setOffline(false);
+  await contextB.setOffline(false);
+  await sendAndWait(a, 'Offline from A', 3);
+  await sendAndWait(b, 'Offline from B', 3);
+  const failing = await waitSync(a, (s) => s.state === 'retrying', 'A retrying', 10_000);
+  check(failing.state === 'retrying' && /unavailable|503/.test(JSON.stringify(failing.error)), `a failing server: retrying, with its reason (${JSON.stringify(failing.error)})`);
+  check((await stored(a, id)).length === 6, 'nothing lost here while the server fails');
+  proxyMode = 'pass';
+  await a.evaluate(() => globalThis.palaverApp.palaver.syncNow());
+  await b.evaluate(() => globalThis.palaverApp.palaver.syncNow());
+  const has8 = (m) => m.length === 8;
+  const mergedA = await waitStored(a, id, has8, 'A to hold 8 messages');
+  const mergedB = await waitStored(b, id, has8, 'B to hold 8 messages');
+  check(has8(mergedA) && JSON.stringify(mergedA) === JSON.stringify(mergedB), `both devices keep every message, in the same order (${mergedA.length} / ${mergedB.length})`);
+  check(mergedA.includes('user: Offline from A') && mergedA.includes('user: Offline from B'), 'both offline turns are kept');
+  await a.waitForFunction(() => document.querySelectorAll('[data-testid=message]').length === 8, null, { timeout: 15_000 }).catch(() => {});
+  check((await shown(a)).length === 8, `A's open chat shows the merged chat (${(await shown(a)).length})`);
+
+  // 4. A 5 000-message chat; the server restarted mid-way; resumed, not started again.
+  // B is away while A imports and pushes the chat; then B pulls it, slowly enough to be cut.
+  await contextB.setOffline(true);
+  const history = gunzipSync(readFileSync(join(root, '../shared/bench/history-5k.json.gz'))).toString('utf8');
+  const longId = await a.evaluate((t) => globalThis.palaverApp.palaver.importChat(t), history);
+  const total = await a.evaluate((chat) => globalThis.palaverApp.palaver.peekChat(chat, 1).then((p) => p.message_count), longId);
+  const pushedBefore = (await syncStatus(a)).pushed;
+  await a.reload();
+  await ready(a);
+  const pushStarted = Date.now();
+  const expected = 9 + 1 + total; // the first chat and its 8 messages, the long chat and its messages
+  for (let i = 0; i < 600; i++) {
+    if ((await couchRequest('GET', DB)).body?.doc_count >= expected) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const docCount = (await couchRequest('GET', DB)).body?.doc_count;
+  check(docCount === expected, `A pushed the ${total}-message chat: the server holds ${docCount} of ${expected} documents (${((Date.now() - pushStarted) / 1000).toFixed(1)} s after the reload; ${pushedBefore} pushed before it)`);
+  const pulledBefore = (await syncStatus(b)).pulled;
+  bulkGetDelay = 400;
+  await contextB.setOffline(false);
+  await waitSync(b, (s) => s.pulled - pulledBefore > 400, 'B to be mid-way', 60_000);
+  await stopCouch();
+  const cut = (await syncStatus(b)).pulled - pulledBefore;
+  await waitSync(b, (s) => s.state === 'retrying', 'B retrying', 10_000);
+  const bulkBefore = traffic.byPath._bulk_get ?? 0;
+  const listedBefore = traffic.since.length;
+  bulkGetDelay = 0;
+  await startCouch();
+  await b.evaluate(() => globalThis.palaverApp.palaver.syncNow());
+  const done = await waitStored(b, longId, (m) => m.length === total, `B to hold all ${total} messages`, 120_000);
+  const pulledAfter = (await waitSync(b, live, 'B live')).pulled - pulledBefore;
+  check(done.length === total, `the ${total}-message chat replicated (${done.length})`);
+  const resumedFrom = traffic.since[listedBefore];
+  check(cut > 0 && cut < total && pulledAfter <= total + 1, `after the restart nothing was fetched twice: ${cut} before the cut, ${pulledAfter} in all for ${total + 1} documents`);
+  check(Number(resumedFrom) > 0, `the first _changes after the restart starts from the checkpoint (since=${resumedFrom}), not from 0`);
+  console.log(`  _bulk_get request bytes after the restart: ${(traffic.byPath._bulk_get ?? 0) - bulkBefore}`);
+
+  // 5. One new turn in the long chat: bytes of a turn, not of the chat.
+  await a.locator(`[data-testid=chat-item][data-chat-id="${longId}"]`).click();
+  await a.waitForFunction((chat) => globalThis.palaverApp.chat?.id === chat && !globalThis.palaverApp.chat.preview, longId, { timeout: 20_000 });
+  const assistants = await a.locator('[data-testid=message][data-role=assistant]').count();
+  await waitSync(a, live, 'A live');
+  const sentBefore = traffic.sent;
+  await a.fill('[data-testid=composer]', 'One more turn');
+  await a.click('[data-testid=send]');
+  await waitIdle(a, Math.min(assistants + 1, 200), 20_000).catch(() => {});
+  await waitSync(a, (s) => live(s) && s.synced_at > Date.now() - 60_000, 'A to push the turn');
+  await new Promise((r) => setTimeout(r, 1500));
+  const turnBytes = traffic.sent - sentBefore;
+  const chatBytes = history.length;
+  check(turnBytes > 0 && turnBytes < 40_000, `one new turn in a ${total}-message chat sent ${turnBytes} bytes (the chat is ${chatBytes} bytes)`);
+  console.log(`  bytes sent by the page for one turn: ${turnBytes}; all traffic so far sent ${traffic.sent}, received ${traffic.received}`);
+
+  // 6. Wrong password; a URL that is not CouchDB: clear status, chats kept.
+  const before = (await a.evaluate(() => globalThis.palaverApp.palaver.listChats())).length;
+  await setSync(a, { password: 'wrong', remember: true });
+  const refused = await waitSync(a, (s) => s.state === 'stopped', 'A stopped', 10_000);
+  const said = await a.textContent('[data-testid=sync-status]');
+  check(refused.error?.code === 'unauthorized' && /name and password/.test(said), `wrong credentials: "${said}"`);
+  await a.screenshot({ path: join(workspace, '..', 'palaver-sync-refused.png') }).catch(() => {});
+  await setSync(a, { url: serve.origin });
+  const notCouch = await waitSync(a, (s) => s.state === 'stopped', 'A stopped', 10_000);
+  check(notCouch.error?.code === 'not_couch_db', `a URL that is not CouchDB: ${JSON.stringify(notCouch.error)}`);
+  await setSync(a, { database: 'Not A Name' });
+  check(/database name/.test(await a.textContent('[data-testid=sync-status]')), `a bad database name is refused before any request (${await a.textContent('[data-testid=sync-status]')})`);
+  check((await a.evaluate(() => globalThis.palaverApp.palaver.listChats())).length === before, 'every chat is still here');
+  check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
+} catch (error) {
+  check(false, `the sync test ran to its end (${error.stack ?? error})`);
+} finally {
+  for (const context of contexts) await context.close().catch(() => {});
+  double.child.kill();
+  serve.child.kill();
+  proxy.close();
+  couch?.kill('SIGKILL');
+  await cleanup(couchDir, workspace, ...profiles);
+}
+process.exit(failed() ? 1 : 0);
