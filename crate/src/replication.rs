@@ -115,7 +115,7 @@ pub fn message_doc_id(chat_id: &str, message_id: &str) -> String {
 /// A changed document waiting to be pushed, as the host read it: its body (the document's own
 /// fields, without `_id`/`_rev`), or `None` when it was removed here; the revision this replica
 /// knows; `mark`, which the host compares before it clears the entry (a newer change stays).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OutboxEntry {
     pub id: String,
     pub mark: f64,
@@ -125,7 +125,7 @@ pub struct OutboxEntry {
 
 /// A document pushed: the host records its revision and clears the outbox entry if `mark` is
 /// still the entry's.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Pushed {
     pub id: String,
     pub mark: f64,
@@ -134,7 +134,7 @@ pub struct Pushed {
 
 /// A pulled document to store here (`doc` has `_id`, `_rev`, `_deleted` when removed), or a
 /// losing leaf to remember (`doc` null).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Pulled {
     pub id: String,
     pub doc: Value,
@@ -259,7 +259,7 @@ pub fn body_of(doc: &Value) -> Value {
 }
 
 /// Why replication stopped (until the settings change or the user asks again).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum SyncError {
     /// 401: the name or password is wrong.
@@ -279,7 +279,7 @@ pub enum SyncError {
 }
 
 /// The replication as the page shows it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Clone, Debug, PartialEq, Default)]
 pub struct SyncStatus {
     /// `off`, `connecting`, `pushing`, `pulling`, `live` (caught up, listening), `retrying`,
     /// `offline` or `stopped`.
@@ -294,8 +294,7 @@ pub struct SyncStatus {
     pub synced_at: Option<u64>,
 }
 
-#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "UPPERCASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
     Get,
     Put,
@@ -303,19 +302,17 @@ pub enum Method {
 }
 
 /// One HTTP request, relative to the database URL (`""` is the database itself).
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HttpRequest {
     pub id: u64,
     pub method: Method,
     pub path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub body: Option<Value>,
     /// A `longpoll` wait: the host may abort it when a local change comes.
     pub wait: bool,
 }
 
-#[derive(Serialize, Debug, Clone, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SyncEffect {
     Http(HttpRequest),
     /// Abort the `longpoll` request `id` (a local change came).
@@ -346,12 +343,10 @@ pub enum SyncEffect {
     Status(SyncStatus),
 }
 
-#[derive(Deserialize, Debug, Clone, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SyncInput {
     /// Begin (or begin again) with the locally kept checkpoint.
     Start {
-        #[serde(default)]
         checkpoint: Option<Value>,
     },
     Stop,
@@ -359,7 +354,6 @@ pub enum SyncInput {
     Reply {
         id: u64,
         status: u16,
-        #[serde(default)]
         body: Value,
     },
     /// Request `id` failed before a reply (network, CORS, aborted).
@@ -377,7 +371,6 @@ pub enum SyncInput {
     /// What is known of the asked documents; `pending` lists those with unpushed changes.
     Known {
         known: HashMap<String, RevInfo>,
-        #[serde(default)]
         pending: Vec<String>,
     },
     Stored,

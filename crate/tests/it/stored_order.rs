@@ -281,3 +281,107 @@ proptest! {
         prop_assert_eq!(store.ids(), chat.ids());
     }
 }
+
+/// A chat continued by an engine whose ids start again (a reload without an id prefix) never gives
+/// a new message an id the chat already has: records are keyed by it, so a repeat would overwrite
+/// an earlier message. And `ReloadChat` gives an idle chat the stored history as a snapshot.
+#[test]
+fn a_continued_chat_never_reuses_a_message_id_and_reload_chat_takes_the_store() {
+    use palaver::engine::{Engine, Input};
+    use palaver::event::Event;
+    use serde_json::json;
+    let mut engine = Engine::new(Default::default());
+    let trajectory = json!({"messages": [
+        {"role": "user", "content": "first", "message_id": "m1"},
+        {"role": "assistant", "content": "answer", "message_id": "m2"},
+    ]});
+    engine.handle(
+        1,
+        Input::OpenChat {
+            chat_id: "c".into(),
+            trajectory: Some(trajectory),
+            stored: None,
+        },
+    );
+    let step = engine.handle(
+        2,
+        Input::Command {
+            chat_id: "c".into(),
+            command: json!({"type": "user_message", "content": "again", "client_request_id": "u1"}),
+        },
+    );
+    let added: Vec<String> = step
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::MessageAdded { message, .. } if message.role == Role::User => {
+                Some(message.message_id.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(added.len(), 1, "{:?}", step.events);
+    assert!(
+        added[0] != "m1" && added[0] != "m2",
+        "a new id, not {}",
+        added[0]
+    );
+
+    // Not saved yet (no save acknowledged): the stored history waits.
+    let synced = json!({"messages": [
+        {"role": "user", "content": "first", "message_id": "m1"},
+        {"role": "user", "content": "from another device", "message_id": "x-m9"},
+    ]});
+    let refused = engine.handle(
+        3,
+        Input::ReloadChat {
+            chat_id: "c".into(),
+            trajectory: synced.clone(),
+            stored: None,
+        },
+    );
+    assert_eq!(
+        refused.errors.len(),
+        1,
+        "a busy chat refuses: {:?}",
+        refused.events
+    );
+    let mut other = Engine::new(Default::default());
+    other.handle(
+        1,
+        Input::OpenChat {
+            chat_id: "d".into(),
+            trajectory: Some(json!({"messages": []})),
+            stored: None,
+        },
+    );
+    let before = other.snapshot("d").map(|s| s.seq).unwrap_or_default();
+    let step = other.handle(
+        2,
+        Input::ReloadChat {
+            chat_id: "d".into(),
+            trajectory: synced,
+            stored: None,
+        },
+    );
+    let snapshot = step
+        .events
+        .iter()
+        .find(|e| matches!(e.event, Event::Snapshot { .. }))
+        .expect("a snapshot");
+    assert_eq!(
+        snapshot.seq,
+        before + 1,
+        "in the event stream, in seq order"
+    );
+    let Event::Snapshot { messages, .. } = &snapshot.event else {
+        unreachable!()
+    };
+    assert_eq!(
+        messages
+            .iter()
+            .map(|m| m.message_id.as_str())
+            .collect::<Vec<_>>(),
+        vec!["m1", "x-m9"]
+    );
+}
