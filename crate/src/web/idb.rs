@@ -391,10 +391,7 @@ pub async fn transaction_done(tx: &IdbTransaction) -> Result<(), JsValue> {
 
 /// A read-write transaction over both stores, committed durably (SECURITY decision 5).
 pub fn write_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
-    let stores: Array = [CHATS, MESSAGES, SYNC_REVS, SYNC_OUTBOX]
-        .iter()
-        .map(|s| JsValue::from_str(s))
-        .collect();
+    let stores = existing_stores(db);
     // `{durability: "strict"}` is not in web-sys's stable API: call `transaction` directly.
     let options = js_sys::Object::new();
     Reflect::set(&options, &"durability".into(), &"strict".into())?;
@@ -405,11 +402,29 @@ pub fn write_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
         .map_err(JsValue::from)
 }
 
-pub fn read_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
-    let stores: Array = [CHATS, MESSAGES, SYNC_REVS, SYNC_OUTBOX]
+/// The chats' stores and, from v4 on, the sync stores: a transaction spans those the open
+/// database has (an older schema, as the migration tests hold it, has no sync stores).
+fn existing_stores(db: &IdbDatabase) -> Array {
+    let names = Reflect::get(db, &"objectStoreNames".into()).unwrap_or(JsValue::UNDEFINED);
+    let contains = Reflect::get(&names, &"contains".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<Function>().ok());
+    [CHATS, MESSAGES, SYNC_REVS, SYNC_OUTBOX]
         .iter()
+        .filter(|name| {
+            [CHATS, MESSAGES].contains(name)
+                || contains
+                    .as_ref()
+                    .and_then(|f| f.call1(&names, &JsValue::from_str(name)).ok())
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(false)
+        })
         .map(|s| JsValue::from_str(s))
-        .collect();
+        .collect()
+}
+
+pub fn read_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
+    let stores = existing_stores(db);
     db.transaction_with_str_sequence_and_mode(&stores, IdbTransactionMode::Readonly)
 }
 

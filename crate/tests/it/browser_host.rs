@@ -733,10 +733,11 @@ static V3_THEN_FAIL: [palaver::web::idb::Migration; 4] = [
     palaver::web::idb::key_messages_by_id,
     fail_halfway,
 ];
-static NEWER: [palaver::web::idb::Migration; 4] = [
+static NEWER: [palaver::web::idb::Migration; 5] = [
     palaver::web::idb::create_v1,
     palaver::web::idb::index_chats_by_update,
     palaver::web::idb::key_messages_by_id,
+    palaver::web::idb::create_sync_stores,
     noop,
 ];
 
