@@ -112,6 +112,61 @@ pub fn message_doc_id(chat_id: &str, message_id: &str) -> String {
     format!("msg:{chat_id}:{message_id}")
 }
 
+/// The document body of a stored message record (`{chat_id, message_id, position, message}`).
+pub fn message_doc(record: &Value) -> Value {
+    json!({"type": "message", "chat_id": record["chat_id"], "message_id": record["message_id"], "position": record["position"], "message": record["message"]})
+}
+
+/// The document body of a chat record: only what syncs (never the draft, the version or the
+/// count, which are this browser's).
+pub fn chat_doc(chat_id: &str, record: &Value) -> Value {
+    json!({"type": "chat", "chat_id": chat_id, "title": record["title"], "thread": record["thread"], "updated_at": record["updated_at"]})
+}
+
+/// What a pulled document means for this browser's stores.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LocalDoc {
+    /// The message record to put, or `None`: the message was removed.
+    Message {
+        chat_id: String,
+        message_id: String,
+        record: Option<Value>,
+    },
+    /// The chat's synced fields (`chat_doc`), or `None`: the chat was removed.
+    Chat {
+        chat_id: String,
+        fields: Option<Value>,
+    },
+}
+
+/// A pulled document (with `_id`, `_deleted`) as `LocalDoc`; `None` for a document not ours.
+pub fn local_doc(doc: &Value) -> Option<LocalDoc> {
+    let id = doc.get("_id")?.as_str()?;
+    let deleted = doc.get("_deleted").and_then(Value::as_bool) == Some(true);
+    let body = body_of(doc);
+    if let Some(rest) = id.strip_prefix("msg:") {
+        // The ids come from the body; the document id is the fallback (an id may hold `:`).
+        let (chat_id, message_id) = match (body["chat_id"].as_str(), body["message_id"].as_str()) {
+            (Some(chat), Some(message)) => (chat.to_string(), message.to_string()),
+            _ => {
+                let (chat, message) = rest.split_once(':')?;
+                (chat.to_string(), message.to_string())
+            }
+        };
+        let record = (!deleted).then(|| json!({"chat_id": chat_id, "message_id": message_id, "position": body["position"], "message": body["message"]}));
+        return Some(LocalDoc::Message {
+            chat_id,
+            message_id,
+            record,
+        });
+    }
+    let chat_id = id.strip_prefix("chat:")?.to_string();
+    Some(LocalDoc::Chat {
+        chat_id,
+        fields: (!deleted).then_some(body),
+    })
+}
+
 /// A changed document waiting to be pushed, as the host read it: its body (the document's own
 /// fields, without `_id`/`_rev`), or `None` when it was removed here; the revision this replica
 /// knows; `mark`, which the host compares before it clears the entry (a newer change stays).
@@ -143,8 +198,13 @@ pub struct Pulled {
 
 /// The next revision of a document this replica changed: generation + 1, its hash from the
 /// parent and the body (so equal changes on two devices are one revision).
+/// The text a body hashes as (`null` for a removed document).
+fn body_text(body: Option<&Value>) -> String {
+    body.map_or_else(|| "null".to_string(), Value::to_string)
+}
+
 pub fn next_revision(known: Option<&RevInfo>, body: Option<&Value>) -> RevInfo {
-    let body_text = body.map_or_else(|| "null".to_string(), Value::to_string);
+    let body_text = body_text(body);
     let body_hash = hash_hex(&[body_text.as_bytes()]);
     let parent = known.map_or("", |k| k.rev.as_str());
     let hash = hash_hex(&[parent.as_bytes(), body_text.as_bytes()]);
@@ -236,12 +296,7 @@ pub fn info_of(doc: &Value) -> Option<RevInfo> {
         deleted,
         seen: Vec::new(),
         stamp: stamp_of(Some(&body)),
-        body_hash: hash_hex(&[if deleted {
-            "null".to_string()
-        } else {
-            body.to_string()
-        }
-        .as_bytes()]),
+        body_hash: hash_hex(&[body_text((!deleted).then_some(&body)).as_bytes()]),
     })
 }
 
@@ -677,21 +732,9 @@ impl Replicator {
                 }
                 self.status.pushed += missing.len() as u64;
                 self.status.synced_at = Some(self.now);
-                let pushed = all
-                    .into_iter()
-                    .map(|(entry, info)| Pushed {
-                        id: entry.id,
-                        mark: entry.mark,
-                        info,
-                    })
-                    .collect();
-                self.phase = Phase::RecordingPush;
-                out.push(SyncEffect::Store {
-                    pulled: Vec::new(),
-                    pushed,
-                });
+                self.record_push(all, out);
             }
-            Phase::Listing { wait } if status == 200 => self.listed(wait, body, out),
+            Phase::Listing { .. } if status == 200 => self.listed(body, out),
             Phase::Fetching { known, last_seq } if status == 200 => {
                 let pulled = choose_pulled(&known, &body);
                 self.phase = Phase::StoringPull {
@@ -798,20 +841,8 @@ impl Replicator {
             .map(|(entry, info)| outgoing_doc(entry, info))
             .collect();
         if docs.is_empty() {
-            self.phase = Phase::RecordingPush;
-            let pushed = all
-                .into_iter()
-                .map(|(entry, info)| Pushed {
-                    id: entry.id,
-                    mark: entry.mark,
-                    info,
-                })
-                .collect();
-            out.push(SyncEffect::Store {
-                pulled: Vec::new(),
-                pushed,
-            });
-            return;
+            // The server has every revision already (another device made the same changes).
+            return self.record_push(all, out);
         }
         self.phase = Phase::Sending { all, missing };
         out.push(self.request(
@@ -820,6 +851,24 @@ impl Replicator {
             Some(json!({"new_edits": false, "docs": docs})),
             false,
         ));
+    }
+
+    /// The pushed docs' revisions are recorded (and their outbox entries cleared); then the
+    /// outbox again.
+    fn record_push(&mut self, all: Vec<(OutboxEntry, RevInfo)>, out: &mut Vec<SyncEffect>) {
+        let pushed = all
+            .into_iter()
+            .map(|(entry, info)| Pushed {
+                id: entry.id,
+                mark: entry.mark,
+                info,
+            })
+            .collect();
+        self.phase = Phase::RecordingPush;
+        out.push(SyncEffect::Store {
+            pulled: Vec::new(),
+            pushed,
+        });
     }
 
     fn list(&mut self, out: &mut Vec<SyncEffect>) {
@@ -848,7 +897,7 @@ impl Replicator {
     }
 
     /// A `_changes` page: nothing new → wait on the feed; else ask what is known of its docs.
-    fn listed(&mut self, wait: bool, body: Value, out: &mut Vec<SyncEffect>) {
+    fn listed(&mut self, body: Value, out: &mut Vec<SyncEffect>) {
         let last_seq = body
             .get("last_seq")
             .cloned()
@@ -881,7 +930,6 @@ impl Replicator {
             if self.local_changed {
                 return self.read_outbox(out);
             }
-            let _ = wait;
             return self.listen(out);
         }
         if changes.is_empty() {

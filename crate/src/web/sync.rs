@@ -10,8 +10,8 @@ use super::shared::*;
 use super::tabs::ChatRole;
 use crate::engine::Input;
 use crate::replication::{
-    chat_doc_id, hash_hex, message_doc_id, OutboxEntry, Pulled, Pushed, Replicator, RevInfo,
-    SyncEffect, SyncInput, SyncStatus,
+    chat_doc, chat_doc_id, hash_hex, local_doc, message_doc, message_doc_id, LocalDoc, OutboxEntry,
+    Pulled, Pushed, Replicator, RevInfo, SyncEffect, SyncInput, SyncStatus,
 };
 use js_sys::{Function, Reflect};
 use serde::Deserialize;
@@ -488,7 +488,9 @@ async fn read_outbox(shared: &Handle, limit: usize) -> Result<Vec<OutboxEntry>, 
             .get_all_with_key_and_limit(&JsValue::NULL, limit as u32)?,
     )
     .await?;
-    let rows: Vec<OutboxRow> = js_array_as(&rows)?;
+    let rows: Vec<OutboxRow> = idb::from_js(&rows)
+        .and_then(|v| serde_json::from_value(v).ok())
+        .ok_or_else(|| error("StorageError", "an outbox record of sync is malformed"))?;
     let (chats, messages, revs) = (
         idb::store(&tx, idb::CHATS)?,
         idb::store(&tx, idb::MESSAGES)?,
@@ -509,8 +511,8 @@ async fn read_outbox(shared: &Handle, limit: usize) -> Result<Vec<OutboxEntry>, 
         let known = idb::from_js(&idb::request_done(&known).await?)
             .and_then(|v| serde_json::from_value::<RevInfo>(v).ok());
         let body = record.map(|r| match &row.message_id {
-            Some(_) => json!({"type": "message", "chat_id": row.chat_id, "message_id": r["message_id"], "position": r["position"], "message": r["message"]}),
-            None => json!({"type": "chat", "chat_id": row.chat_id, "title": r["title"], "thread": r["thread"], "updated_at": r["updated_at"]}),
+            Some(_) => message_doc(&r),
+            None => chat_doc(&row.chat_id, &r),
         });
         entries.push(OutboxEntry {
             id: row.id,
@@ -577,26 +579,34 @@ async fn store(shared: &Handle, pulled: &[Pulled], pushed: &[Pushed]) -> Result<
         if p.doc.is_null() {
             continue;
         }
-        let body = crate::replication::body_of(&p.doc);
-        let deleted = p.info.deleted;
-        if let Some(rest) = p.id.strip_prefix("msg:") {
-            let (chat_id, message_id) = split_message_id(rest, &body);
-            if deleted {
-                messages.delete(&idb::message_key(&chat_id, &message_id))?;
-            } else {
-                let row = json!({"chat_id": chat_id, "message_id": message_id, "position": body["position"], "message": body["message"]});
-                messages.put(&idb::to_js(&row)?)?;
+        match local_doc(&p.doc) {
+            Some(LocalDoc::Message {
+                chat_id,
+                message_id,
+                record,
+            }) => {
+                match record {
+                    Some(record) => messages.put(&idb::to_js(&record)?)?,
+                    None => messages.delete(&idb::message_key(&chat_id, &message_id))?,
+                };
+                changed.chats.insert(chat_id);
             }
-            changed.chats.insert(chat_id);
-        } else if let Some(chat_id) = p.id.strip_prefix("chat:") {
-            if deleted {
-                chats.delete(&JsValue::from_str(chat_id))?;
-                messages.delete(&idb::messages_of(chat_id)?)?;
-                changed.deleted.insert(chat_id.to_string());
-            } else {
-                chat_docs.insert(chat_id.to_string(), body);
-                changed.chats.insert(chat_id.to_string());
+            Some(LocalDoc::Chat {
+                chat_id,
+                fields: None,
+            }) => {
+                chats.delete(&JsValue::from_str(&chat_id))?;
+                messages.delete(&idb::messages_of(&chat_id)?)?;
+                changed.deleted.insert(chat_id);
             }
+            Some(LocalDoc::Chat {
+                chat_id,
+                fields: Some(fields),
+            }) => {
+                changed.chats.insert(chat_id.clone());
+                chat_docs.insert(chat_id, fields);
+            }
+            None => {}
         }
     }
     for chat_id in &changed.deleted {
@@ -638,17 +648,6 @@ async fn store(shared: &Handle, pulled: &[Pulled], pushed: &[Pushed]) -> Result<
         shared.borrow_mut().chats.remove(chat_id);
     }
     Ok(changed)
-}
-
-/// `msg:{chat}:{message}` → its two ids, read from the body (an id may hold `:`).
-fn split_message_id(rest: &str, body: &Value) -> (String, String) {
-    match (body["chat_id"].as_str(), body["message_id"].as_str()) {
-        (Some(chat), Some(message)) => (chat.to_string(), message.to_string()),
-        _ => {
-            let (chat, message) = rest.split_once(':').unwrap_or((rest, ""));
-            (chat.to_string(), message.to_string())
-        }
-    }
 }
 
 fn rev_record(id: &str, info: &RevInfo) -> Result<JsValue, JsValue> {
@@ -736,12 +735,4 @@ async fn reload_open_chats(shared: &Handle, generation: u64) {
         })
         .forget();
     }
-}
-
-fn js_array_as<T: serde::de::DeserializeOwned>(value: &JsValue) -> Result<Vec<T>, JsValue> {
-    let text = js_sys::JSON::stringify(value)?
-        .as_string()
-        .unwrap_or_default();
-    serde_json::from_str(&text)
-        .map_err(|e| error("StorageError", &format!("a sync record is malformed: {e}")))
 }

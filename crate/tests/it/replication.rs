@@ -420,3 +420,55 @@ fn a_doc_with_unpushed_changes_is_pushed_before_its_remote_revisions_are_taken()
         "the local change goes first: {e:?}"
     );
 }
+
+#[test]
+fn stored_records_and_documents_map_both_ways_and_only_synced_fields_leave() {
+    let record = json!({"chat_id": "c:1", "message_id": "m:2", "position": 3.5, "message": {"role": "user", "content": "hi"}});
+    let mut doc = message_doc(&record);
+    doc["_id"] = json!(message_doc_id("c:1", "m:2"));
+    doc["_rev"] = json!("1-a");
+    assert_eq!(
+        local_doc(&doc),
+        Some(LocalDoc::Message {
+            chat_id: "c:1".into(),
+            message_id: "m:2".into(),
+            record: Some(record)
+        }),
+        "ids holding ':' come back from the body"
+    );
+    let gone = json!({"_id": "msg:c:m", "_rev": "2-b", "_deleted": true});
+    assert_eq!(
+        local_doc(&gone),
+        Some(LocalDoc::Message {
+            chat_id: "c".into(),
+            message_id: "m".into(),
+            record: None
+        })
+    );
+    let chat = chat_doc(
+        "c",
+        &json!({"id": "c", "title": "T", "thread": {"title": "T"}, "updated_at": 5, "draft": {"secret": 1}, "version": 9, "message_count": 4}),
+    );
+    assert_eq!(
+        chat,
+        json!({"type": "chat", "chat_id": "c", "title": "T", "thread": {"title": "T"}, "updated_at": 5}),
+        "the draft, version and count stay here"
+    );
+    let mut chat_doc_json = chat.clone();
+    chat_doc_json["_id"] = json!(chat_doc_id("c"));
+    assert_eq!(
+        local_doc(&chat_doc_json),
+        Some(LocalDoc::Chat {
+            chat_id: "c".into(),
+            fields: Some(chat)
+        })
+    );
+    assert_eq!(
+        local_doc(&json!({"_id": "chat:c", "_deleted": true})),
+        Some(LocalDoc::Chat {
+            chat_id: "c".into(),
+            fields: None
+        })
+    );
+    assert_eq!(local_doc(&json!({"_id": "_design/x"})), None);
+}
