@@ -30,6 +30,7 @@ const bench = new ContextBench(text);
 if (bench.messageCount() !== 5000) throw new Error(`expected 5000 messages, got ${bench.messageCount()}`);
 const rows = {
   load: msPer('load (parse + tolerant load)', () => { const b = new ContextBench(text); const n = b.messageCount(); b.free(); return `${n} messages`; }),
+  load_typed: msPer('load typed from text (the native path)', () => `${ContextBench.loadText(text)} messages`),
   repair: msPer('repair (fix stage only)', () => `${bench.repair()} repairs`),
   compress_128k: msPer('compress (four stages, n_ctx 128000)', () => `${bench.compress(128000)} messages left`),
   compress_32k: msPer('compress (four stages, n_ctx 32000)', () => `${bench.compress(32000)} messages left`),

@@ -9,6 +9,10 @@
 //! (`server_tool_use`, `*_tool_result`, `mcp_tool_use`) are emitted whole at their stop, with
 //! their streamed input parsed. Usage is merged field by field over the raw reports, then
 //! normalized (SPEC §6.4). Blocks left open by a cut stream are flushed at `message_stop` or end.
+//!
+//! The per-token events (`text_delta`, `thinking_delta`, `input_json_delta`) are read typed,
+//! borrowing their strings (issue 20); every other event, or one with a field of an unexpected
+//! type, is read as a `Value`. Both reach the same handlers.
 
 use super::framed::{event_kind, failure_from, json_object, non_empty_str, Events};
 use super::{usage, DecodeItem};
@@ -17,7 +21,9 @@ use crate::error::StreamDecodeError;
 use crate::message::ToolCall;
 use crate::sse::SseEvent;
 use crate::thinking::{fill_empty_thinking, merge_thinking_blocks};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 pub type Decoder = super::framed::Framed<State>;
@@ -48,6 +54,11 @@ impl Events for State {
         event: &SseEvent,
         items: &mut Vec<DecodeItem>,
     ) -> Result<(), StreamDecodeError> {
+        if let Some(delta) = TypedBlockDelta::read(&event.data) {
+            if self.typed_delta(&delta, items) {
+                return Ok(());
+            }
+        }
         let Some(data) = json_object(event, Self::PROVIDER)? else {
             return Ok(());
         };
@@ -78,6 +89,43 @@ impl Events for State {
             self.stop_block(index, items);
         }
     }
+}
+
+/// A `content_block_delta` event, its strings borrowed from the event's data.
+#[derive(Deserialize)]
+struct TypedBlockDelta<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    index: u64,
+    #[serde(borrow)]
+    delta: TypedDelta<'a>,
+}
+
+#[derive(Deserialize)]
+struct TypedDelta<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    partial_json: Option<Cow<'a, str>>,
+}
+
+impl<'a> TypedBlockDelta<'a> {
+    fn read(data: &'a str) -> Option<Self> {
+        // A JSON array would fill the struct by position; only an object is an event.
+        if !data.trim_start().starts_with('{') {
+            return None;
+        }
+        let event: TypedBlockDelta = serde_json::from_str(data).ok()?;
+        (event.kind == "content_block_delta").then_some(event)
+    }
+}
+
+fn non_empty<'a>(text: &'a Option<Cow<'_, str>>) -> Option<&'a str> {
+    text.as_deref().filter(|s| !s.is_empty())
 }
 
 fn op(op: DeltaOp) -> DecodeItem {
@@ -147,21 +195,43 @@ impl State {
         Block::Tool { start_input }
     }
 
+    /// A typed per-token delta handled; `false` for another kind (read as a `Value` instead).
+    fn typed_delta(&mut self, event: &TypedBlockDelta<'_>, items: &mut Vec<DecodeItem>) -> bool {
+        let delta = &event.delta;
+        match delta.kind.as_ref() {
+            "text_delta" => self.append_text(non_empty(&delta.text), items),
+            "thinking_delta" => {
+                if let Some(text) = non_empty(&delta.thinking) {
+                    self.append_thinking(event.index, text, items);
+                }
+            }
+            "input_json_delta" => {
+                self.input_json(event.index, non_empty(&delta.partial_json), items)
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn append_text(&mut self, text: Option<&str>, items: &mut Vec<DecodeItem>) {
+        if let Some(text) = text {
+            items.push(op(DeltaOp::AppendContent { text: text.into() }));
+        }
+    }
+
     fn block_delta(&mut self, index: u64, delta: &Value, items: &mut Vec<DecodeItem>) {
         let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
-            "text_delta" => {
-                if let Some(text) = non_empty_str(delta.get("text")) {
-                    items.push(op(DeltaOp::AppendContent { text: text.into() }));
-                }
-            }
+            "text_delta" => self.append_text(non_empty_str(delta.get("text")), items),
             "thinking_delta" => {
                 if let Some(text) = non_empty_str(delta.get("thinking")) {
                     self.append_thinking(index, text, items);
                 }
             }
             "signature_delta" => self.signature(index, delta, items),
-            "input_json_delta" => self.input_json(index, delta, items),
+            "input_json_delta" => {
+                self.input_json(index, non_empty_str(delta.get("partial_json")), items)
+            }
             "citations_delta" => {
                 if let Some(citation) = delta.get("citation").filter(|c| !c.is_null()) {
                     items.push(op(DeltaOp::AddCitation {
@@ -192,8 +262,8 @@ impl State {
         self.emit_thinking(items);
     }
 
-    fn input_json(&mut self, index: u64, delta: &Value, items: &mut Vec<DecodeItem>) {
-        let Some(fragment) = non_empty_str(delta.get("partial_json")) else {
+    fn input_json(&mut self, index: u64, fragment: Option<&str>, items: &mut Vec<DecodeItem>) {
+        let Some(fragment) = fragment else {
             return;
         };
         match self.open.get_mut(&index) {

@@ -30,6 +30,15 @@ impl WasmContextBench {
         })
     }
 
+    /// The typed load from JSON text (`trajectory::load_text`, what the native bench and the
+    /// CLI time): each message read straight into the model. Returns the message count.
+    #[wasm_bindgen(js_name = loadText)]
+    pub fn load_text(trajectory_json: &str) -> Result<usize, JsValue> {
+        crate::trajectory::load_text("bench", trajectory_json)
+            .map(|loaded| loaded.messages.len())
+            .map_err(|e| js_error("BadInput", &e.to_string()))
+    }
+
     #[wasm_bindgen(js_name = messageCount)]
     pub fn message_count(&self) -> usize {
         self.messages.len()

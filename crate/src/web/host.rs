@@ -94,8 +94,7 @@ impl Host {
         let mut config: EngineConfig = if config.is_undefined() || config.is_null() {
             EngineConfig::default()
         } else {
-            serde_wasm_bindgen::from_value(config)
-                .map_err(|e| error("BadConfig", &e.to_string()))?
+            from_js(&config).map_err(|e| error("BadConfig", &e))?
         };
         if config.id_prefix.is_empty() {
             // Ids unique to this engine: a chat continued after a reload (or on another device,
@@ -184,7 +183,7 @@ impl Host {
         #[wasm_bindgen(unchecked_param_type = "ToolSpec[]")] tools: JsValue,
     ) -> Result<(), JsValue> {
         let tools: Vec<crate::tools::ToolSpec> =
-            serde_wasm_bindgen::from_value(tools).map_err(|e| error("BadInput", &e.to_string()))?;
+            from_js(&tools).map_err(|e| error("BadInput", &e))?;
         self.shared.borrow_mut().engine.set_workspace_tools(tools);
         Ok(())
     }
@@ -360,8 +359,7 @@ impl Host {
         chat_id: String,
         #[wasm_bindgen(unchecked_param_type = "Command")] command: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let mut command: Value = serde_wasm_bindgen::from_value(command)
-            .map_err(|e| error("BadInput", &e.to_string()))?;
+        let mut command: Value = from_js(&command).map_err(|e| error("BadInput", &e))?;
         if command.get("client_request_id").is_none() {
             let n = {
                 let mut s = self.shared.borrow_mut();
@@ -514,10 +512,7 @@ impl Host {
             let config = if config.is_null() || config.is_undefined() {
                 None
             } else {
-                Some(
-                    serde_wasm_bindgen::from_value::<sync::SyncConfig>(config)
-                        .map_err(|e| error("BadSyncConfig", &e.to_string()))?,
-                )
+                Some(from_js::<sync::SyncConfig>(&config).map_err(|e| error("BadSyncConfig", &e))?)
             };
             sync::configure(&shared, config).await?;
             Ok(JsValue::UNDEFINED)

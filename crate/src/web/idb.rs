@@ -466,10 +466,7 @@ pub fn message_key(chat_id: &str, message_id: &str) -> JsValue {
 
 /// A JSON value as a structured-cloneable JS object.
 pub fn to_js(value: &Value) -> Result<JsValue, JsValue> {
-    use serde::Serialize;
-    value
-        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-        .map_err(|e| JsValue::from_str(&format!("cannot store value: {e}")))
+    super::to_js(value)
 }
 
 /// A stored JS object back to JSON (via `JSON.stringify`, which keeps key order).

@@ -74,10 +74,10 @@ pub(super) fn now() -> u64 {
 }
 
 pub(super) fn to_js<T: Serialize>(value: &T) -> JsValue {
-    value
-        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-        .unwrap_or(JsValue::UNDEFINED)
+    super::to_js(value).unwrap_or(JsValue::UNDEFINED)
 }
+
+pub(super) use super::from_js;
 
 pub(super) fn error(name: &str, message: &str) -> JsValue {
     super::js_error(name, message)
