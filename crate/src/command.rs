@@ -3,12 +3,14 @@
 
 use crate::error::Refusal;
 use crate::message::{is_image_part, Content};
-use serde::{Deserialize, Serialize};
+use crate::tagged::{self, Fields};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 pub const MAX_IMAGES: usize = 50;
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// Read by hand (`tagged::Fields`, see there why), written by derive.
+#[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct CommandEnvelope {
     pub client_request_id: String,
     #[serde(default)]
@@ -17,7 +19,7 @@ pub struct CommandEnvelope {
     pub command: Command,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
     UserMessage {
@@ -84,7 +86,104 @@ pub enum Command {
     ResumeQueue {},
 }
 
+impl<'de> Deserialize<'de> for CommandEnvelope {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::read(deserializer, |mut f| {
+            Ok(CommandEnvelope {
+                client_request_id: f.take("client_request_id")?,
+                priority: f.or_default("priority")?,
+                command: Command::from_fields(f)?,
+            })
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Command {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::read(deserializer, Command::from_fields)
+    }
+}
+
 impl Command {
+    const VARIANTS: &'static [&'static str] = &[
+        "user_message",
+        "set_params",
+        "update_message",
+        "remove_message",
+        "truncate_messages",
+        "retry_from_index",
+        "abort",
+        "approve_tools",
+        "reject_tools",
+        "branch_from_chat",
+        "restore_from_trajectory",
+        "clear_draft",
+        "set_draft",
+        "regenerate",
+        "ide_tool_result",
+        "cancel_queued",
+        "resume_queue",
+    ];
+
+    fn from_fields(mut f: Fields) -> Result<Self, serde_json::Error> {
+        let tag = f.tag("type")?;
+        Ok(match tag.as_str() {
+            "user_message" => Command::UserMessage {
+                content: f.take("content")?,
+                attachments: f.or_default("attachments")?,
+                context_files: f.or_default("context_files")?,
+                message_id: f.or_default("message_id")?,
+            },
+            "set_params" => Command::SetParams {
+                patch: f.take("patch")?,
+            },
+            "update_message" => Command::UpdateMessage {
+                message_id: f.take("message_id")?,
+                content: f.take("content")?,
+                regenerate: f.or_default("regenerate")?,
+            },
+            "remove_message" => Command::RemoveMessage {
+                message_id: f.take("message_id")?,
+                regenerate: f.or_default("regenerate")?,
+            },
+            "truncate_messages" => Command::TruncateMessages {
+                from_index: f.take("from_index")?,
+            },
+            "retry_from_index" => Command::RetryFromIndex {
+                index: f.take("index")?,
+                content: f.take("content")?,
+            },
+            "abort" => Command::Abort {},
+            "approve_tools" => Command::ApproveTools {
+                tool_call_ids: f.take("tool_call_ids")?,
+            },
+            "reject_tools" => Command::RejectTools {
+                tool_call_ids: f.take("tool_call_ids")?,
+                reason: f.or_default("reason")?,
+            },
+            "branch_from_chat" => Command::BranchFromChat {
+                source_chat_id: f.take("source_chat_id")?,
+                up_to_message_id: f.take("up_to_message_id")?,
+            },
+            "restore_from_trajectory" => Command::RestoreFromTrajectory {
+                trajectory: f.take("trajectory")?,
+            },
+            "clear_draft" => Command::ClearDraft {},
+            "set_draft" => Command::SetDraft {
+                text: f.take("text")?,
+            },
+            "regenerate" => Command::Regenerate {},
+            "ide_tool_result" => Command::IdeToolResult {
+                tool_call_id: f.take("tool_call_id")?,
+                content: f.take("content")?,
+                tool_failed: f.or_default("tool_failed")?,
+            },
+            "cancel_queued" => Command::CancelQueued {},
+            "resume_queue" => Command::ResumeQueue {},
+            other => return Err(tagged::unknown_variant(other, Self::VARIANTS)),
+        })
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Command::UserMessage { .. } => "user_message",

@@ -4,10 +4,12 @@
 //! the whole message per token. The draft turns into the assembled message (SPEC §6.3) at the end.
 
 use crate::message::{ChatMessage, Content, Role, ToolCall, Usage};
-use serde::{Deserialize, Serialize};
+use crate::tagged::{self, Fields};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// Read by hand (`tagged::Fields`), written by derive.
+#[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum DeltaOp {
     AppendContent { text: String },
@@ -20,7 +22,55 @@ pub enum DeltaOp {
     MergeExtra { extra: Map<String, Value> },
 }
 
+impl<'de> Deserialize<'de> for DeltaOp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::read(deserializer, DeltaOp::from_fields)
+    }
+}
+
 impl DeltaOp {
+    const VARIANTS: &'static [&'static str] = &[
+        "append_content",
+        "append_reasoning",
+        "set_tool_calls",
+        "set_thinking_blocks",
+        "add_citation",
+        "add_server_content_block",
+        "set_usage",
+        "merge_extra",
+    ];
+
+    fn from_fields(mut f: Fields) -> Result<Self, serde_json::Error> {
+        let tag = f.tag("op")?;
+        Ok(match tag.as_str() {
+            "append_content" => DeltaOp::AppendContent {
+                text: f.take("text")?,
+            },
+            "append_reasoning" => DeltaOp::AppendReasoning {
+                text: f.take("text")?,
+            },
+            "set_tool_calls" => DeltaOp::SetToolCalls {
+                tool_calls: f.take("tool_calls")?,
+            },
+            "set_thinking_blocks" => DeltaOp::SetThinkingBlocks {
+                blocks: f.take("blocks")?,
+            },
+            "add_citation" => DeltaOp::AddCitation {
+                citation: f.take("citation")?,
+            },
+            "add_server_content_block" => DeltaOp::AddServerContentBlock {
+                block: f.take("block")?,
+            },
+            "set_usage" => DeltaOp::SetUsage {
+                usage: f.take("usage")?,
+            },
+            "merge_extra" => DeltaOp::MergeExtra {
+                extra: f.take("extra")?,
+            },
+            other => return Err(tagged::unknown_variant(other, Self::VARIANTS)),
+        })
+    }
+
     /// Whether this op shows the user something (so a retry would no longer be silent).
     pub fn is_visible_content(&self) -> bool {
         !matches!(self, DeltaOp::SetUsage { .. } | DeltaOp::MergeExtra { .. })

@@ -18,6 +18,7 @@ use crate::session::{BranchSource, ChatSession, Ctx, RequestFailure, Trigger};
 use crate::subagents::{self, AgentRequest, Link, LinkStatus, Outcome, Subagents};
 use crate::thread::ThreadParams;
 use crate::tools::ToolOutcome;
+use crate::tagged::{self, Fields};
 use crate::trajectory;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -30,20 +31,21 @@ pub struct Bytes(pub Vec<u8>);
 
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Text(String),
-            Raw(Vec<u8>),
+        // By hand: an untagged derive would buffer the value before trying each shape.
+        match Value::deserialize(de)? {
+            Value::String(text) => Ok(Bytes(text.into_bytes())),
+            raw @ Value::Array(_) => Vec::<u8>::deserialize(raw)
+                .map(Bytes)
+                .map_err(serde::de::Error::custom),
+            other => Err(serde::de::Error::custom(format!(
+                "invalid bytes: {other}, expected a string or an array of byte values"
+            ))),
         }
-        Ok(match Either::deserialize(de)? {
-            Either::Text(text) => Bytes(text.into_bytes()),
-            Either::Raw(raw) => Bytes(raw),
-        })
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// Read by hand (`tagged::Fields`, see there why), written by derive.
+#[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "input", rename_all = "snake_case")]
 pub enum Input {
     OpenChat {
@@ -130,6 +132,94 @@ pub enum Input {
         reason: String,
     },
     Tick {},
+}
+
+impl<'de> Deserialize<'de> for Input {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::read(deserializer, Input::from_fields)
+    }
+}
+
+impl Input {
+    const VARIANTS: &'static [&'static str] = &[
+        "open_chat",
+        "close_chat",
+        "reload_chat",
+        "command",
+        "stream_bytes",
+        "stream_end",
+        "request_failed",
+        "tool_result",
+        "tool_progress",
+        "save_acked",
+        "save_failed",
+        "tick",
+    ];
+
+    fn from_fields(mut f: Fields) -> Result<Self, serde_json::Error> {
+        let tag = f.tag("input")?;
+        Ok(match tag.as_str() {
+            "open_chat" => Input::OpenChat {
+                chat_id: f.take("chat_id")?,
+                trajectory: f.or_default("trajectory")?,
+                stored: f.or_default("stored")?,
+            },
+            "close_chat" => Input::CloseChat {
+                chat_id: f.take("chat_id")?,
+            },
+            "reload_chat" => Input::ReloadChat {
+                chat_id: f.take("chat_id")?,
+                trajectory: f.take("trajectory")?,
+                stored: f.or_default("stored")?,
+            },
+            "command" => Input::Command {
+                chat_id: f.take("chat_id")?,
+                command: f.take("command")?,
+            },
+            "stream_bytes" => Input::StreamBytes {
+                request_id: f.take("request_id")?,
+                bytes: f.take("bytes")?,
+            },
+            "stream_end" => Input::StreamEnd {
+                request_id: f.take("request_id")?,
+            },
+            "request_failed" => Input::RequestFailed {
+                request_id: f.take("request_id")?,
+                status: f.or_default("status")?,
+                error_type: f.or_default("error_type")?,
+                message: f.or_default("message")?,
+                retry_after_ms: f.or_default("retry_after_ms")?,
+                headers: f.or_default("headers")?,
+                context_window: f.or_default("context_window")?,
+            },
+            "tool_result" => Input::ToolResult {
+                chat_id: f.take("chat_id")?,
+                tool_call_id: f.take("tool_call_id")?,
+                content: f.take("content")?,
+                tool_failed: f.or_default("tool_failed")?,
+                data: f.or_default("data")?,
+                session_metadata: f.or_default("session_metadata")?,
+                parts: f.or_default("parts")?,
+            },
+            "tool_progress" => Input::ToolProgress {
+                chat_id: f.take("chat_id")?,
+                tool_call_id: f.take("tool_call_id")?,
+                stream: f.or_default("stream")?,
+                text: f.take("text")?,
+            },
+            "save_acked" => Input::SaveAcked {
+                chat_id: f.take("chat_id")?,
+                version: f.take("version")?,
+            },
+            "save_failed" => Input::SaveFailed {
+                chat_id: f.take("chat_id")?,
+                version: f.take("version")?,
+                reason: f.or_default("reason")?,
+            },
+            "tick" => Input::Tick {},
+            other => return Err(tagged::unknown_variant(other, Self::VARIANTS)),
+        })
+    }
 }
 
 /// What one `handle` call produced.

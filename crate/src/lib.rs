@@ -28,6 +28,7 @@ pub mod retry;
 pub mod session;
 pub mod sse;
 pub mod subagents;
+pub mod tagged;
 pub mod thinking;
 pub mod thread;
 pub mod tools;

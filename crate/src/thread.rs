@@ -3,7 +3,8 @@
 
 use crate::error::Refusal;
 use crate::provider::ProviderKind;
-use serde::{Deserialize, Serialize};
+use crate::tagged::{self, Fields};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -30,7 +31,9 @@ pub enum ToolRule {
     Deny,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// Read by hand (`tagged::Fields`: a derived `flatten` would buffer the object), written by
+/// derive; a field added here is read in `from_fields` too (a round trip test checks it).
+#[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct ThreadParams {
     #[serde(default)]
     pub title: String,
@@ -126,7 +129,40 @@ impl Default for ThreadParams {
     }
 }
 
+impl<'de> Deserialize<'de> for ThreadParams {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::read(deserializer, ThreadParams::from_fields)
+    }
+}
+
 impl ThreadParams {
+    fn from_fields(mut f: Fields) -> Result<Self, serde_json::Error> {
+        Ok(ThreadParams {
+            title: f.or_default("title")?,
+            model: f.or_default("model")?,
+            provider: f.or_default("provider")?,
+            mode: f.or_else("mode", default_mode)?,
+            temperature: f.or_default("temperature")?,
+            max_tokens: f.or_default("max_tokens")?,
+            reasoning_effort: f.or_default("reasoning_effort")?,
+            thinking_budget: f.or_default("thinking_budget")?,
+            context_tokens_cap: f.or_default("context_tokens_cap")?,
+            system_prompt: f.or_default("system_prompt")?,
+            max_tool_rounds: f.or_else("max_tool_rounds", default_max_tool_rounds)?,
+            tool_policy: f.or_default("tool_policy")?,
+            parent_id: f.or_default("parent_id")?,
+            root_chat_id: f.or_default("root_chat_id")?,
+            link_type: f.or_default("link_type")?,
+            depth: f.or_default("depth")?,
+            max_subagent_depth: f.or_default("max_subagent_depth")?,
+            max_subagents: f.or_default("max_subagents")?,
+            allowed_tools: f.or_default("allowed_tools")?,
+            fallback_models: f.or_default("fallback_models")?,
+            composer_draft: f.or_default("composer_draft")?,
+            extra: f.rest(),
+        })
+    }
+
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }

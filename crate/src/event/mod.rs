@@ -7,10 +7,12 @@ mod runtime;
 
 pub use crate::queue::QueuedItemSummary;
 pub use runtime::{ContextUsage, ErrorInfo, PauseReason, RetryStatus, Runtime, SubagentView};
-use serde::{Deserialize, Serialize};
+use crate::tagged::{self, Fields};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// Read by hand (`tagged::Fields`, see there why), written by derive.
+#[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct EventEnvelope {
     pub chat_id: String,
     pub seq: u64,
@@ -18,7 +20,7 @@ pub struct EventEnvelope {
     pub event: Event,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     Snapshot {
@@ -121,7 +123,140 @@ pub enum Event {
     },
 }
 
+impl<'de> Deserialize<'de> for EventEnvelope {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::read(deserializer, |mut f| {
+            Ok(EventEnvelope {
+                chat_id: f.take("chat_id")?,
+                seq: f.take("seq")?,
+                event: Event::from_fields(f)?,
+            })
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::read(deserializer, Event::from_fields)
+    }
+}
+
 impl Event {
+    const VARIANTS: &'static [&'static str] = &[
+        "snapshot",
+        "stream_started",
+        "stream_delta",
+        "stream_finished",
+        "message_added",
+        "message_updated",
+        "message_removed",
+        "messages_truncated",
+        "thread_updated",
+        "queue_updated",
+        "runtime_updated",
+        "pause_required",
+        "pause_cleared",
+        "ide_tool_required",
+        "tool_decision",
+        "tool_progress",
+        "subagent_spawned",
+        "subagent_result",
+        "model_fallback",
+        "ack",
+    ];
+
+    fn from_fields(mut f: Fields) -> Result<Self, serde_json::Error> {
+        let tag = f.tag("type")?;
+        Ok(match tag.as_str() {
+            "snapshot" => Event::Snapshot {
+                thread: f.take("thread")?,
+                runtime: f.take("runtime")?,
+                messages: f.take("messages")?,
+                draft: f.or_default("draft")?,
+            },
+            "stream_started" => Event::StreamStarted {
+                message_id: f.take("message_id")?,
+            },
+            "stream_delta" => Event::StreamDelta {
+                message_id: f.take("message_id")?,
+                ops: f.take("ops")?,
+            },
+            "stream_finished" => Event::StreamFinished {
+                message_id: f.take("message_id")?,
+                finish_reason: f.take("finish_reason")?,
+            },
+            "message_added" => Event::MessageAdded {
+                message: f.take("message")?,
+                index: f.take("index")?,
+            },
+            "message_updated" => Event::MessageUpdated {
+                message_id: f.take("message_id")?,
+                message: f.take("message")?,
+            },
+            "message_removed" => Event::MessageRemoved {
+                message_id: f.take("message_id")?,
+            },
+            "messages_truncated" => Event::MessagesTruncated {
+                from_index: f.take("from_index")?,
+            },
+            "thread_updated" => Event::ThreadUpdated {
+                patch: f.take("patch")?,
+            },
+            "queue_updated" => Event::QueueUpdated {
+                queue_size: f.take("queue_size")?,
+                queued_items: f.take("queued_items")?,
+            },
+            "runtime_updated" => Event::RuntimeUpdated {
+                runtime: f.rest_as()?,
+            },
+            "pause_required" => Event::PauseRequired {
+                reasons: f.take("reasons")?,
+            },
+            "pause_cleared" => Event::PauseCleared {},
+            "ide_tool_required" => Event::IdeToolRequired {
+                tool_call_id: f.take("tool_call_id")?,
+                tool_name: f.take("tool_name")?,
+                args: f.take("args")?,
+            },
+            "tool_decision" => Event::ToolDecision {
+                tool_call_id: f.take("tool_call_id")?,
+                tool_name: f.take("tool_name")?,
+                decision: f.take("decision")?,
+                source: f.take("source")?,
+            },
+            "tool_progress" => Event::ToolProgress {
+                tool_call_id: f.take("tool_call_id")?,
+                stream: f.or_default("stream")?,
+                text: f.take("text")?,
+            },
+            "subagent_spawned" => Event::SubagentSpawned {
+                parent: f.take("parent")?,
+                child: f.take("child")?,
+                tool_call_id: f.take("tool_call_id")?,
+                title: f.take("title")?,
+                task: f.take("task")?,
+            },
+            "subagent_result" => Event::SubagentResult {
+                parent: f.take("parent")?,
+                child: f.take("child")?,
+                tool_call_id: f.take("tool_call_id")?,
+                outcome: f.take("outcome")?,
+                text: f.take("text")?,
+            },
+            "model_fallback" => Event::ModelFallback {
+                preferred: f.take("preferred")?,
+                actual: f.take("actual")?,
+                reason: f.take("reason")?,
+            },
+            "ack" => Event::Ack {
+                client_request_id: f.take("client_request_id")?,
+                accepted: f.take("accepted")?,
+                reason: f.or_default("reason")?,
+            },
+            other => return Err(tagged::unknown_variant(other, Self::VARIANTS)),
+        })
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Event::Snapshot { .. } => "snapshot",

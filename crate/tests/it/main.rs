@@ -17,6 +17,7 @@ mod security_streams;
 #[cfg(not(target_arch = "wasm32"))]
 mod stored_order;
 mod streams;
+mod tagged;
 mod thinking;
 #[cfg(not(target_arch = "wasm32"))]
 mod trajectory;

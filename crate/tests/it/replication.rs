@@ -319,7 +319,7 @@ fn a_checkpoint_the_two_sides_do_not_share_starts_from_the_beginning() {
         checkpoint: Some(json!(5)),
     });
     let e = run.reply(&e, 200, json!({"db_name": "chats"}));
-    let e = run.reply(&e, 404, json!({"error": "not_found"}));
+    run.reply(&e, 404, json!({"error": "not_found"}));
     let e = run.input(SyncInput::Outbox { entries: vec![] });
     assert!(path(&e).ends_with("since=0"), "{}", path(&e));
 }
@@ -407,7 +407,7 @@ fn a_doc_with_unpushed_changes_is_pushed_before_its_remote_revisions_are_taken()
     let mut run = Run::new();
     let e = run.input(SyncInput::Start { checkpoint: None });
     let e = run.reply(&e, 200, json!({"db_name": "d"}));
-    let e = run.reply(&e, 404, json!({"error": "not_found"}));
+    run.reply(&e, 404, json!({"error": "not_found"}));
     let e = run.input(SyncInput::Outbox { entries: vec![] });
     let e = run.reply(&e, 200, json!({"results": [{"id": "chat:c", "seq": 1, "changes": [{"rev": "2-r"}]}], "last_seq": 1}));
     assert!(matches!(e[0], SyncEffect::ReadKnown { .. }));
