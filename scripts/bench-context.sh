@@ -9,7 +9,8 @@ cd "$ROOT"
 say "native (cargo bench --bench context)"
 cargo bench --bench context -- --quick 2>&1 | grep -E '^history-5k'
 say "wasm under Node"
-cargo build --release --target wasm32-unknown-unknown --lib
+# The shipped engine plus the benchmarks' JS classes (the `bench` feature).
+cargo build --release --target wasm32-unknown-unknown --lib -p palaver --features bench
 wasm-bindgen --target nodejs --out-dir "$ROOT/target/bench-node-pkg" \
   "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
 node tests/bench/bench-context.mjs --pkg "$ROOT/target/bench-node-pkg" \

@@ -9,7 +9,8 @@ ensure_wasm_bindgen
 cd "$ROOT"
 say "building the engine (native release, wasm for Node)"
 cargo build --release --bin palaver
-cargo build --release --target wasm32-unknown-unknown --lib
+# The shipped engine plus the benchmarks' JS classes (the `bench` feature).
+cargo build --release --target wasm32-unknown-unknown --lib -p palaver --features bench
 wasm-bindgen --target nodejs --out-dir "$ROOT/target/bench-node-pkg" \
   "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
 say "installing the SDKs (tests/bench/package-lock.json)"

@@ -19,6 +19,8 @@ cp "$ROOT"/extension/manifest.json "$ROOT"/extension/background.js "$OUT/"
 cp -r "$ROOT/www/." "$OUT/www/"
 rm -f "$OUT/www/sw.js"
 cp "$ROOT/pkg/palaver.js" "$ROOT/pkg/palaver_bg.wasm" "$OUT/pkg/"
+mkdir -p "$OUT/pkg/render"
+cp "$ROOT/pkg/render/palaver_render.js" "$ROOT/pkg/render/palaver_render_bg.wasm" "$OUT/pkg/render/"
 # highlight.js for code blocks (the model in the page cannot run in an extension: not copied).
 mkdir -p "$OUT/pkg/vendor"
 cp -r "$ROOT/pkg/vendor/highlight" "$OUT/pkg/vendor/"

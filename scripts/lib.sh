@@ -121,15 +121,19 @@ PY
   mv "$file.part" "$file"
 }
 
-# Builds the wasm package into pkg/ (wasm-bindgen --target web) and checks its imports.
+# Builds the wasm packages and checks their imports: the engine into pkg/, the Markdown renderer
+# (its own crate, loaded when the page first draws a message) into pkg/render/.
 build_pkg() {
-  say "building the wasm engine into pkg/"
-  cargo build --release --target wasm32-unknown-unknown --lib --manifest-path "$ROOT/Cargo.toml"
+  say "building the wasm engine into pkg/ and the renderer into pkg/render/"
+  cargo build --release --target wasm32-unknown-unknown --lib --manifest-path "$ROOT/Cargo.toml" \
+    -p palaver -p palaver-render
   # Function names are kept out of the shipped bundle (a quarter of its size); stack traces
   # in the browser show offsets instead.
   wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir "$ROOT/pkg" \
     "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
-  node "$ROOT/scripts/check-wasm.mjs" "$ROOT/pkg/palaver_bg.wasm"
+  wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir "$ROOT/pkg/render" \
+    "$ROOT/target/wasm32-unknown-unknown/release/palaver_render.wasm"
+  node "$ROOT/scripts/check-wasm.mjs" "$ROOT/pkg/palaver_bg.wasm" "$ROOT/pkg/render/palaver_render_bg.wasm"
   build_vendor
   node "$ROOT/scripts/shell-list.mjs" "$ROOT"
 }

@@ -12,7 +12,8 @@ const www = readdirSync(join(root, 'www'), { recursive: true, withFileTypes: tru
   .map((entry) => relative(join(root, 'www'), join(entry.parentPath ?? entry.path, entry.name)).split(sep).join('/'))
   .filter((name) => name !== 'sw.js')
   .sort();
-const pkg = ['palaver.js', 'palaver_bg.wasm'];
+// The engine, and the Markdown renderer it loads with the first message drawn (offline too).
+const pkg = ['palaver.js', 'palaver_bg.wasm', 'render/palaver_render.js', 'render/palaver_render_bg.wasm'];
 const hash = createHash('sha256');
 for (const name of www) hash.update(name).update(readFileSync(join(root, 'www', name)));
 for (const name of pkg) hash.update(name).update(readFileSync(join(root, 'pkg', name)));

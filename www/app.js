@@ -3,7 +3,8 @@
 // its browser host's (`Palaver`, from pkg/). The only HTML the page ever writes is the engine's safe
 // Markdown renderer's output, through the one Trusted Types policy below (SECURITY C5, C19).
 import * as keys from './keys.js';
-import init, { Palaver, Engine, renderMarkdown } from '../pkg/palaver.js';
+import init, { Palaver, Engine } from '../pkg/palaver.js';
+import * as markdown from './markdown.js';
 import { ChatMirror } from './mirror.js';
 import { el, button, TranscriptView, PAGE, textOf as textOfContent } from './view.js';
 import * as queueView from './views/queue.js';
@@ -26,13 +27,13 @@ const $ = (id) => document.getElementById(id);
 /** The only scripts the page starts: the offline cache and the model worker. */
 const SCRIPTS = ['sw.js', 'local/worker.js'];
 const policy = globalThis.trustedTypes?.createPolicy('palaver', {
-  createHTML: (markdown) => renderMarkdown(markdown),
+  createHTML: (text) => markdown.html(text),
   createScriptURL: (url) => {
     if (!SCRIPTS.includes(url)) throw new TypeError(`no script URL but ${SCRIPTS.join(' and ')}: ${url}`);
     return url;
   },
 });
-const html = (markdown) => (policy ? policy.createHTML(markdown) : renderMarkdown(markdown));
+const html = (text) => (policy ? policy.createHTML(text) : markdown.html(text));
 
 const app = {
   palaver: null,
@@ -46,6 +47,9 @@ const app = {
   frame: 0,
   counter: 0,
   composerEdits: 0, // input events in the composer: tells typing from a switch's own writes
+  selectionsQueued: 0, // chat selections waiting or running (an engine reopen does not restore another chat over them)
+  reopening: null, // the engine reopen under way (Save in Settings): selections wait for it
+  atEnd: false, // the transcript is scrolled to its end (it stays there as things below it grow)
   view: null,
 };
 
@@ -85,6 +89,20 @@ async function agentConfig(settings) {
 }
 
 async function openEngine() {
+  // A chat being opened (New chat, a click in the list) is opened first: the engine reopens
+  // on it, not on the chat that was open before (a Save right after New chat lost the new one).
+  await app.selecting?.catch(() => {});
+  let reopened;
+  app.reopening = new Promise((resolve) => { reopened = resolve; });
+  try {
+    await reopenEngine();
+  } finally {
+    app.reopening = null;
+    reopened();
+  }
+}
+
+async function reopenEngine() {
   const settings = settingsStore.loadSettings();
   if (app.palaver) {
     // Every save acknowledged first: closing drops what arrives later.
@@ -117,7 +135,8 @@ async function openEngine() {
   app.chat = null;
   app.subscription = null;
   await showChats();
-  if (open && app.chats.some((c) => c.id === open)) await selectChat(open);
+  // Not when the user chose a chat meanwhile: that selection runs next, after this reopen.
+  if (open && app.chats.some((c) => c.id === open) && app.selectionsQueued === 0) await openChatView(open);
   if (proxy) offerWorkspaceChats().catch(() => {});
 }
 
@@ -269,7 +288,19 @@ function renderChatList() {
 /** Opens a chat; calls run one after another, so quick clicks never interleave. */
 function selectChat(id) {
   const mark = markComposer();
-  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(() => openChatView(id, mark));
+  return queueSelection(() => openChatView(id, mark));
+}
+
+/**
+ * Runs `open` after the selections before it and after an engine reopen under way (Save in
+ * Settings): a chat chosen meanwhile is the one that stays open, not the one the reopen restores.
+ */
+function queueSelection(open) {
+  app.selectionsQueued += 1;
+  const before = (app.selecting ?? Promise.resolve()).catch(() => {});
+  app.selecting = Promise.all([before, app.reopening]).then(open).finally(() => {
+    app.selectionsQueued -= 1;
+  });
   return app.selecting;
 }
 
@@ -279,6 +310,8 @@ function markComposer() {
 }
 
 async function openChatView(id, mark = markComposer()) {
+  // The renderer loads beside the reads below (the first time only): the first frame needs it.
+  const renderer = markdown.load();
   if (app.subscription !== null) app.palaver.unsubscribe(app.subscription);
   if (app.composerEdits !== mark.edits) {
     // Typed after New chat or a click in the list: the words are meant for the chat being
@@ -291,7 +324,8 @@ async function openChatView(id, mark = markComposer()) {
   // A long chat's last screen straight from storage (a few records), drawn while the engine
   // loads the rest (issue 20: a first frame that does not wait for the whole chat). Read first:
   // IndexedDB serves requests in order, so a peek behind the whole chat's read would wait for it.
-  const peek = app.palaver.tabRole(id).role === 'closed' ? await app.palaver.peekChat(id, PREVIEW).catch(() => null) : null;
+  const peeking = app.palaver.tabRole(id).role === 'closed' ? app.palaver.peekChat(id, PREVIEW).catch(() => null) : null;
+  const [peek] = await Promise.all([peeking, renderer]);
   const previewed = peek !== null && peek.message_count > peek.messages.length && showPreview(id, peek);
   await app.palaver.openChat(id);
   app.chat = new ChatMirror(id);
@@ -349,12 +383,11 @@ function subscribe() {
 async function newChat() {
   let id;
   const mark = markComposer();
-  app.selecting = (app.selecting ?? Promise.resolve()).catch(() => {}).then(async () => {
+  await queueSelection(async () => {
     id = await app.palaver.createChat('');
     await showChats();
     await openChatView(id, mark);
   });
-  await app.selecting;
   return id;
 }
 
@@ -372,9 +405,14 @@ function scheduleRender() {
 function render() {
   const chat = app.chat;
   if (!chat) return;
+  if (!markdown.settledLoad()) {
+    // The renderer comes with the first chat drawn (issue 20): its first frame waits for it.
+    markdown.load().then(scheduleRender);
+    return;
+  }
   // Cards appearing under the transcript make it shorter: one that was at its end stays there.
   const transcript = $('transcript');
-  const atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80 && !Number.isFinite(app.restoreScroll);
+  const atEnd = distanceFromEnd(transcript) < 80 && !Number.isFinite(app.restoreScroll);
   $('chat-title').textContent = chat.thread.title || 'Untitled chat';
   renderModelLine(chat);
   app.view.render(chat);
@@ -386,8 +424,11 @@ function render() {
   else if (chat.dirty.draft) contextView.render($('context-usage'), chat);
   if (chat.dirty.messages) scheduleHighlight();
   if (atEnd) transcript.scrollTop = transcript.scrollHeight;
+  app.atEnd = distanceFromEnd(transcript) < 80;
   chat.dirty = { messages: false, draft: false, runtime: false };
 }
+
+const distanceFromEnd = (node) => node.scrollHeight - node.scrollTop - node.clientHeight;
 
 /** Where cards go: the plan above, the others under the transcript. */
 const cardSlots = () => ({ plan: $('plan'), cards: $('cards') });
@@ -1251,6 +1292,7 @@ function wire() {
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) send(event);
   });
   $('composer').addEventListener('input', () => {
+    markdown.load(); // an answer will need it
     app.composerEdits += 1;
     app.attachments.onInput($('composer'));
     app.prompts.onInput();
@@ -1279,7 +1321,8 @@ function wire() {
     $('image-file').value = '';
   });
   $('stop').addEventListener('click', () => command({ type: 'abort' }));
-  $('new-chat').addEventListener('click', () => engineReady() && newChat());
+  // Taken during an engine reopen too: the new chat opens when the reopen is done.
+  $('new-chat').addEventListener('click', () => newChat().catch((error) => status(String(error?.message ?? error), true)));
   $('chat-search').addEventListener('input', renderChatList);
   chatListView.bind($('chat-list'), { select: (id) => selectChat(id) });
   // Filled on the click that opens the panel (before it shows), so typing can follow at once.
@@ -1306,11 +1349,17 @@ function wire() {
     status(text ? 'This chat now has its own system prompt.' : 'This chat uses the system prompt from Settings again.');
   });
   $('transcript').addEventListener('scroll', () => {
+    app.atEnd = distanceFromEnd($('transcript')) < 80;
     if (!app.chat) return;
     clearTimeout(app.scrollSave);
     const [id, top] = [app.chat.id, $('transcript').scrollTop];
     app.scrollSave = setTimeout(() => localStorage.setItem(scrollKey(id), String(Math.round(top))), 150);
   }, { passive: true });
+  // The transcript shrinks without a render of it when something below it grows (a card, the
+  // composer, the status line): one that was at its end stays there.
+  new ResizeObserver(() => {
+    if (app.atEnd && !Number.isFinite(app.restoreScroll)) $('transcript').scrollTop = $('transcript').scrollHeight;
+  }).observe($('transcript'));
   $('cancel-settings').addEventListener('click', () => {
     app.proposal = null;
     $('settings').open = false;

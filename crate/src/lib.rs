@@ -21,7 +21,6 @@ pub mod plan;
 pub mod prompt;
 pub mod provider;
 pub mod queue;
-pub mod render;
 pub mod replication;
 pub mod request;
 pub mod retry;

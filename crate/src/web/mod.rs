@@ -1,11 +1,15 @@
-//! The browser host (wasm32 only). For now the thin facade of GUIDE §5: the JS class `Engine`
-//! over the sans-IO core (and `StreamAssembly`, one provider stream decoded outside the engine) — create it with a config, feed it inputs, read snapshots. Values cross
+//! The browser host (wasm32 only). The thin facade of GUIDE §5: the JS class `Engine` over the
+//! sans-IO core — create it with a config, feed it inputs, read snapshots — and the host
+//! `Palaver` (`host.rs`); with the `bench` feature (the benchmarks' build only) also
+//! `StreamAssembly` (one provider stream decoded outside the engine) and `ContextBench`. Values cross
 //! the boundary as plain JSON-compatible objects; the TypeScript types are declared once below.
 //! Domain errors travel inside events as data; only a malformed JS value throws, as a JS `Error`
 //! whose `name` says the kind (`BadConfig`, `BadInput`).
 
+#[cfg(feature = "bench")]
 mod bench;
 mod chat_files;
+#[cfg(feature = "bench")]
 mod decoder;
 pub mod host;
 pub mod idb;
@@ -122,13 +126,6 @@ fn from_js<T: serde::de::DeserializeOwned>(value: &JsValue) -> Result<T, String>
         text.as_string()
     };
     serde_json::from_str(text.as_deref().unwrap_or("null")).map_err(|e| e.to_string())
-}
-
-/// Model output (Markdown) as safe HTML: raw HTML shown as text, only http/https/mailto and
-/// relative links, remote images as click-to-load placeholders (SECURITY C1–C8).
-#[wasm_bindgen(js_name = renderMarkdown)]
-pub fn render_markdown(markdown: &str) -> String {
-    crate::render::render_markdown(markdown)
 }
 
 /// A `stream_bytes` input whose `bytes` is a `Uint8Array` (which `JSON.stringify` would turn into

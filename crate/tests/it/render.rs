@@ -2,7 +2,7 @@
 //! renderer's own tags and attributes, no script-capable attribute, no unsafe `href`, no remote
 //! `src` — also at every prefix while it streams (C6). Runs natively and in Chromium.
 
-use palaver::render::render_markdown;
+use palaver_render::render_markdown;
 
 const TAGS: [&str; 24] = [
     "p",
