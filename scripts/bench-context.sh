@@ -10,8 +10,8 @@ say "native (cargo bench --bench context)"
 cargo bench --bench context -- --quick 2>&1 | grep -E '^history-5k'
 say "wasm under Node"
 # The shipped engine plus the benchmarks' JS classes (the `bench` feature).
-cargo build --release --target wasm32-unknown-unknown --lib -p palaver --features bench
+cargo build --profile wasm --target wasm32-unknown-unknown --lib -p palaver --features bench
 wasm-bindgen --target nodejs --out-dir "$ROOT/target/bench-node-pkg" \
-  "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
+  "$ROOT/target/wasm32-unknown-unknown/wasm/palaver.wasm"
 node tests/bench/bench-context.mjs --pkg "$ROOT/target/bench-node-pkg" \
   --history "$ROOT/../shared/bench/history-5k.json.gz" --rounds "${1:-10}"

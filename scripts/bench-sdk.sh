@@ -10,9 +10,9 @@ cd "$ROOT"
 say "building the engine (native release, wasm for Node)"
 cargo build --release --bin palaver
 # The shipped engine plus the benchmarks' JS classes (the `bench` feature).
-cargo build --release --target wasm32-unknown-unknown --lib -p palaver --features bench
+cargo build --profile wasm --target wasm32-unknown-unknown --lib -p palaver --features bench
 wasm-bindgen --target nodejs --out-dir "$ROOT/target/bench-node-pkg" \
-  "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
+  "$ROOT/target/wasm32-unknown-unknown/wasm/palaver.wasm"
 say "installing the SDKs (tests/bench/package-lock.json)"
 (cd tests/bench && npm ci --no-audit --no-fund --silent)
 say "measuring"

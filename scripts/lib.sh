@@ -125,14 +125,15 @@ PY
 # (its own crate, loaded when the page first draws a message) into pkg/render/.
 build_pkg() {
   say "building the wasm engine into pkg/ and the renderer into pkg/render/"
-  cargo build --release --target wasm32-unknown-unknown --lib --manifest-path "$ROOT/Cargo.toml" \
+  # The `wasm` profile: release, optimized for size (the first load; Cargo.toml says why).
+  cargo build --profile wasm --target wasm32-unknown-unknown --lib --manifest-path "$ROOT/Cargo.toml" \
     -p palaver -p palaver-render
   # Function names are kept out of the shipped bundle (a quarter of its size); stack traces
   # in the browser show offsets instead.
   wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir "$ROOT/pkg" \
-    "$ROOT/target/wasm32-unknown-unknown/release/palaver.wasm"
+    "$ROOT/target/wasm32-unknown-unknown/wasm/palaver.wasm"
   wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir "$ROOT/pkg/render" \
-    "$ROOT/target/wasm32-unknown-unknown/release/palaver_render.wasm"
+    "$ROOT/target/wasm32-unknown-unknown/wasm/palaver_render.wasm"
   node "$ROOT/scripts/check-wasm.mjs" "$ROOT/pkg/palaver_bg.wasm" "$ROOT/pkg/render/palaver_render_bg.wasm"
   build_vendor
   node "$ROOT/scripts/shell-list.mjs" "$ROOT"
