@@ -67,7 +67,7 @@ mod native {
             history,
             budget: Some(history_budget(n_ctx, None, 2000)),
         });
-        built.map_or(0, |r| r.body.to_string().len())
+        built.map_or(0, |r| r.body.get().len())
     }
 
     fn ms_per(label: &str, rounds: u32, mut f: impl FnMut()) {

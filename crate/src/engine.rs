@@ -50,8 +50,10 @@ impl<'de> Deserialize<'de> for Bytes {
 pub enum Input {
     OpenChat {
         chat_id: String,
+        /// The stored chat as JSON text: read once, straight into the message model
+        /// (`trajectory::load_text`; no `Value` tree of a long chat is built).
         #[serde(default)]
-        trajectory: Option<Value>,
+        trajectory: Option<trajectory::TrajectoryText>,
         /// Where the trajectory's messages are stored, in order (the browser host reads it with
         /// them); without it their indexes are taken as their positions.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,7 +67,7 @@ pub enum Input {
     /// snapshot; a busy or unsaved one refuses, and the host asks again when it is idle.
     ReloadChat {
         chat_id: String,
-        trajectory: Value,
+        trajectory: trajectory::TrajectoryText,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stored: Option<Vec<trajectory::StoredMessage>>,
     },
@@ -390,11 +392,11 @@ impl Engine {
         &mut self,
         now: u64,
         chat_id: &str,
-        trajectory: Option<&Value>,
+        trajectory: Option<&trajectory::TrajectoryText>,
         stored: Option<&[trajectory::StoredMessage]>,
         step: &mut Step,
     ) {
-        let session = match trajectory.map(|t| trajectory::load(chat_id, t)) {
+        let session = match trajectory.map(|t| trajectory::load_text(chat_id, t.get())) {
             Some(Ok(loaded)) => {
                 let recovered = loaded.recovered_draft.clone();
                 let mut session =
@@ -415,7 +417,7 @@ impl Engine {
         &mut self,
         now: u64,
         chat_id: &str,
-        trajectory: &Value,
+        trajectory: &trajectory::TrajectoryText,
         stored: Option<&[trajectory::StoredMessage]>,
         step: &mut Step,
     ) {
@@ -425,7 +427,7 @@ impl Engine {
         if let Err(refusal) = session.can_reload() {
             return step.errors.push(refusal);
         }
-        match trajectory::load(chat_id, trajectory) {
+        match trajectory::load_text(chat_id, trajectory.get()) {
             Ok(loaded) => self.to_chat(now, chat_id, step, |s, ctx| {
                 s.reload(ctx.config, loaded.thread, loaded.messages, stored)
             }),

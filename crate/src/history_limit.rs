@@ -5,11 +5,12 @@
 //! Exemptions (seed 001) decide what stage 4 may drop. `CompressionStrength` says how far it
 //! went; a history that still does not fit is an error, and the request is not sent.
 
-use crate::message::{ChatMessage, Content, Role};
+use crate::message::{ChatMessage, Content, Role, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::{Borrow, Cow};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 
 /// How far the limit had to go (SPEC §5).
@@ -56,11 +57,58 @@ pub fn history_budget(n_ctx: u64, max_tokens: Option<u64>, fixed_chars: usize) -
 /// from the stored history, so limiting a long chat copies only what it changes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limited<'a> {
-    pub messages: Vec<Cow<'a, ChatMessage>>,
+    pub messages: Vec<LimitedMessage<'a>>,
     pub strength: CompressionStrength,
     pub estimated_tokens: u64,
     /// Repairs made by stage 3 (calls and results removed, moved or described).
     pub repairs: usize,
+}
+
+/// A message of the limited copy: the stored one, borrowed, until a stage changes it; then its
+/// changed copy, boxed — the stages reorder and cut a list of small handles, not of whole
+/// messages (issue 20: moving 5 000 messages of a few hundred bytes each was a tenth of a request).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LimitedMessage<'a> {
+    Stored(&'a ChatMessage),
+    Changed(Box<ChatMessage>),
+}
+
+impl std::ops::Deref for LimitedMessage<'_> {
+    type Target = ChatMessage;
+
+    fn deref(&self) -> &ChatMessage {
+        match self {
+            LimitedMessage::Stored(message) => message,
+            LimitedMessage::Changed(message) => message,
+        }
+    }
+}
+
+impl Borrow<ChatMessage> for LimitedMessage<'_> {
+    fn borrow(&self) -> &ChatMessage {
+        self
+    }
+}
+
+impl LimitedMessage<'_> {
+    fn changed(message: ChatMessage) -> Self {
+        LimitedMessage::Changed(Box::new(message))
+    }
+
+    /// Gives the message new content without copying the old.
+    fn set_content(&mut self, content: Content) {
+        match self {
+            LimitedMessage::Stored(message) => *self = LimitedMessage::changed(message.with_content(content)),
+            LimitedMessage::Changed(message) => message.content = content,
+        }
+    }
+
+    pub fn into_owned(self) -> ChatMessage {
+        match self {
+            LimitedMessage::Stored(message) => message.clone(),
+            LimitedMessage::Changed(message) => *message,
+        }
+    }
 }
 
 /// SPEC §5's estimate for one message: characters / 4 + 10, images 1000 tokens each.
@@ -92,7 +140,7 @@ fn is_sent(message: &ChatMessage, suppressed: &BTreeSet<String>) -> bool {
 
 /// The running estimate of a copy being limited.
 struct Work<'a> {
-    messages: Vec<Cow<'a, ChatMessage>>,
+    messages: Vec<LimitedMessage<'a>>,
     tokens: Vec<u64>,
     total: u64,
     budget: u64,
@@ -126,7 +174,7 @@ fn token_table<M: Borrow<ChatMessage>>(messages: &[M]) -> (Vec<u64>, f64, BTreeS
 }
 
 impl<'a> Work<'a> {
-    fn new(messages: Vec<Cow<'a, ChatMessage>>, budget: u64) -> Self {
+    fn new(messages: Vec<LimitedMessage<'a>>, budget: u64) -> Self {
         let (tokens, calibration, suppressed) = token_table(&messages);
         let total = tokens.iter().sum();
         Work {
@@ -149,7 +197,7 @@ impl<'a> Work<'a> {
 
     /// The work after stage 3 reordered and repaired the list: an unchanged message keeps its
     /// estimate (`origins[j]`: its index before), the others are estimated again.
-    fn rebuilt(self, messages: Vec<Cow<'a, ChatMessage>>, origins: &[Option<usize>]) -> Self {
+    fn rebuilt(self, messages: Vec<LimitedMessage<'a>>, origins: &[Option<usize>]) -> Self {
         let suppressed = crate::hidden::summarized_sources(&messages);
         if suppressed != self.suppressed {
             return Work::new(messages, self.budget);
@@ -194,16 +242,11 @@ impl<'a> Work<'a> {
         if drop.is_empty() {
             return;
         }
-        // In place: a long history is not copied into new vectors for each cut.
+        // In place, walking the sorted indexes beside the list: a long history is not copied
+        // into new vectors for each cut, nor is each index looked up.
         self.total -= drop.iter().filter_map(|&i| self.tokens.get(i)).sum::<u64>();
-        let keep = |index: &mut usize| {
-            *index += 1;
-            !drop.contains(&(*index - 1))
-        };
-        let mut index = 0;
-        self.messages.retain(|_| keep(&mut index));
-        let mut index = 0;
-        self.tokens.retain(|_| keep(&mut index));
+        retain_unlisted(&mut self.messages, drop);
+        retain_unlisted(&mut self.tokens, drop);
     }
 
     /// Where the protected tail starts: the last user message (everything, if there is none).
@@ -213,6 +256,17 @@ impl<'a> Work<'a> {
             .rposition(|m| m.role == Role::User)
             .unwrap_or(0)
     }
+}
+
+/// Keeps the items whose index is not in `drop` (sorted), in order.
+fn retain_unlisted<T>(items: &mut Vec<T>, drop: &BTreeSet<usize>) {
+    let mut dropped = drop.iter().peekable();
+    let mut index = 0;
+    items.retain(|_| {
+        let keep = dropped.next_if_eq(&&index).is_none();
+        index += 1;
+        keep
+    });
 }
 
 /// The ratio of the provider's last reported `prompt_tokens` to our estimate of the messages it
@@ -257,9 +311,9 @@ pub fn limit_history(
             if message.role == Role::Diff {
                 let mut result = message.clone();
                 result.role = Role::Tool;
-                Cow::Owned(result)
+                LimitedMessage::changed(result)
             } else {
-                Cow::Borrowed(message)
+                LimitedMessage::Stored(message)
             }
         })
         .collect();
@@ -311,7 +365,7 @@ fn context_entries(content: &Content) -> Option<Vec<Value>> {
     }
 }
 
-fn file_copies(messages: &[Cow<'_, ChatMessage>]) -> Vec<FileCopy> {
+fn file_copies(messages: &[LimitedMessage<'_>]) -> Vec<FileCopy> {
     let mut copies = Vec::new();
     for (m, message) in messages.iter().enumerate() {
         if message.role != Role::ContextFile {
@@ -387,11 +441,11 @@ fn replace_with_note(work: &mut Work, copy: &FileCopy) -> bool {
         return false;
     }
     entry["file_content"] = Value::String(note);
-    let message = work.messages[copy.message].to_mut();
-    message.content = match &message.content {
+    let content = match &message.content {
         Content::Text(_) => Content::Text(Value::Array(entries).to_string()),
         Content::Parts(_) => Content::Parts(entries),
     };
+    work.messages[copy.message].set_content(content);
     work.refresh(copy.message);
     true
 }
@@ -429,14 +483,25 @@ fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
         if chars <= COMPRESS_OVER_CHARS {
             continue;
         }
-        let preview: String = text.chars().take(PREVIEW_CHARS).collect();
-        work.messages[index].to_mut().content = Content::Text(format!(
-            "{preview}\n[compressed: kept {PREVIEW_CHARS} of {chars} characters of this tool result]"
-        ));
+        let preview_end = text
+            .char_indices()
+            .nth(PREVIEW_CHARS)
+            .map_or(text.len(), |(end, _)| end);
+        let content = Content::Text(compressed(&text[..preview_end], chars));
+        work.messages[index].set_content(content);
         work.refresh(index);
         changed = true;
     }
     changed
+}
+
+/// A compressed result: its preview and a note of what was cut.
+fn compressed(preview: &str, chars: usize) -> String {
+    let note = format!("\n[compressed: kept {PREVIEW_CHARS} of {chars} characters of this tool result]");
+    let mut text = String::with_capacity(preview.len() + note.len());
+    text.push_str(preview);
+    text.push_str(&note);
+    text
 }
 
 // ---- stage 3: fix tool calls ----
@@ -446,80 +511,135 @@ fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
 /// rejects them); a call keeps its place only if it has a result; each result goes right after
 /// its call; one result per call; results without a call are dropped.
 pub fn fix_tool_calls(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usize) {
-    let (fixed, _, changes) = fix_tool_call_list(messages.into_iter().map(Cow::Owned).collect());
-    (fixed.into_iter().map(Cow::into_owned).collect(), changes)
+    let (fixed, _, changes) =
+        fix_tool_call_list(messages.into_iter().map(LimitedMessage::changed).collect());
+    (fixed.into_iter().map(LimitedMessage::into_owned).collect(), changes)
+}
+
+/// Where stage 3 puts a message of its input.
+enum Placed {
+    /// As it is.
+    Kept(usize),
+    /// An assistant message with only the calls at these positions (the others unanswered or
+    /// repeated).
+    WithCalls(usize, Vec<usize>),
+}
+
+/// Stage 3's order for the list, worked out on borrowed ids (no id is copied or moved), and
+/// how many repairs it makes.
+struct Order {
+    placed: Vec<Placed>,
+    repairs: usize,
 }
 
 /// Stage 3 on the copy: the fixed list, where each message came from in the input when it is
-/// unchanged (so its estimate is not computed again), and how many repairs were made. Works by
-/// index: the messages are moved once, into the output, in their new order.
+/// unchanged (so its estimate is not computed again), and how many repairs were made. The order
+/// is decided first on the borrowed list; then the messages move once, into the output.
 #[allow(clippy::type_complexity)]
 fn fix_tool_call_list(
-    messages: Vec<Cow<'_, ChatMessage>>,
-) -> (Vec<Cow<'_, ChatMessage>>, Vec<Option<usize>>, usize) {
-    let (messages, mut changes) = describe_bad_arguments(messages);
-    let same_indices = changes == 0;
-    // Results move out of the list (the first per call wins); everything else keeps its order.
-    let mut result_at: HashMap<String, usize> = HashMap::new();
-    let mut is_result = vec![false; messages.len()];
+    messages: Vec<LimitedMessage<'_>>,
+) -> (Vec<LimitedMessage<'_>>, Vec<Option<usize>>, usize) {
+    let (messages, described) = describe_bad_arguments(messages);
+    let order = order_calls_and_results(&messages);
+    let same_indices = described == 0;
+    let mut slots: Vec<Option<LimitedMessage<'_>>> = messages.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(order.placed.len());
+    let mut origins = Vec::with_capacity(order.placed.len());
+    for placed in order.placed {
+        match placed {
+            Placed::Kept(i) => {
+                if let Some(message) = slots.get_mut(i).and_then(Option::take) {
+                    out.push(message);
+                    origins.push(same_indices.then_some(i));
+                }
+            }
+            Placed::WithCalls(i, keep) => {
+                if let Some(message) = slots.get_mut(i).and_then(Option::take) {
+                    out.push(LimitedMessage::changed(with_calls(message, &keep)));
+                    origins.push(None);
+                }
+            }
+        }
+    }
+    (out, origins, described + order.repairs)
+}
+
+/// Each call's result right after it (the first result per call wins), calls without a result
+/// dropped, repeated calls dropped, results without a call dropped; everything else in order.
+fn order_calls_and_results(messages: &[LimitedMessage<'_>]) -> Order {
+    let mut repairs = 0;
+    let mut result_at: FxHashMap<&str, usize> = FxHashMap::default();
     for (i, message) in messages.iter().enumerate() {
         if message.role != Role::Tool {
             continue;
         }
-        is_result[i] = true;
-        match &message.tool_call_id {
+        match message.tool_call_id.as_deref() {
             Some(id) if !result_at.contains_key(id) => {
-                result_at.insert(id.clone(), i);
+                result_at.insert(id, i);
             }
             // A duplicated result (the first is kept), or one naming no call at all.
-            _ => changes += 1,
+            _ => repairs += 1,
         }
     }
-    let called: HashSet<&str> = messages
+    let called: FxHashSet<&str> = messages
         .iter()
         .filter(|m| m.role != Role::Tool)
         .flat_map(|m| m.tool_calls().iter().map(|c| c.id.as_str()))
         .collect();
-    changes += result_at
-        .keys()
-        .filter(|id| !called.contains(id.as_str()))
-        .count();
-    let mut slots: Vec<Option<Cow<'_, ChatMessage>>> = messages.into_iter().map(Some).collect();
-    let mut out = Vec::with_capacity(slots.len());
-    let mut origins = Vec::with_capacity(slots.len());
-    for i in 0..slots.len() {
-        if is_result[i] {
+    repairs += result_at.keys().filter(|id| !called.contains(*id)).count();
+    let mut taken = vec![false; messages.len()];
+    let mut placed = Vec::with_capacity(messages.len());
+    for (i, message) in messages.iter().enumerate() {
+        if message.role == Role::Tool {
             continue;
         }
-        let Some(message) = slots[i].take() else {
-            continue;
-        };
-        if message.role != Role::Assistant || message.tool_calls().is_empty() {
-            out.push(message);
-            origins.push(Some(i));
+        let calls = message.tool_calls();
+        if message.role != Role::Assistant || calls.is_empty() {
+            placed.push(Placed::Kept(i));
             continue;
         }
-        let (kept, dropped) = keep_answered_calls(message, &result_at, &slots);
-        changes += dropped;
-        let Some(message) = kept else { continue };
-        let results: Vec<usize> = message
-            .tool_calls()
-            .iter()
-            .filter_map(|c| result_at.get(&c.id).copied())
+        let answered = |id: &str| result_at.get(id).is_some_and(|&r| !taken[r]);
+        let keep: Vec<usize> = (0..calls.len())
+            .filter(|&c| {
+                let id = calls[c].id.as_str();
+                answered(id) && !calls[..c].iter().any(|earlier| earlier.id == id)
+            })
             .collect();
-        out.push(message);
-        origins.push((dropped == 0).then_some(i));
-        for r in results {
-            if let Some(result) = slots[r].take() {
-                out.push(result);
-                origins.push(Some(r));
+        repairs += calls.len() - keep.len();
+        if keep.len() == calls.len() {
+            placed.push(Placed::Kept(i));
+        } else if !keep.is_empty() || !message.content.is_empty() || message.thinking_blocks.is_some() {
+            placed.push(Placed::WithCalls(i, keep.clone()));
+        } else {
+            continue;
+        }
+        for &c in &keep {
+            if let Some(&r) = result_at.get(calls[c].id.as_str()) {
+                if !taken[r] {
+                    taken[r] = true;
+                    placed.push(Placed::Kept(r));
+                }
             }
         }
     }
-    if !same_indices {
-        origins.iter_mut().for_each(|o| *o = None);
-    }
-    (out, origins, changes)
+    Order { placed, repairs }
+}
+
+/// The message with only the calls at positions `keep` (none: no `tool_calls` at all).
+fn with_calls(message: LimitedMessage<'_>, keep: &[usize]) -> ChatMessage {
+    let calls: Vec<ToolCall> = keep
+        .iter()
+        .filter_map(|&c| message.tool_calls().get(c).cloned())
+        .collect();
+    let mut message = match message {
+        LimitedMessage::Stored(stored) => ChatMessage {
+            tool_calls: None,
+            ..stored.with_content(stored.content.clone())
+        },
+        LimitedMessage::Changed(changed) => *changed,
+    };
+    message.tool_calls = (!calls.is_empty()).then_some(calls);
+    message
 }
 
 /// Whether a call's arguments are a JSON object (validated without building a value).
@@ -531,8 +651,8 @@ fn is_json_object(arguments: &str) -> bool {
 /// Takes calls with non-object arguments out of their message; a `cd_instruction` after it says
 /// what the model tried, so it can call again properly. Their results go with them.
 fn describe_bad_arguments(
-    messages: Vec<Cow<'_, ChatMessage>>,
-) -> (Vec<Cow<'_, ChatMessage>>, usize) {
+    messages: Vec<LimitedMessage<'_>>,
+) -> (Vec<LimitedMessage<'_>>, usize) {
     let all_good = messages.iter().all(|m| {
         m.tool_calls()
             .iter()
@@ -568,7 +688,7 @@ fn describe_bad_arguments(
         message.tool_calls = (!good.is_empty()).then_some(good);
         let id = message.message_id.clone();
         if message.tool_calls.is_some() || !message.content.is_empty() {
-            out.push(Cow::Owned(message));
+            out.push(LimitedMessage::changed(message));
         }
         if bad.is_empty() {
             continue;
@@ -584,7 +704,7 @@ fn describe_bad_arguments(
                 )
             })
             .collect();
-        out.push(Cow::Owned(ChatMessage::text(
+        out.push(LimitedMessage::changed(ChatMessage::text(
             format!("{id}-bad-args"),
             Role::CdInstruction,
             format!(
@@ -595,41 +715,6 @@ fn describe_bad_arguments(
     }
     let changes = bad_ids.len();
     (out, changes)
-}
-
-/// The message with only its answered, not yet placed calls; `None` when nothing is left of it.
-fn keep_answered_calls<'a>(
-    message: Cow<'a, ChatMessage>,
-    by_id: &HashMap<String, usize>,
-    slab: &[Option<Cow<'a, ChatMessage>>],
-) -> (Option<Cow<'a, ChatMessage>>, usize) {
-    let answered = |id: &String| by_id.get(id).is_some_and(|&i| slab[i].is_some());
-    let calls = message.tool_calls();
-    let distinct: HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
-    if distinct.len() == calls.len() && calls.iter().all(|c| answered(&c.id)) {
-        return (Some(message), 0);
-    }
-    let mut message = message.into_owned();
-    let calls = message.tool_calls.take().unwrap_or_default();
-    let before = calls.len();
-    let mut seen = HashSet::new();
-    let kept: Vec<_> = calls
-        .into_iter()
-        .filter(|c| answered(&c.id) && seen.insert(c.id.clone()))
-        .collect();
-    let dropped = before - kept.len();
-    message.tool_calls = (!kept.is_empty()).then_some(kept);
-    let empty = message.tool_calls.is_none()
-        && message.content.is_empty()
-        && message.thinking_blocks.is_none();
-    (
-        if empty {
-            None
-        } else {
-            Some(Cow::Owned(message))
-        },
-        dropped,
-    )
 }
 
 // ---- stage 4: limit history ----

@@ -6,9 +6,9 @@
 //! UI-only, report and summary-suppressed messages are left out.
 
 use crate::hidden::summarized_sources;
-use crate::message::{ChatMessage, Content, Role};
+use crate::message::{ChatMessage, Content, Role, ToolCall};
 use serde_json::Value;
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,11 +19,67 @@ pub enum Thinking {
     Off,
 }
 
+/// A message as linearize leaves it: `system`, `user`, `assistant` or `tool`, borrowing from the
+/// history everything it sends unchanged (issue 20: a long chat's request copied every text
+/// once here, again into the body). Folded and merged content is its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Linear<'a> {
+    /// The source message's id; empty for a user message made of several.
+    pub message_id: &'a str,
+    pub role: Role,
+    pub content: Cow<'a, Content>,
+    pub tool_calls: Option<&'a [ToolCall]>,
+    pub tool_call_id: Option<&'a str>,
+    pub tool_failed: Option<bool>,
+    /// Only on the current turn's assistant messages, with `Thinking::KeepCurrentTurn`.
+    pub thinking_blocks: Option<&'a [Value]>,
+    pub reasoning_content: Option<&'a str>,
+}
+
+impl<'a> Linear<'a> {
+    fn new(message_id: &'a str, role: Role, content: Cow<'a, Content>) -> Self {
+        Linear {
+            message_id,
+            role,
+            content,
+            tool_calls: None,
+            tool_call_id: None,
+            tool_failed: None,
+            thinking_blocks: None,
+            reasoning_content: None,
+        }
+    }
+
+    pub fn tool_calls(&self) -> &'a [ToolCall] {
+        self.tool_calls.unwrap_or(&[])
+    }
+
+    /// As a message of its own (the CLI's and export's output).
+    pub fn to_message(&self) -> ChatMessage {
+        let mut out = ChatMessage::new(self.message_id, self.role, self.content.clone().into_owned());
+        out.tool_calls = self.tool_calls.map(<[ToolCall]>::to_vec);
+        out.tool_call_id = self.tool_call_id.map(str::to_string);
+        out.tool_failed = self.tool_failed;
+        out.thinking_blocks = self.thinking_blocks.map(<[Value]>::to_vec);
+        out.reasoning_content = self.reasoning_content.map(str::to_string);
+        out
+    }
+}
+
+/// Linearized messages as messages of their own (see [`linear`]).
 pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> Vec<ChatMessage> {
+    linear(history, thinking)
+        .iter()
+        .map(Linear::to_message)
+        .collect()
+}
+
+/// The history → provider-neutral messages, borrowing from it (the request builders' input).
+pub fn linear<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> Vec<Linear<'_>> {
     let suppressed = summarized_sources(history);
     let summary_at = summary_positions(history);
     let last_user = history.iter().rposition(|m| m.borrow().role == Role::User);
-    let mut out: Vec<ChatMessage> = Vec::with_capacity(history.len());
+    let mut out: Vec<Linear> = Vec::with_capacity(history.len());
     let mut pending_context: Vec<String> = Vec::new();
     for (index, message) in history.iter().enumerate() {
         let message: &ChatMessage = message.borrow();
@@ -33,7 +89,7 @@ pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> V
                 "[Summary of the earlier conversation]\n{}",
                 summary.content.text()
             );
-            push_user(&mut out, &mut pending_context, Content::Text(text));
+            push_user(&mut out, &mut pending_context, Cow::Owned(Content::Text(text)));
         }
         if is_left_out(message, &suppressed) || message.is_summary() {
             continue;
@@ -45,9 +101,9 @@ pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> V
             Role::Plan | Role::Event => push_user(
                 &mut out,
                 &mut pending_context,
-                Content::Text(hidden_text(message)),
+                Cow::Owned(Content::Text(hidden_text(message))),
             ),
-            Role::User => push_user(&mut out, &mut pending_context, message.content.clone()),
+            Role::User => push_user(&mut out, &mut pending_context, Cow::Borrowed(&message.content)),
             Role::Assistant => {
                 flush_context(&mut out, &mut pending_context);
                 let keep = thinking == Thinking::KeepCurrentTurn
@@ -57,13 +113,11 @@ pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> V
             }
             Role::Tool | Role::System => {
                 flush_context(&mut out, &mut pending_context);
-                out.push(plain(message));
+                out.push(plain(message, message.role));
             }
             Role::Diff => {
                 flush_context(&mut out, &mut pending_context);
-                let mut result = plain(message);
-                result.role = Role::Tool;
-                out.push(result);
+                out.push(plain(message, Role::Tool));
             }
             Role::CompressionReport | Role::Error => {}
         }
@@ -99,55 +153,53 @@ fn summary_positions<M: Borrow<ChatMessage>>(
     at
 }
 
-fn plain(message: &ChatMessage) -> ChatMessage {
-    let mut out = ChatMessage::new(
-        message.message_id.clone(),
-        message.role,
-        message.content.clone(),
-    );
-    out.tool_call_id.clone_from(&message.tool_call_id);
+fn plain(message: &ChatMessage, role: Role) -> Linear<'_> {
+    let mut out = Linear::new(&message.message_id, role, Cow::Borrowed(&message.content));
+    out.tool_call_id = message.tool_call_id.as_deref();
     out.tool_failed = message.tool_failed;
     out
 }
 
-fn assistant(message: &ChatMessage, keep_thinking: bool) -> ChatMessage {
-    let mut out = plain(message);
-    out.tool_calls.clone_from(&message.tool_calls);
+fn assistant(message: &ChatMessage, keep_thinking: bool) -> Linear<'_> {
+    let mut out = plain(message, Role::Assistant);
+    out.tool_calls = message.tool_calls.as_deref();
     if keep_thinking {
-        out.thinking_blocks.clone_from(&message.thinking_blocks);
-        out.reasoning_content.clone_from(&message.reasoning_content);
+        out.thinking_blocks = message.thinking_blocks.as_deref();
+        out.reasoning_content = message.reasoning_content.as_deref();
     }
     out
 }
 
 /// Context goes into the preceding tool result if there is one, else waits for the next user.
-fn fold_context(out: &mut [ChatMessage], pending: &mut Vec<String>, text: String) {
+fn fold_context(out: &mut [Linear<'_>], pending: &mut Vec<String>, text: String) {
     match out.last_mut() {
         Some(last) if last.role == Role::Tool && pending.is_empty() => {
-            append_text(&mut last.content, &text)
+            append_text(last.content.to_mut(), &text)
         }
         _ => pending.push(text),
     }
 }
 
 /// Context with no user message after it becomes a user message of its own.
-fn flush_context(out: &mut Vec<ChatMessage>, pending: &mut Vec<String>) {
+fn flush_context(out: &mut Vec<Linear<'_>>, pending: &mut Vec<String>) {
     if !pending.is_empty() {
         let text = std::mem::take(pending).join("\n\n");
-        out.push(ChatMessage::text("", Role::User, text));
+        out.push(Linear::new("", Role::User, Cow::Owned(Content::Text(text))));
     }
 }
 
 /// Adds a user message, merged into the previous one when that is a user message too.
-fn push_user(out: &mut Vec<ChatMessage>, pending: &mut Vec<String>, content: Content) {
+fn push_user<'a>(out: &mut Vec<Linear<'a>>, pending: &mut Vec<String>, content: Cow<'a, Content>) {
     let mut content = content;
     if !pending.is_empty() {
         let context = std::mem::take(pending).join("\n\n");
-        content = prepend_text(content, &context);
+        content = Cow::Owned(prepend_text(content.into_owned(), &context));
     }
     match out.last_mut() {
-        Some(last) if last.role == Role::User => merge_content(&mut last.content, content),
-        _ => out.push(ChatMessage::new("", Role::User, content)),
+        Some(last) if last.role == Role::User => {
+            merge_content(last.content.to_mut(), content.into_owned())
+        }
+        _ => out.push(Linear::new("", Role::User, content)),
     }
 }
 

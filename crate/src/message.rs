@@ -66,6 +66,14 @@ impl Content {
         }
     }
 
+    /// `text()`, borrowed when the content is one string (a request copies no text it sends).
+    pub fn as_text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Content::Text(text) => std::borrow::Cow::Borrowed(text),
+            parts => std::borrow::Cow::Owned(parts.text()),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         match self {
             Content::Text(text) => text.is_empty(),
@@ -377,5 +385,26 @@ impl ChatMessage {
 
     pub fn tool_calls(&self) -> &[ToolCall] {
         self.tool_calls.as_deref().unwrap_or(&[])
+    }
+
+    /// A copy with other content; the old content is not copied first (a compressed tool result
+    /// of a long chat would otherwise copy its whole text only to drop it).
+    pub fn with_content(&self, content: Content) -> ChatMessage {
+        ChatMessage {
+            message_id: self.message_id.clone(),
+            role: self.role,
+            content,
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            tool_failed: self.tool_failed,
+            reasoning_content: self.reasoning_content.clone(),
+            thinking_blocks: self.thinking_blocks.clone(),
+            citations: self.citations.clone(),
+            server_content_blocks: self.server_content_blocks.clone(),
+            usage: self.usage.clone(),
+            finish_reason: self.finish_reason.clone(),
+            created_at_ms: self.created_at_ms,
+            extra: self.extra.clone(),
+        }
     }
 }

@@ -5,18 +5,23 @@
 //! characters, and a stream that ends without its final blank line (the pending event is still
 //! dispatched, as the Python SDKs do). Incomplete input is kept, not an error (GUIDE §4).
 //! Invariant: every byte is scanned once; a partial line is not rescanned on the next chunk.
+//!
+//! Events are handed to a callback, borrowed from buffers the decoder reuses: a stream of many
+//! small events allocates nothing per line or per event (issue 20: that was most of the time
+//! the wasm spent per token before the JSON).
 
 use crate::error::StreamDecodeError;
 
 /// The longest line accepted. A longer line is a typed error, not an allocation without bound.
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SseEvent {
+/// One event, valid during the callback it is given to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEvent<'a> {
     /// The `event:` field, if any.
-    pub event: Option<String>,
+    pub event: Option<&'a str>,
     /// The `data:` lines joined with `\n`.
-    pub data: String,
+    pub data: &'a str,
     /// Byte offset in the stream of the event's first line.
     pub offset: u64,
 }
@@ -32,7 +37,9 @@ pub struct SseDecoder {
     pending_offset: u64,
     /// The previous chunk ended on CR: a leading LF belongs to that line end.
     skip_lf: bool,
-    event: Option<String>,
+    /// The event being read: its `event:` field, its data, where it started.
+    event: String,
+    has_event: bool,
     data: String,
     has_data: bool,
     event_offset: Option<u64>,
@@ -46,8 +53,12 @@ impl SseDecoder {
         }
     }
 
-    /// Feeds a chunk; returns the events it completed.
-    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<Vec<SseEvent>, StreamDecodeError> {
+    /// Feeds a chunk; `on_event` gets each event it completes, in order. The first error —
+    /// the decoder's or the callback's — stops the feed and is returned.
+    pub fn feed<F>(&mut self, mut bytes: &[u8], on_event: &mut F) -> Result<(), StreamDecodeError>
+    where
+        F: FnMut(&SseEvent) -> Result<(), StreamDecodeError>,
+    {
         if self.skip_lf && !bytes.is_empty() {
             self.skip_lf = false;
             if bytes[0] == b'\n' {
@@ -56,65 +67,72 @@ impl SseDecoder {
             }
         }
         self.pending.extend_from_slice(bytes);
-        let mut events = Vec::new();
-        self.drain_lines(&mut events)?;
-        Ok(events)
+        self.drain_lines(on_event)
     }
 
     /// Ends the stream: a last unterminated line and a pending event are dispatched.
-    pub fn finish(&mut self) -> Result<Vec<SseEvent>, StreamDecodeError> {
-        let mut events = Vec::new();
+    pub fn finish<F>(&mut self, on_event: &mut F) -> Result<(), StreamDecodeError>
+    where
+        F: FnMut(&SseEvent) -> Result<(), StreamDecodeError>,
+    {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
             let offset = self.pending_offset;
             self.pending_offset += line.len() as u64;
             self.scanned = 0;
-            self.take_line(&line, offset, &mut events)?;
+            self.take_line(&line, offset, on_event)?;
         }
-        self.dispatch(&mut events);
-        Ok(events)
+        self.dispatch(on_event)
     }
 
-    fn drain_lines(&mut self, events: &mut Vec<SseEvent>) -> Result<(), StreamDecodeError> {
+    fn drain_lines<F>(&mut self, on_event: &mut F) -> Result<(), StreamDecodeError>
+    where
+        F: FnMut(&SseEvent) -> Result<(), StreamDecodeError>,
+    {
+        // The buffer is taken out while its lines are read, so a line is borrowed from it
+        // instead of copied; it goes back (its read part drained) whatever happens.
+        let pending = std::mem::take(&mut self.pending);
         let mut start = 0;
         let mut index = self.scanned;
-        while let Some(found) = find_line_end(&self.pending[index..]) {
+        let mut result = Ok(());
+        while let Some(found) = find_line_end(&pending[index..]) {
             let end = index + found;
             let line_offset = self.pending_offset + start as u64;
-            let line = self.pending[start..end].to_vec();
             let mut next = end + 1;
-            if self.pending[end] == b'\r' {
-                match self.pending.get(next) {
+            if pending[end] == b'\r' {
+                match pending.get(next) {
                     Some(b'\n') => next += 1,
                     Some(_) => {}
                     None => self.skip_lf = true,
                 }
             }
-            self.take_line(&line, line_offset, events)?;
+            result = self.take_line(&pending[start..end], line_offset, on_event);
             start = next;
             index = next;
+            if result.is_err() {
+                break;
+            }
         }
+        self.pending = pending;
         self.pending.drain(..start);
         self.pending_offset += start as u64;
         self.scanned = self.pending.len();
+        result?;
         if self.pending.len() > MAX_LINE_BYTES {
             return Err(self.malformed(self.pending_offset, "line longer than the 8 MiB limit"));
         }
         Ok(())
     }
 
-    fn take_line(
-        &mut self,
-        line: &[u8],
-        offset: u64,
-        events: &mut Vec<SseEvent>,
-    ) -> Result<(), StreamDecodeError> {
+    fn take_line<F>(&mut self, line: &[u8], offset: u64, on_event: &mut F) -> Result<(), StreamDecodeError>
+    where
+        F: FnMut(&SseEvent) -> Result<(), StreamDecodeError>,
+    {
         if line.len() > MAX_LINE_BYTES {
             return Err(self.malformed(offset, "line longer than the 8 MiB limit"));
         }
         if line.is_empty() {
-            self.dispatch(events);
-            return Ok(());
+            return self.dispatch(on_event);
         }
         let text = std::str::from_utf8(line)
             .map_err(|e| self.malformed(offset + e.valid_up_to() as u64, "invalid UTF-8"))?;
@@ -125,7 +143,11 @@ impl SseDecoder {
         self.event_offset.get_or_insert(offset);
         match field {
             "data" => self.push_data(value),
-            "event" => self.event = Some(value.to_string()),
+            "event" => {
+                self.event.clear();
+                self.event.push_str(value);
+                self.has_event = true;
+            }
             _ => {} // `id`, `retry` and unknown fields are ignored, as the SSE spec says.
         }
         Ok(())
@@ -139,17 +161,26 @@ impl SseDecoder {
         self.has_data = true;
     }
 
-    fn dispatch(&mut self, events: &mut Vec<SseEvent>) {
+    /// Hands over the event read so far (if it has data) and starts the next one.
+    fn dispatch<F>(&mut self, on_event: &mut F) -> Result<(), StreamDecodeError>
+    where
+        F: FnMut(&SseEvent) -> Result<(), StreamDecodeError>,
+    {
         let offset = self.event_offset.take().unwrap_or(self.pending_offset);
-        let event = self.event.take();
-        if self.has_data {
-            self.has_data = false;
-            events.push(SseEvent {
-                event,
-                data: std::mem::take(&mut self.data),
+        let result = if self.has_data {
+            on_event(&SseEvent {
+                event: self.has_event.then_some(self.event.as_str()),
+                data: &self.data,
                 offset,
-            });
-        }
+            })
+        } else {
+            Ok(())
+        };
+        self.has_event = false;
+        self.has_data = false;
+        self.event.clear();
+        self.data.clear();
+        result
     }
 
     fn malformed(&self, offset: u64, reason: &str) -> StreamDecodeError {

@@ -343,6 +343,32 @@ fn spread_after(below: Option<f64>, count: usize) -> Vec<f64> {
     (0..count).map(|j| start + j as f64).collect()
 }
 
+/// A trajectory as JSON text, as a host reads it from storage: the engine reads it once, straight
+/// into the message model (`load_text`), instead of through a `Value` tree (issue 20).
+#[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(transparent)]
+pub struct TrajectoryText(pub Box<RawValue>);
+
+impl TrajectoryText {
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// A trajectory given as a value (tests, the facade's callers).
+    pub fn from_value(value: &Value) -> Self {
+        TrajectoryText(
+            serde_json::value::to_raw_value(value)
+                .unwrap_or_else(|_| RawValue::NULL.to_owned()),
+        )
+    }
+}
+
+impl PartialEq for TrajectoryText {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
 /// A loaded trajectory: thread, messages (repaired) and notes on what was repaired.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loaded {

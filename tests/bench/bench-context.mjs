@@ -29,8 +29,10 @@ function msPer(label, f) {
 const bench = new ContextBench(text);
 if (bench.messageCount() !== 5000) throw new Error(`expected 5000 messages, got ${bench.messageCount()}`);
 const rows = {
-  load: msPer('load (parse + tolerant load)', () => { const b = new ContextBench(text); const n = b.messageCount(); b.free(); return `${n} messages`; }),
-  load_typed: msPer('load typed from text (the native path)', () => `${ContextBench.loadText(text)} messages`),
+  load: msPer('load (typed, as the engine opens a stored chat)', () => { const b = new ContextBench(text); const n = b.messageCount(); b.free(); return `${n} messages`; }),
+  load_via_value: msPer('load via Value (the path before issue 20)', () => `${ContextBench.loadViaValue(text)} messages`),
+  reference_value_parse: msPer('reference: serde_json::Value parse alone', () => `${ContextBench.parseValue(text)}`),
+  reference_json_parse: msPer('reference: JSON.parse in V8', () => `${JSON.parse(text).messages.length} messages`),
   repair: msPer('repair (fix stage only)', () => `${bench.repair()} repairs`),
   compress_128k: msPer('compress (four stages, n_ctx 128000)', () => `${bench.compress(128000)} messages left`),
   compress_32k: msPer('compress (four stages, n_ctx 32000)', () => `${bench.compress(32000)} messages left`),

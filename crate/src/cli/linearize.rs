@@ -86,7 +86,7 @@ pub fn run(args: LinearizeArgs) -> ExitCode {
             );
             println!(
                 "{}",
-                serde_json::to_string_pretty(&request.body).unwrap_or_default()
+                serde_json::to_string_pretty(&request.body_json()).unwrap_or_default()
             );
             ExitCode::SUCCESS
         }

@@ -10,9 +10,10 @@
 //! their streamed input parsed. Usage is merged field by field over the raw reports, then
 //! normalized (SPEC §6.4). Blocks left open by a cut stream are flushed at `message_stop` or end.
 //!
-//! The per-token events (`text_delta`, `thinking_delta`, `input_json_delta`) are read typed,
-//! borrowing their strings (issue 20); every other event, or one with a field of an unexpected
-//! type, is read as a `Value`. Both reach the same handlers.
+//! Events are read typed (issue 20): the per-token deltas (`text_delta`, `thinking_delta`,
+//! `input_json_delta`) borrowing their strings, the others with only the parts a handler reads
+//! (a block, a delta, a usage) as small values. An event with a field of an unexpected type is
+//! read as a `Value` instead; every way reaches the same handlers.
 
 use super::framed::{event_kind, failure_from, json_object, non_empty_str, Events};
 use super::{usage, DecodeItem};
@@ -54,32 +55,44 @@ impl Events for State {
         event: &SseEvent,
         items: &mut Vec<DecodeItem>,
     ) -> Result<(), StreamDecodeError> {
-        if let Some(delta) = TypedBlockDelta::read(&event.data) {
+        if let Some(delta) = TypedBlockDelta::read(event.data) {
             if self.typed_delta(&delta, items) {
                 return Ok(());
             }
         }
+        if let Some(typed) = TypedEvent::read(event.data) {
+            let (message, content_block, delta, usage, error) = (
+                typed.message.and_then(|m| m.usage),
+                typed.content_block,
+                typed.delta,
+                typed.usage,
+                typed.error,
+            );
+            let kind = typed.kind.as_deref().or(event.event).unwrap_or("");
+            self.dispatch(EventParts {
+                kind,
+                index: typed.index.unwrap_or(0),
+                message_usage: message.as_ref(),
+                content_block: content_block.as_ref(),
+                delta: delta.as_ref(),
+                usage: usage.as_ref(),
+                error: error.as_ref(),
+            }, items);
+            return Ok(());
+        }
         let Some(data) = json_object(event, Self::PROVIDER)? else {
             return Ok(());
         };
-        let kind = event_kind(&data, event);
-        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
-        match kind {
-            "message_start" => self.take_usage(&data["message"]["usage"], items),
-            "content_block_start" => self.start_block(index, &data["content_block"], items),
-            "content_block_delta" => self.block_delta(index, &data["delta"], items),
-            "content_block_stop" => self.stop_block(index, items),
-            "message_delta" => self.message_delta(&data, items),
-            "message_stop" => {
-                self.end(items);
-                items.push(DecodeItem::Done);
-            }
-            "error" => items.push(DecodeItem::Failure(failure_from(
-                &data["error"],
-                "provider_error",
-            ))),
-            _ => {}
-        }
+        let part = |key: &str| data.get(key).filter(|v| !v.is_null());
+        self.dispatch(EventParts {
+            kind: event_kind(&data, event),
+            index: data.get("index").and_then(Value::as_u64).unwrap_or(0),
+            message_usage: part("message").and_then(|m| m.get("usage")),
+            content_block: part("content_block"),
+            delta: part("delta"),
+            usage: part("usage"),
+            error: part("error"),
+        }, items);
         Ok(())
     }
 
@@ -88,6 +101,54 @@ impl Events for State {
         for index in open {
             self.stop_block(index, items);
         }
+    }
+}
+
+/// What the handlers read of an event, however it was read (typed, or as a `Value`).
+struct EventParts<'a> {
+    kind: &'a str,
+    index: u64,
+    message_usage: Option<&'a Value>,
+    content_block: Option<&'a Value>,
+    delta: Option<&'a Value>,
+    usage: Option<&'a Value>,
+    error: Option<&'a Value>,
+}
+
+/// Any other event: its kind borrowed, the few parts a handler reads as small values, the rest
+/// (a `message_start`'s message but its usage) skipped unread (issue 20: a `Value` tree per
+/// event was most of a short stream's cost). A field of another type falls back to `Value`.
+#[derive(Deserialize)]
+struct TypedEvent<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    message: Option<MessageHead>,
+    #[serde(default)]
+    content_block: Option<Value>,
+    #[serde(default)]
+    delta: Option<Value>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct MessageHead {
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
+impl<'a> TypedEvent<'a> {
+    fn read(data: &'a str) -> Option<Self> {
+        // A JSON array would fill the struct by position; only an object is an event.
+        if !data.trim_start().starts_with('{') {
+            return None;
+        }
+        serde_json::from_str(data).ok()
     }
 }
 
@@ -137,6 +198,30 @@ fn is_server_block(kind: &str) -> bool {
 }
 
 impl State {
+    fn dispatch(&mut self, event: EventParts<'_>, items: &mut Vec<DecodeItem>) {
+        let null = &Value::Null;
+        match event.kind {
+            "message_start" => self.take_usage(event.message_usage.unwrap_or(null), items),
+            "content_block_start" => {
+                self.start_block(event.index, event.content_block.unwrap_or(null), items)
+            }
+            "content_block_delta" => {
+                self.block_delta(event.index, event.delta.unwrap_or(null), items)
+            }
+            "content_block_stop" => self.stop_block(event.index, items),
+            "message_delta" => self.message_delta(event.delta, event.usage, items),
+            "message_stop" => {
+                self.end(items);
+                items.push(DecodeItem::Done);
+            }
+            "error" => items.push(DecodeItem::Failure(failure_from(
+                event.error.unwrap_or(null),
+                "provider_error",
+            ))),
+            _ => {}
+        }
+    }
+
     fn start_block(&mut self, index: u64, block: &Value, items: &mut Vec<DecodeItem>) {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
         let open = match kind {
@@ -305,11 +390,18 @@ impl State {
         }
     }
 
-    fn message_delta(&mut self, data: &Value, items: &mut Vec<DecodeItem>) {
-        if let Some(reason) = non_empty_str(data["delta"].get("stop_reason")) {
+    fn message_delta(
+        &mut self,
+        delta: Option<&Value>,
+        usage: Option<&Value>,
+        items: &mut Vec<DecodeItem>,
+    ) {
+        if let Some(reason) = non_empty_str(delta.and_then(|d| d.get("stop_reason"))) {
             items.push(DecodeItem::Finish(reason.into()));
         }
-        self.take_usage(&data["usage"], items);
+        if let Some(usage) = usage {
+            self.take_usage(usage, items);
+        }
     }
 
     /// Field-by-field overwrite of the raw usage (absent or null keeps), then normalized.

@@ -44,14 +44,21 @@ impl<E: Events> Default for Framed<E> {
 impl<E: Events> Framed<E> {
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<DecodeItem>, StreamDecodeError> {
         self.check_not_failed()?;
-        let events = self.sse.feed(bytes).map_err(|e| self.fail(e))?;
-        self.decode_events(events)
+        let mut items = Vec::new();
+        let state = &mut self.state;
+        let fed = self
+            .sse
+            .feed(bytes, &mut |event| state.event(event, &mut items));
+        fed.map_err(|e| self.fail(e))?;
+        Ok(items)
     }
 
     pub fn finish(&mut self) -> Result<Vec<DecodeItem>, StreamDecodeError> {
         self.check_not_failed()?;
-        let events = self.sse.finish().map_err(|e| self.fail(e))?;
-        let mut items = self.decode_events(events)?;
+        let mut items = Vec::new();
+        let state = &mut self.state;
+        let fed = self.sse.finish(&mut |event| state.event(event, &mut items));
+        fed.map_err(|e| self.fail(e))?;
         self.state.end(&mut items);
         Ok(items)
     }
@@ -63,19 +70,6 @@ impl<E: Events> Framed<E> {
     fn fail(&mut self, error: StreamDecodeError) -> StreamDecodeError {
         self.failed = Some(error.clone());
         error
-    }
-
-    fn decode_events(
-        &mut self,
-        events: Vec<SseEvent>,
-    ) -> Result<Vec<DecodeItem>, StreamDecodeError> {
-        let mut items = Vec::new();
-        for event in events {
-            if let Err(e) = self.state.event(&event, &mut items) {
-                return Err(self.fail(e));
-            }
-        }
-        Ok(items)
     }
 }
 
@@ -103,10 +97,10 @@ pub fn json_object(event: &SseEvent, provider: &str) -> Result<Option<Value>, St
 }
 
 /// An event's kind: the payload's `type`, else the SSE `event:` field.
-pub fn event_kind<'a>(data: &'a Value, event: &'a SseEvent) -> &'a str {
+pub fn event_kind<'a>(data: &'a Value, event: &SseEvent<'a>) -> &'a str {
     data.get("type")
         .and_then(Value::as_str)
-        .or(event.event.as_deref())
+        .or(event.event)
         .unwrap_or("")
 }
 

@@ -6,50 +6,55 @@
 //! byte for byte, with their signatures — minus the engine's own `index` merge key; elsewhere
 //! they are stripped (SPEC §3.3, §7). Blocks without a signature (a stopped partial) never go.
 
-use super::common::{data_url, image_parts, model_of, prepared_history};
+use super::common::{body_text, data_url, image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
-use crate::linearize::Thinking;
-use crate::message::{ChatMessage, Content, Role};
+use crate::history_limit::LimitedMessage;
+use crate::linearize::{Linear, Thinking};
+use crate::message::{Content, Role};
 use crate::provider::ProviderKind;
 use crate::tools::ToolSpec;
-use serde_json::{json, Map, Value};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 /// Anthropic requires `max_tokens`; this is used when the thread sets none.
 pub const DEFAULT_MAX_TOKENS: u64 = 8192;
 
-pub(super) fn anthropic(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
+pub(super) fn anthropic(input: &RequestInput, history: &[LimitedMessage<'_>]) -> ProviderRequest {
     let thinking = if input.thread.thinking_budget.is_some() {
         Thinking::KeepCurrentTurn
     } else {
         Thinking::Off
     };
-    let history = prepared_history(history, thinking);
-    let mut body = Map::new();
-    body.insert("model".into(), model_of(input).into());
-    body.insert(
-        "max_tokens".into(),
-        json!(input.thread.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
-    );
-    if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
-        body.insert("system".into(), json!([{"type": "text", "text": system}]));
-    }
-    let mut messages = turns(&history);
-    let mut tools: Vec<Value> = input.tools.iter().map(tool).collect();
-    place_cache_breakpoints(&mut body, &mut tools, &mut messages);
-    body.insert("messages".into(), Value::Array(messages));
-    if !tools.is_empty() {
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(budget) = input.thread.thinking_budget {
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
-    } else if let Some(t) = input.thread.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    body.insert("stream".into(), Value::Bool(true));
+    let linear = prepared_history(history, thinking);
+    let mut system: Vec<SystemBlock> = input
+        .system_prompt
+        .filter(|s| !s.is_empty())
+        .map(|text| SystemBlock {
+            kind: "text",
+            text,
+            cache_control: None,
+        })
+        .into_iter()
+        .collect();
+    let mut messages = turns(&linear);
+    let mut tools: Vec<Tool> = input.tools.iter().map(Tool::of).collect();
+    place_cache_breakpoints(&mut system, &mut tools, &mut messages);
+    let budget = input.thread.thinking_budget;
+    let body = Body {
+        model: model_of(input),
+        max_tokens: input.thread.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        system: (!system.is_empty()).then_some(system),
+        messages,
+        tools,
+        thinking: budget.map(|budget_tokens| ThinkingConfig {
+            kind: "enabled",
+            budget_tokens,
+        }),
+        temperature: input.thread.temperature.filter(|_| budget.is_none()),
+        stream: true,
+    };
     let mut headers = input.provider.headers.clone();
     headers.insert("anthropic-version".into(), "2023-06-01".into());
     headers.insert(
@@ -60,8 +65,191 @@ pub(super) fn anthropic(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) 
         provider: ProviderKind::Anthropic,
         url: format!("{}/messages", input.provider.base_url.trim_end_matches('/')),
         headers,
-        body: Value::Object(body),
+        body: body_text(&body),
         compression_strength: Default::default(),
+    }
+}
+
+/// The body, written straight from the linearized history (issue 20); keys in the API's order,
+/// `cache_control` last in a block (the golden files hold it byte for byte).
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<Vec<SystemBlock<'a>>>,
+    messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<ThinkingConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct ThinkingConfig {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u64,
+}
+
+/// `{"type": "ephemeral"}`: a prompt-cache breakpoint.
+#[derive(Serialize)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: Option<CacheControl> = Some(CacheControl { kind: "ephemeral" });
+
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+impl<'a> Tool<'a> {
+    fn of(spec: &'a ToolSpec) -> Self {
+        Tool {
+            name: &spec.name,
+            description: &spec.description,
+            input_schema: &spec.parameters,
+            cache_control: None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<Marked<'a>>,
+}
+
+/// A content block and whether a cache breakpoint sits on it.
+struct Marked<'a> {
+    block: Block<'a>,
+    cache: bool,
+}
+
+enum Block<'a> {
+    Text(Cow<'a, str>),
+    Image(Image<'a>),
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: ResultContent<'a>,
+        is_error: bool,
+    },
+    /// As the provider sent it, minus the engine's `index`.
+    Thinking(Map<String, Value>),
+}
+
+enum Image<'a> {
+    Base64 { media_type: &'a str, data: &'a str },
+    Url(&'a str),
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResultContent<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
+}
+
+impl Serialize for Marked<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        self.block.entries(&mut map)?;
+        if self.cache {
+            map.serialize_entry("cache_control", &EPHEMERAL)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Block<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        self.entries(&mut map)?;
+        map.end()
+    }
+}
+
+impl Block<'_> {
+    fn entries<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+        match self {
+            Block::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)
+            }
+            Block::Image(image) => {
+                map.serialize_entry("type", "image")?;
+                map.serialize_entry("source", image)
+            }
+            Block::ToolUse { id, name, input } => {
+                map.serialize_entry("type", "tool_use")?;
+                map.serialize_entry("id", id)?;
+                map.serialize_entry("name", name)?;
+                map.serialize_entry("input", input)
+            }
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                map.serialize_entry("type", "tool_result")?;
+                map.serialize_entry("tool_use_id", tool_use_id)?;
+                map.serialize_entry("content", content)?;
+                if *is_error {
+                    map.serialize_entry("is_error", &true)?;
+                }
+                Ok(())
+            }
+            Block::Thinking(block) => block
+                .iter()
+                .try_for_each(|(key, value)| map.serialize_entry(key, value)),
+        }
+    }
+
+    /// Thinking blocks cannot be marked; every other content block can.
+    fn can_carry_cache_control(&self) -> bool {
+        !matches!(self, Block::Thinking(_))
+    }
+}
+
+impl Serialize for Image<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            Image::Base64 { media_type, data } => {
+                map.serialize_entry("type", "base64")?;
+                map.serialize_entry("media_type", media_type)?;
+                map.serialize_entry("data", data)?;
+            }
+            Image::Url(url) => {
+                map.serialize_entry("type", "url")?;
+                map.serialize_entry("url", url)?;
+            }
+        }
+        map.end()
     }
 }
 
@@ -72,22 +260,13 @@ const STABLE_TIERS: [usize; 2] = [32, 8];
 /// At most 4 `cache_control` breakpoints: after the system prompt and tools (on the last tool,
 /// else on the system block), at the end of the two stable tiers, and on the last turn (which
 /// moves every round and is read back by the next one).
-fn place_cache_breakpoints(
-    body: &mut Map<String, Value>,
-    tools: &mut [Value],
-    messages: &mut [Value],
-) {
-    let marker = || json!({"type": "ephemeral"});
+fn place_cache_breakpoints(system: &mut [SystemBlock], tools: &mut [Tool], messages: &mut [Turn]) {
     // Anthropic's prefix is tools, then system, then messages: a breakpoint on the system prompt
     // caches the tools with it (SPEC §6.5: "after the system prompt and tools").
-    let system_block = match body.get_mut("system") {
-        Some(Value::Array(system)) => system.last_mut(),
-        _ => None,
-    };
-    if let Some(block) = system_block {
-        block["cache_control"] = marker();
+    if let Some(block) = system.last_mut() {
+        block.cache_control = EPHEMERAL;
     } else if let Some(last_tool) = tools.last_mut() {
-        last_tool["cache_control"] = marker();
+        last_tool.cache_control = EPHEMERAL;
     }
     let n = messages.len();
     let mut positions: Vec<usize> = STABLE_TIERS
@@ -98,30 +277,20 @@ fn place_cache_breakpoints(
     positions.sort_unstable();
     positions.dedup();
     for position in positions {
-        if let Some(block) = messages[position]["content"]
-            .as_array_mut()
-            .and_then(|blocks| blocks.iter_mut().rev().find(|b| can_carry_cache_control(b)))
+        if let Some(marked) = messages[position]
+            .content
+            .iter_mut()
+            .rev()
+            .find(|m| m.block.can_carry_cache_control())
         {
-            block["cache_control"] = marker();
+            marked.cache = true;
         }
     }
 }
 
-/// Thinking blocks cannot be marked; every other content block can.
-fn can_carry_cache_control(block: &Value) -> bool {
-    !matches!(
-        block["type"].as_str(),
-        Some("thinking" | "redacted_thinking")
-    )
-}
-
-fn tool(spec: &ToolSpec) -> Value {
-    json!({"name": spec.name, "description": spec.description, "input_schema": spec.parameters})
-}
-
 /// Linearized messages → alternating `user`/`assistant` turns of content blocks.
-fn turns(history: &[ChatMessage]) -> Vec<Value> {
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+fn turns<'a>(history: &'a [Linear<'a>]) -> Vec<Turn<'a>> {
+    let mut turns: Vec<Turn> = Vec::new();
     for message in history {
         let (role, blocks) = match message.role {
             Role::Assistant => ("assistant", assistant_blocks(message)),
@@ -131,42 +300,45 @@ fn turns(history: &[ChatMessage]) -> Vec<Value> {
         if blocks.is_empty() {
             continue;
         }
+        let blocks = blocks.into_iter().map(|block| Marked { block, cache: false });
         match turns.last_mut() {
-            Some((last, existing)) if *last == role => existing.extend(blocks),
-            _ => turns.push((role, blocks)),
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => turns.push(Turn {
+                role,
+                content: blocks.collect(),
+            }),
         }
     }
     turns
-        .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect()
 }
 
-fn assistant_blocks(message: &ChatMessage) -> Vec<Value> {
-    let mut blocks: Vec<Value> = message
+fn assistant_blocks<'a>(message: &'a Linear<'a>) -> Vec<Block<'a>> {
+    let mut blocks: Vec<Block> = message
         .thinking_blocks
-        .iter()
+        .into_iter()
         .flatten()
         .filter_map(thinking_block)
         .collect();
-    let text = message.content.text();
+    let text = message.content.as_text();
     if !text.is_empty() {
-        blocks.push(json!({"type": "text", "text": text}));
+        blocks.push(Block::Text(text));
     }
     for call in message.tool_calls() {
         let input = serde_json::from_str::<Value>(&call.function.arguments)
             .ok()
             .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
-        blocks.push(
-            json!({"type": "tool_use", "id": call.id, "name": call.function.name, "input": input}),
-        );
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        blocks.push(Block::ToolUse {
+            id: &call.id,
+            name: &call.function.name,
+            input,
+        });
     }
     blocks
 }
 
 /// A thinking block as Anthropic sent it: without the engine's `index`; only when complete.
-fn thinking_block(block: &Value) -> Option<Value> {
+fn thinking_block(block: &Value) -> Option<Block<'static>> {
     let mut block = block.as_object()?.clone();
     block.remove("index");
     let complete = match block.get("type").and_then(Value::as_str) {
@@ -177,51 +349,44 @@ fn thinking_block(block: &Value) -> Option<Value> {
         Some("redacted_thinking") => block.get("data").and_then(Value::as_str).is_some(),
         _ => false,
     };
-    complete.then_some(Value::Object(block))
+    complete.then_some(Block::Thinking(block))
 }
 
-fn tool_result(message: &ChatMessage) -> Value {
-    let images = image_parts(&message.content);
-    let content = if images.is_empty() {
-        Value::String(message.content.text())
+fn tool_result<'a>(message: &'a Linear<'a>) -> Block<'a> {
+    let content = if image_parts(&message.content).is_empty() {
+        ResultContent::Text(message.content.as_text())
     } else {
         // Anthropic takes images inside a tool result.
-        Value::Array(content_blocks(&message.content))
+        ResultContent::Blocks(content_blocks(&message.content))
     };
-    let mut block = json!({
-        "type": "tool_result",
-        "tool_use_id": message.tool_call_id.clone().unwrap_or_default(),
-        "content": content,
-    });
-    if message.tool_failed == Some(true) {
-        block["is_error"] = Value::Bool(true);
+    Block::ToolResult {
+        tool_use_id: message.tool_call_id.unwrap_or_default(),
+        content,
+        is_error: message.tool_failed == Some(true),
     }
-    block
 }
 
-fn content_blocks(content: &Content) -> Vec<Value> {
+fn content_blocks(content: &Content) -> Vec<Block<'_>> {
     match content {
         Content::Text(text) if text.is_empty() => Vec::new(),
-        Content::Text(text) => vec![json!({"type": "text", "text": text})],
+        Content::Text(text) => vec![Block::Text(Cow::Borrowed(text))],
         Content::Parts(parts) => parts.iter().filter_map(part_block).collect(),
     }
 }
 
-fn part_block(part: &Value) -> Option<Value> {
+fn part_block(part: &Value) -> Option<Block<'_>> {
     match part.get("type").and_then(Value::as_str)? {
-        "text" => Some(json!({"type": "text", "text": part.get("text")?.as_str()?})),
+        "text" => Some(Block::Text(Cow::Borrowed(part.get("text")?.as_str()?))),
         "image_url" => image_block(part.get("image_url")?.get("url")?.as_str()?),
         _ => None,
     }
 }
 
 /// `data:<mime>;base64,<data>` → a base64 source; an http(s) URL → a URL source.
-fn image_block(url: &str) -> Option<Value> {
+fn image_block(url: &str) -> Option<Block<'_>> {
     if url.starts_with("data:") {
         let (media_type, data) = data_url(url)?;
-        return Some(
-            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}),
-        );
+        return Some(Block::Image(Image::Base64 { media_type, data }));
     }
-    Some(json!({"type": "image", "source": {"type": "url", "url": url}}))
+    Some(Block::Image(Image::Url(url)))
 }

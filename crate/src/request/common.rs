@@ -2,8 +2,9 @@
 //! image data.
 
 use super::RequestInput;
-use crate::linearize::{linearize, Thinking};
+use crate::linearize::{linear, Linear, Thinking};
 use crate::message::{ChatMessage, Content};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 pub(super) fn model_of<'a>(input: &'a RequestInput) -> &'a str {
@@ -14,12 +15,22 @@ pub(super) fn model_of<'a>(input: &'a RequestInput) -> &'a str {
     }
 }
 
-/// The limited copy (see `build_request`), linearized (SPEC §7).
+/// The limited copy (see `build_request`), linearized (SPEC §7), borrowing its texts.
 pub(super) fn prepared_history<M: std::borrow::Borrow<ChatMessage>>(
     history: &[M],
     thinking: Thinking,
-) -> Vec<ChatMessage> {
-    linearize(history, thinking)
+) -> Vec<Linear<'_>> {
+    linear(history, thinking)
+}
+
+/// A body as the JSON text that is sent. Serializing plain data cannot fail; if it ever did,
+/// the body would be `null` and the provider would say what is wrong.
+pub(super) fn body_text<T: serde::Serialize>(body: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(body).unwrap_or_else(|_| null_body())
+}
+
+fn null_body() -> Box<RawValue> {
+    RawValue::from_string("null".into()).unwrap_or_default()
 }
 
 /// `data:<mime>;base64,<data>` → `(mime, data)`; anything else is a URL, not inline data.

@@ -9,17 +9,17 @@
 //! one); within the open turn (after the last user message) the request puts each back there.
 //! Elsewhere, and when thinking is off, they are stripped with the rest of the thinking.
 
-use super::common::{data_url, image_parts, model_of, prepared_history};
+use super::common::{body_text, data_url, image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
-use crate::linearize::Thinking;
-use crate::message::{ChatMessage, Content, Role};
+use crate::history_limit::LimitedMessage;
+use crate::linearize::{Linear, Thinking};
+use crate::message::{Content, Role};
 use crate::provider::ProviderKind;
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-pub(super) fn gemini(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
+pub(super) fn gemini(input: &RequestInput, history: &[LimitedMessage<'_>]) -> ProviderRequest {
     let thinking = if input.thread.thinking_budget.is_some() {
         Thinking::KeepCurrentTurn
     } else {
@@ -54,7 +54,7 @@ pub(super) fn gemini(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> 
             input.provider.base_url.trim_end_matches('/')
         ),
         headers: input.provider.headers.clone(),
-        body: Value::Object(body),
+        body: body_text(&body),
         compression_strength: Default::default(),
     }
 }
@@ -81,7 +81,7 @@ fn declaration(spec: &ToolSpec) -> Value {
 }
 
 /// Linearized messages → alternating `user`/`model` contents.
-fn contents(history: &[ChatMessage]) -> Vec<Value> {
+fn contents(history: &[Linear<'_>]) -> Vec<Value> {
     let call_names: BTreeMap<&str, &str> = history
         .iter()
         .flat_map(|m| m.tool_calls())
@@ -116,9 +116,9 @@ struct Signatures<'a> {
     calls: BTreeMap<&'a str, &'a str>,
 }
 
-fn signatures(message: &ChatMessage) -> Signatures<'_> {
+fn signatures<'a>(message: &Linear<'a>) -> Signatures<'a> {
     let mut found = Signatures::default();
-    for block in message.thinking_blocks.iter().flatten() {
+    for block in message.thinking_blocks.into_iter().flatten() {
         let Some(signature) = block.get("signature").and_then(Value::as_str) else {
             continue;
         };
@@ -141,7 +141,7 @@ fn signatures(message: &ChatMessage) -> Signatures<'_> {
     found
 }
 
-fn model_parts(message: &ChatMessage) -> Vec<Value> {
+fn model_parts(message: &Linear<'_>) -> Vec<Value> {
     let signatures = signatures(message);
     let mut parts: Vec<Value> = signatures
         .thoughts
@@ -182,7 +182,7 @@ fn is_generated_id(id: &str) -> bool {
 
 /// A tool result: its function response, then its images (an MCP tool's) as inline data in the
 /// same user turn.
-fn function_response_parts(message: &ChatMessage, call_names: &BTreeMap<&str, &str>) -> Vec<Value> {
+fn function_response_parts(message: &Linear<'_>, call_names: &BTreeMap<&str, &str>) -> Vec<Value> {
     let mut parts = vec![function_response(message, call_names)];
     parts.extend(
         image_parts(&message.content)
@@ -192,8 +192,8 @@ fn function_response_parts(message: &ChatMessage, call_names: &BTreeMap<&str, &s
     parts
 }
 
-fn function_response(message: &ChatMessage, call_names: &BTreeMap<&str, &str>) -> Value {
-    let id = message.tool_call_id.as_deref().unwrap_or("");
+fn function_response(message: &Linear<'_>, call_names: &BTreeMap<&str, &str>) -> Value {
+    let id = message.tool_call_id.unwrap_or("");
     let name = call_names.get(id).copied().unwrap_or("");
     let text = message.content.text();
     let response = if message.tool_failed == Some(true) {

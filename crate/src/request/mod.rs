@@ -14,6 +14,7 @@ use crate::provider::ProviderKind;
 use crate::thread::ThreadParams;
 use crate::tools::ToolSpec;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -65,15 +66,34 @@ impl ProviderConfig {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct ProviderRequest {
     pub provider: ProviderKind,
     pub url: String,
     pub headers: Map<String, Value>,
-    pub body: Value,
+    /// The JSON text sent, written once from the history (issue 20: no `Value` tree of a long
+    /// chat is built, copied or dropped); [`ProviderRequest::body_json`] parses it.
+    pub body: Box<RawValue>,
     /// How far the history limit went for this request (SPEC §5).
     #[serde(default)]
     pub compression_strength: CompressionStrength,
+}
+
+impl ProviderRequest {
+    /// The body parsed (the CLI's pretty print, tests, the last request shown to the user).
+    pub fn body_json(&self) -> Value {
+        serde_json::from_str(self.body.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl PartialEq for ProviderRequest {
+    fn eq(&self, other: &Self) -> bool {
+        self.provider == other.provider
+            && self.url == other.url
+            && self.headers == other.headers
+            && self.body.get() == other.body.get()
+            && self.compression_strength == other.compression_strength
+    }
 }
 
 pub struct RequestInput<'a> {

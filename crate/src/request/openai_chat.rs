@@ -1,46 +1,41 @@
 //! OpenAI Chat Completions requests (and every OpenAI-compatible server: llama.cpp, Ollama, vLLM).
+//!
+//! The body is written straight from the linearized history, which borrows the stored texts
+//! (issue 20): no `Value` tree is built for it. The key order is the API's documented one, the
+//! same the golden files hold byte for byte.
 
-use super::common::{image_parts, model_of, prepared_history};
+use super::common::{body_text, image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
-use crate::history_limit::CompressionStrength;
-use crate::linearize::Thinking;
-use crate::message::{ChatMessage, Content, Role, ToolCall};
+use crate::history_limit::{CompressionStrength, LimitedMessage};
+use crate::linearize::{Linear, Thinking};
+use crate::message::{Content, Role, ToolCall};
 use crate::tools::ToolSpec;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::borrow::Cow;
 
 pub(super) fn openai_chat(
     input: &RequestInput,
-    history: &[Cow<'_, ChatMessage>],
+    history: &[LimitedMessage<'_>],
 ) -> ProviderRequest {
-    let mut messages = Vec::new();
+    let linear = prepared_history(history, Thinking::Off);
+    let mut messages = Vec::with_capacity(linear.len() + 1);
     if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
-        messages.push(json!({"role": "system", "content": system}));
+        messages.push(Message::text("system", system));
     }
-    messages.extend(with_tool_images_after(prepared_history(
-        history,
-        Thinking::Off,
-    )));
-    let mut body = Map::new();
-    body.insert("model".into(), model_of(input).into());
-    body.insert("messages".into(), Value::Array(messages));
-    if !input.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            input.tools.iter().map(openai_tool).collect(),
-        );
-    }
-    if let Some(t) = input.thread.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(max) = input.thread.max_tokens {
-        body.insert("max_tokens".into(), json!(max));
-    }
-    if let Some(effort) = &input.thread.reasoning_effort {
-        body.insert("reasoning_effort".into(), json!(effort));
-    }
-    body.insert("stream".into(), Value::Bool(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
+    messages.extend(with_tool_images_after(&linear));
+    let body = Body {
+        model: model_of(input),
+        messages,
+        tools: input.tools.iter().map(Tool::of).collect(),
+        temperature: input.thread.temperature,
+        max_tokens: input.thread.max_tokens,
+        reasoning_effort: input.thread.reasoning_effort.as_deref(),
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+    };
     ProviderRequest {
         // `local` speaks this format too; the request keeps the kind the host routes by.
         provider: input.provider.kind,
@@ -49,26 +44,140 @@ pub(super) fn openai_chat(
             input.provider.base_url.trim_end_matches('/')
         ),
         headers: input.provider.headers.clone(),
-        body: Value::Object(body),
+        body: body_text(&body),
         compression_strength: CompressionStrength::Absent,
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Message<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
+    stream: bool,
+    stream_options: StreamOptions,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: MessageContent<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<&'a [ToolCall]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+/// A string, or content parts (the message's own, or a text then the images of tool results).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum MessageContent<'a> {
+    Text(Cow<'a, str>),
+    Parts(&'a [Value]),
+    TextThenImages(TextThenImages<'a>),
+}
+
+/// `[{"type": "text", "text": …}, image, image, …]`.
+struct TextThenImages<'a> {
+    text: &'static str,
+    images: Vec<&'a Value>,
+}
+
+impl Serialize for TextThenImages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.images.len() + 1))?;
+        seq.serialize_element(&TextPart {
+            kind: "text",
+            text: self.text,
+        })?;
+        for image in &self.images {
+            seq.serialize_element(image)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'a> Message<'a> {
+    fn text(role: &'static str, text: &'a str) -> Self {
+        Message {
+            role,
+            content: MessageContent::Text(Cow::Borrowed(text)),
+            tool_calls: None,
+            tool_call_id: None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct TextPart {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'static str,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> Tool<'a> {
+    fn of(spec: &'a ToolSpec) -> Self {
+        Tool {
+            kind: "function",
+            function: Function {
+                name: &spec.name,
+                description: &spec.description,
+                parameters: &spec.parameters,
+            },
+        }
     }
 }
 
 /// The messages in OpenAI's shape. A tool message carries text only (the API takes no images
 /// there): the images of a step's results follow its last result as one user message.
-/// Takes the linearized copy by value: its texts move into the body, none is copied again.
-fn with_tool_images_after(history: Vec<ChatMessage>) -> Vec<Value> {
+fn with_tool_images_after<'a>(history: &'a [Linear<'a>]) -> Vec<Message<'a>> {
     let mut out = Vec::with_capacity(history.len());
-    let mut images: Vec<Value> = Vec::new();
-    for mut message in history {
+    let mut images: Vec<&'a Value> = Vec::new();
+    for message in history {
         if message.role != Role::Tool && !images.is_empty() {
             out.push(tool_images_message(std::mem::take(&mut images)));
         }
-        if message.role == Role::Tool && matches!(message.content, Content::Parts(_)) {
-            images.extend(image_parts(&message.content).into_iter().cloned());
-            message.content = Content::Text(message.content.text());
-        }
-        out.push(openai_message(message));
+        let content = match message.content.as_ref() {
+            Content::Parts(_) if message.role == Role::Tool => {
+                images.extend(image_parts(&message.content));
+                MessageContent::Text(message.content.as_text())
+            }
+            Content::Parts(parts) => MessageContent::Parts(parts),
+            Content::Text(text) => MessageContent::Text(Cow::Borrowed(text)),
+        };
+        out.push(Message {
+            role: role_name(message.role),
+            content,
+            tool_calls: message.tool_calls.filter(|calls| !calls.is_empty()),
+            tool_call_id: message.tool_call_id,
+        });
     }
     if !images.is_empty() {
         out.push(tool_images_message(images));
@@ -76,54 +185,23 @@ fn with_tool_images_after(history: Vec<ChatMessage>) -> Vec<Value> {
     out
 }
 
-fn tool_images_message(images: Vec<Value>) -> Value {
-    let mut content =
-        vec![json!({"type": "text", "text": "The images the tool calls above returned:"})];
-    content.extend(images);
-    json!({"role": "user", "content": content})
-}
-
-fn openai_tool(spec: &ToolSpec) -> Value {
-    json!({"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}})
-}
-
-fn openai_message(message: ChatMessage) -> Value {
-    let role = match message.role {
+fn role_name(role: Role) -> &'static str {
+    match role {
         Role::System => "system",
         Role::Assistant => "assistant",
         Role::Tool => "tool",
         _ => "user",
-    };
-    let mut out = Map::new();
-    out.insert("role".into(), role.into());
-    out.insert("content".into(), content_json(message.content));
-    if let Some(calls) = message.tool_calls.filter(|c| !c.is_empty()) {
-        out.insert(
-            "tool_calls".into(),
-            calls.into_iter().map(tool_call_json).collect(),
-        );
     }
-    if let Some(id) = message.tool_call_id {
-        out.insert("tool_call_id".into(), id.into());
-    }
-    Value::Object(out)
 }
 
-/// A call as `ToolCall` serializes (`id`, `type`, `function`), its strings moved.
-fn tool_call_json(call: ToolCall) -> Value {
-    let mut function = Map::new();
-    function.insert("name".into(), call.function.name.into());
-    function.insert("arguments".into(), call.function.arguments.into());
-    let mut out = Map::new();
-    out.insert("id".into(), call.id.into());
-    out.insert("type".into(), call.kind.into());
-    out.insert("function".into(), Value::Object(function));
-    Value::Object(out)
-}
-
-fn content_json(content: Content) -> Value {
-    match content {
-        Content::Text(text) => Value::String(text),
-        Content::Parts(parts) => Value::Array(parts),
+fn tool_images_message(images: Vec<&Value>) -> Message<'_> {
+    Message {
+        role: "user",
+        content: MessageContent::TextThenImages(TextThenImages {
+            text: "The images the tool calls above returned:",
+            images,
+        }),
+        tool_calls: None,
+        tool_call_id: None,
     }
 }

@@ -9,16 +9,16 @@
 //! them, minus the engine's `index` merge key, before the message they belong to; items without
 //! `encrypted_content` are useless without server-side storage and are left out.
 
-use super::common::{image_parts, model_of, prepared_history};
+use super::common::{body_text, image_parts, model_of, prepared_history};
 use super::{ProviderRequest, RequestInput};
-use crate::linearize::Thinking;
-use crate::message::{ChatMessage, Content, Role};
+use crate::history_limit::LimitedMessage;
+use crate::linearize::{Linear, Thinking};
+use crate::message::{Content, Role};
 use crate::provider::ProviderKind;
 use crate::tools::ToolSpec;
 use serde_json::{json, Map, Value};
-use std::borrow::Cow;
 
-pub(super) fn responses(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) -> ProviderRequest {
+pub(super) fn responses(input: &RequestInput, history: &[LimitedMessage<'_>]) -> ProviderRequest {
     let reasoning = input.thread.reasoning_effort.is_some();
     let thinking = if reasoning {
         Thinking::KeepCurrentTurn
@@ -60,7 +60,7 @@ pub(super) fn responses(input: &RequestInput, history: &[Cow<'_, ChatMessage>]) 
             input.provider.base_url.trim_end_matches('/')
         ),
         headers: input.provider.headers.clone(),
-        body: Value::Object(body),
+        body: body_text(&body),
         compression_strength: Default::default(),
     }
 }
@@ -69,12 +69,12 @@ fn tool(spec: &ToolSpec) -> Value {
     json!({"type": "function", "name": spec.name, "description": spec.description, "parameters": spec.parameters})
 }
 
-fn items(message: &ChatMessage) -> Vec<Value> {
+fn items(message: &Linear<'_>) -> Vec<Value> {
     match message.role {
         Role::Assistant => assistant_items(message),
         Role::Tool => vec![json!({
             "type": "function_call_output",
-            "call_id": message.tool_call_id.clone().unwrap_or_default(),
+            "call_id": message.tool_call_id.unwrap_or_default(),
             "output": tool_output(&message.content),
         })],
         Role::System => text_message("system", &message.content),
@@ -82,10 +82,10 @@ fn items(message: &ChatMessage) -> Vec<Value> {
     }
 }
 
-fn assistant_items(message: &ChatMessage) -> Vec<Value> {
+fn assistant_items(message: &Linear<'_>) -> Vec<Value> {
     let mut items: Vec<Value> = message
         .thinking_blocks
-        .iter()
+        .into_iter()
         .flatten()
         .filter_map(reasoning_item)
         .collect();

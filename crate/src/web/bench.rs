@@ -17,26 +17,32 @@ pub struct WasmContextBench {
 
 #[wasm_bindgen(js_class = ContextBench)]
 impl WasmContextBench {
-    /// Loads a trajectory (JSON text) tolerantly; throws `BadInput` when it cannot be read.
+    /// Loads a trajectory (JSON text) tolerantly, as the engine opens a stored chat (the host
+    /// gives it the stored text: `trajectory::load_text`); throws `BadInput` when it cannot.
     #[wasm_bindgen(constructor)]
     pub fn new(trajectory_json: &str) -> Result<WasmContextBench, JsValue> {
-        // Through a `Value`, as the page's import and open paths load (they hold JSON, not text).
-        let value: serde_json::Value = serde_json::from_str(trajectory_json)
-            .map_err(|e| js_error("BadInput", &e.to_string()))?;
-        let loaded = crate::trajectory::load("bench", &value)
+        let loaded = crate::trajectory::load_text("bench", trajectory_json)
             .map_err(|e| js_error("BadInput", &e.to_string()))?;
         Ok(WasmContextBench {
             messages: loaded.messages,
         })
     }
 
-    /// The typed load from JSON text (`trajectory::load_text`, what the native bench and the
-    /// CLI time): each message read straight into the model. Returns the message count.
-    #[wasm_bindgen(js_name = loadText)]
-    pub fn load_text(trajectory_json: &str) -> Result<usize, JsValue> {
-        crate::trajectory::load_text("bench", trajectory_json)
+    /// The load through a parsed `Value` (`trajectory::load`, the path the engine took before
+    /// issue 20, and still what an imported trajectory given as a value takes): the message count.
+    #[wasm_bindgen(js_name = loadViaValue)]
+    pub fn load_via_value(trajectory_json: &str) -> Result<usize, JsValue> {
+        let value: serde_json::Value = serde_json::from_str(trajectory_json)
+            .map_err(|e| js_error("BadInput", &e.to_string()))?;
+        crate::trajectory::load("bench", &value)
             .map(|loaded| loaded.messages.len())
             .map_err(|e| js_error("BadInput", &e.to_string()))
+    }
+
+    /// The reference: `serde_json::Value` parsing alone, in the same wasm.
+    #[wasm_bindgen(js_name = parseValue)]
+    pub fn parse_value(trajectory_json: &str) -> bool {
+        serde_json::from_str::<serde_json::Value>(trajectory_json).is_ok()
     }
 
     #[wasm_bindgen(js_name = messageCount)]
@@ -79,7 +85,7 @@ impl WasmContextBench {
             history: &self.messages,
             budget: Some(history_budget(n_ctx as u64, None, 2000)),
         })
-        .map(|r| r.body.to_string().len())
+        .map(|r| r.body.get().len())
         .map_err(|e| js_error("TooLarge", &e.to_string()))
     }
 }

@@ -410,7 +410,10 @@ impl Host {
             };
             let trajectory = match trajectory {
                 Some(t) => t,
-                None => load_trajectory(&shared, &chat_id).await?.0,
+                None => {
+                    let (text, _) = load_trajectory(&shared, &chat_id).await?;
+                    serde_json::from_str(text.get()).map_err(|e| error("StorageError", &e.to_string()))?
+                }
             };
             let text = crate::export::export_chat(&trajectory, &format)
                 .map_err(|e| error("BadInput", &e))?;

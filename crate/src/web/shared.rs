@@ -57,7 +57,7 @@ pub(super) struct Shared {
     /// When set, saves fail with this reason (tests simulate a quota error).
     pub(super) fail_saves: Option<String>,
     /// The last provider request of each chat as sent, the key redacted ("what the model sees").
-    pub(super) last_requests: HashMap<String, Value>,
+    pub(super) last_requests: HashMap<String, super::streams::SentRequest>,
     /// The chats' workspace copies (issue 21).
     pub(super) chat_files: super::chat_files::ChatFilesState,
     /// Sync through CouchDB (issue 21): the replication when configured, its listener.

@@ -5,7 +5,8 @@ use super::idb;
 use super::shared::*;
 use crate::engine::Input;
 use crate::event::Event;
-use crate::trajectory::{StoredMessage, TrajectorySave};
+use crate::trajectory::{StoredMessage, TrajectorySave, TrajectoryText};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -43,23 +44,52 @@ pub(super) fn trajectory_of(
 }
 
 /// One stored message record as read back (tolerantly: a damaged key or position makes the
-/// engine write the message again, see `TrajectoryBook::restore`).
+/// engine write the message again, see `TrajectoryBook::restore`). The message stays the text
+/// it was stored as, borrowed, until the engine reads it straight into its model (issue 20).
 #[derive(serde::Deserialize)]
-struct Row {
+struct Row<'a> {
     #[serde(default)]
     message_id: Value,
     #[serde(default)]
     position: Value,
-    #[serde(default)]
-    message: Value,
+    #[serde(default, borrow)]
+    message: Option<&'a RawValue>,
 }
 
-/// Reads a chat's record and messages back into trajectory JSON (messages in stored order) and
-/// where each message is stored. The rows cross from JS in one `JSON.stringify`, not one per row.
+/// A chat as trajectory JSON text: its thread params, its id, its messages as stored, its draft.
+struct StoredTrajectory<'a> {
+    thread: &'a Value,
+    id: &'a str,
+    messages: Vec<&'a RawValue>,
+    draft: &'a Value,
+}
+
+impl serde::Serialize for StoredTrajectory<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        let reserved = |key: &str| matches!(key, "id" | "messages" | "draft");
+        for (key, value) in self.thread.as_object().into_iter().flatten() {
+            if !reserved(key) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.serialize_entry("id", self.id)?;
+        map.serialize_entry("messages", &self.messages)?;
+        if self.draft.is_object() {
+            map.serialize_entry("draft", self.draft)?;
+        }
+        map.end()
+    }
+}
+
+/// Reads a chat's record and messages back into trajectory JSON text (messages in stored
+/// order) and where each message is stored. The rows cross from JS in one `JSON.stringify`, not
+/// one per row, and no message is parsed here: the engine reads the text once, typed.
 pub(super) async fn load_trajectory(
     shared: &Handle,
     chat_id: &str,
-) -> Result<(Value, Vec<StoredMessage>), JsValue> {
+) -> Result<(TrajectoryText, Vec<StoredMessage>), JsValue> {
     let db = shared.borrow().db.clone();
     let tx = idb::read_transaction(&db)?;
     let record =
@@ -82,6 +112,7 @@ pub(super) async fn load_trajectory(
     })?;
     let mut stored = Vec::with_capacity(rows.len());
     let mut messages = Vec::with_capacity(rows.len());
+    let null = RawValue::NULL;
     for row in rows {
         stored.push(StoredMessage {
             message_id: match row.message_id {
@@ -90,22 +121,20 @@ pub(super) async fn load_trajectory(
             },
             position: row.position.as_f64().unwrap_or(f64::NAN),
         });
-        messages.push(row.message);
+        messages.push(row.message.unwrap_or(null));
     }
-    let mut trajectory = match &record["thread"] {
-        Value::Object(map) => map.clone(),
-        _ => serde_json::Map::new(),
-    };
-    trajectory.insert("id".into(), json!(chat_id));
-    trajectory.insert("messages".into(), Value::Array(messages));
-    if record["draft"].is_object() {
-        trajectory.insert("draft".into(), record["draft"].clone());
-    }
+    let trajectory = serde_json::value::to_raw_value(&StoredTrajectory {
+        thread: &record["thread"],
+        id: chat_id,
+        messages,
+        draft: &record["draft"],
+    })
+    .map_err(|e| error("StorageError", &format!("cannot read chat {chat_id}: {e}")))?;
     shared
         .borrow_mut()
         .chats
         .insert(chat_id.to_string(), record);
-    Ok((Value::Object(trajectory), stored))
+    Ok((TrajectoryText(trajectory), stored))
 }
 
 /// The last screen of a chat, straight from storage, for the first frame while the whole chat

@@ -7,7 +7,7 @@ use crate::engine::{Bytes, Input};
 use crate::provider::ProviderKind;
 use crate::request::ProviderRequest;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -28,12 +28,26 @@ pub(super) fn remember_request(shared: &Handle, chat_id: &str, request: &Provide
     if let Some((name, _)) = auth_header(kind, "redacted").filter(|_| has_key) {
         headers.insert(name.into(), "[redacted]".into());
     }
-    let record =
-        json!({"provider": kind, "url": request.url, "headers": headers, "body": request.body});
+    // The body is kept as the text sent (a copy, not a parse): it is read only when asked for.
+    let record = SentRequest {
+        provider: kind,
+        url: request.url.clone(),
+        headers,
+        body: request.body.clone(),
+    };
     shared
         .borrow_mut()
         .last_requests
         .insert(chat_id.to_string(), record);
+}
+
+/// A request as it went out, the key redacted (`Palaver.lastRequest`).
+#[derive(serde::Serialize)]
+pub(super) struct SentRequest {
+    provider: &'static str,
+    url: String,
+    headers: serde_json::Map<String, Value>,
+    body: Box<serde_json::value::RawValue>,
 }
 
 /// The provider's auth header for a key: never in the URL (SECURITY C13, C15).
@@ -109,7 +123,7 @@ pub(super) async fn fetch_stream(
     let init = RequestInit::new();
     init.set_method("POST");
     init.set_headers(&headers);
-    init.set_body(&JsValue::from_str(&request.body.to_string()));
+    init.set_body(&JsValue::from_str(request.body.get()));
     init.set_signal(Some(&controller.signal()));
     let response: Response = JsFuture::from(send(shared, request, &init)?)
         .await

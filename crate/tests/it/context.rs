@@ -41,7 +41,7 @@ fn request_body(step: &Step) -> Value {
         .iter()
         .rev()
         .find_map(|e| match e {
-            Effect::StartRequest { request, .. } => Some(request.body.clone()),
+            Effect::StartRequest { request, .. } => Some(request.body_json()),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no request in this step"))
@@ -281,7 +281,7 @@ fn event(id: &str, subkind: &str) -> Value {
     json!({"message_id": id, "role": "event", "content": format!("{subkind} {id}"), "event": {"subkind": subkind, "source": "test"}})
 }
 
-fn ids(messages: &[std::borrow::Cow<'_, ChatMessage>]) -> Vec<String> {
+fn ids(messages: &[palaver::history_limit::LimitedMessage<'_>]) -> Vec<String> {
     messages.iter().map(|m| m.message_id.clone()).collect()
 }
 

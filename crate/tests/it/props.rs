@@ -142,7 +142,7 @@ impl Driver {
                     self.running_tools.retain(|t| t != tool_call_id)
                 }
                 Effect::SaveTrajectory { save } => self.save = Some(save.version),
-                Effect::StartRequest { request, .. } => self.bodies.push(request.body.clone()),
+                Effect::StartRequest { request, .. } => self.bodies.push(request.body_json()),
                 _ => {}
             }
         }
@@ -438,7 +438,7 @@ proptest! {
         let history = build_history(&pieces);
         match limit_history(&history, Some(budget)) {
             Ok(limited) => {
-                let out: Vec<&palaver::message::ChatMessage> = limited.messages.iter().map(|m| m.as_ref()).collect();
+                let out: Vec<&palaver::message::ChatMessage> = limited.messages.iter().map(|m| &**m).collect();
                 let total: u64 = out.iter().map(|m| estimate_tokens(m)).sum();
                 prop_assert!(total <= budget, "{total} > {budget}");
                 // The running estimate (kept across stages, reused for unchanged messages) is

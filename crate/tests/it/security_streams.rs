@@ -2,6 +2,7 @@
 //! transcripts of `../shared/wire` (or cuts of them) and a synthetic clock. D21 (page reload
 //! mid-stream) needs a browser host and is not here. Runs natively and in headless Chromium.
 
+use palaver::trajectory::TrajectoryText;
 use crate::support::harness::{openai_reply, Harness};
 use crate::support::wire;
 use palaver::decode::decode_stream;
@@ -139,7 +140,7 @@ fn last_request_body(step: &Step) -> Value {
         .iter()
         .rev()
         .find_map(|e| match e {
-            Effect::StartRequest { request, .. } => Some(request.body.clone()),
+            Effect::StartRequest { request, .. } => Some(request.body_json()),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no start_request in {:?}", effect_names(step)))
@@ -940,7 +941,7 @@ fn d21_the_streaming_reply_is_checkpointed_and_recovered_as_interrupted() {
     let mut h2 = harness("openai-chat", json!({}));
     let step = h2.handle(Input::OpenChat {
         chat_id: "c2".into(),
-        trajectory: Some(trajectory.take()),
+        trajectory: Some(TrajectoryText::from_value(&trajectory.take())),
         stored: None,
     });
     let recovered = serde_json::to_value(h2.engine.snapshot("c2")).unwrap_or(Value::Null);

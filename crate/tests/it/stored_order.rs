@@ -3,6 +3,7 @@
 //! that applies each save — upserts by id, deletes of removed ids — read back in position order
 //! is the chat; and an early removal or edit writes one record, not every later one.
 
+use palaver::trajectory::TrajectoryText;
 use palaver::message::{ChatMessage, Content, Role};
 use palaver::thread::ThreadParams;
 use palaver::trajectory::{StoredMessage, TrajectoryBook, TrajectorySave};
@@ -299,7 +300,7 @@ fn a_continued_chat_never_reuses_a_message_id_and_reload_chat_takes_the_store() 
         1,
         Input::OpenChat {
             chat_id: "c".into(),
-            trajectory: Some(trajectory),
+            trajectory: Some(TrajectoryText::from_value(&trajectory)),
             stored: None,
         },
     );
@@ -336,7 +337,7 @@ fn a_continued_chat_never_reuses_a_message_id_and_reload_chat_takes_the_store() 
         3,
         Input::ReloadChat {
             chat_id: "c".into(),
-            trajectory: synced.clone(),
+            trajectory: TrajectoryText::from_value(&synced),
             stored: None,
         },
     );
@@ -351,7 +352,7 @@ fn a_continued_chat_never_reuses_a_message_id_and_reload_chat_takes_the_store() 
         1,
         Input::OpenChat {
             chat_id: "d".into(),
-            trajectory: Some(json!({"messages": []})),
+            trajectory: Some(TrajectoryText::from_value(&json!({"messages": []}))),
             stored: None,
         },
     );
@@ -360,7 +361,7 @@ fn a_continued_chat_never_reuses_a_message_id_and_reload_chat_takes_the_store() 
         2,
         Input::ReloadChat {
             chat_id: "d".into(),
-            trajectory: synced,
+            trajectory: TrajectoryText::from_value(&synced),
             stored: None,
         },
     );

@@ -3,6 +3,7 @@
 //! default, through JSON text and through a `Value`. The `variant_count` matches have no
 //! wildcard, so a new variant does not compile until it has an example here.
 
+use palaver::trajectory::TrajectoryText;
 use palaver::command::{Command, CommandEnvelope};
 use palaver::delta::DeltaOp;
 use palaver::engine::{Bytes, Input};
@@ -167,13 +168,13 @@ fn inputs() -> Vec<Input> {
     let inputs = vec![
         Input::OpenChat {
             chat_id: "c".into(),
-            trajectory: Some(json!({"messages": [message("m1")]})),
+            trajectory: Some(TrajectoryText::from_value(&json!({"messages": [message("m1")]}))),
             stored: Some(from(json!([{"message_id": "m1", "position": 1.5}]))),
         },
         Input::CloseChat { chat_id: "c".into() },
         Input::ReloadChat {
             chat_id: "c".into(),
-            trajectory: json!({"messages": []}),
+            trajectory: TrajectoryText::from_value(&json!({"messages": []})),
             stored: Some(Vec::new()),
         },
         Input::Command {

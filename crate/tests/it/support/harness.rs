@@ -2,6 +2,7 @@
 //! view per chat, and after every step checks the stream rules of SPEC §3.1 — `seq` rises by
 //! exactly 1, and the view (snapshot + events) equals the engine's own snapshot.
 
+use palaver::trajectory::TrajectoryText;
 use palaver::engine::{Bytes, Effect, Engine, EngineConfig, Input, Step};
 use palaver::event::EventEnvelope;
 use palaver::mirror::ChatMirror;
@@ -51,7 +52,7 @@ impl Harness {
     pub fn open(&mut self, chat_id: &str, trajectory: Option<Value>) -> Step {
         let step = self.handle(Input::OpenChat {
             chat_id: chat_id.into(),
-            trajectory,
+            trajectory: trajectory.as_ref().map(TrajectoryText::from_value),
             stored: None,
         });
         let snapshot = self
