@@ -55,15 +55,16 @@ impl Events for State {
         event: &SseEvent,
         items: &mut Vec<DecodeItem>,
     ) -> Result<(), StreamDecodeError> {
-        if let Some(delta) = TypedBlockDelta::read(event.data) {
-            if self.typed_delta(&delta, items) {
-                return Ok(());
+        if may_be_block_delta(event) {
+            if let Some(delta) = TypedBlockDelta::read(event.data) {
+                if self.typed_delta(&delta, items) {
+                    return Ok(());
+                }
             }
         }
         if let Some(typed) = TypedEvent::read(event.data) {
-            let (message, content_block, delta, usage, error) = (
+            let (message, delta, usage, error) = (
                 typed.message.and_then(|m| m.usage),
-                typed.content_block,
                 typed.delta,
                 typed.usage,
                 typed.error,
@@ -73,22 +74,26 @@ impl Events for State {
                 kind,
                 index: typed.index.unwrap_or(0),
                 message_usage: message.as_ref(),
-                content_block: content_block.as_ref(),
+                content_block: typed.content_block,
                 delta: delta.as_ref(),
                 usage: usage.as_ref(),
                 error: error.as_ref(),
             }, items);
             return Ok(());
         }
-        let Some(data) = json_object(event, Self::PROVIDER)? else {
+        let Some(mut data) = json_object(event, Self::PROVIDER)? else {
             return Ok(());
         };
+        let content_block = data
+            .get_mut("content_block")
+            .map(Value::take)
+            .filter(|v| !v.is_null());
         let part = |key: &str| data.get(key).filter(|v| !v.is_null());
         self.dispatch(EventParts {
             kind: event_kind(&data, event),
             index: data.get("index").and_then(Value::as_u64).unwrap_or(0),
             message_usage: part("message").and_then(|m| m.get("usage")),
-            content_block: part("content_block"),
+            content_block,
             delta: part("delta"),
             usage: part("usage"),
             error: part("error"),
@@ -104,12 +109,27 @@ impl Events for State {
     }
 }
 
-/// What the handlers read of an event, however it was read (typed, or as a `Value`).
+/// Whether the event can be a `content_block_delta` (the per-token events, read typed first):
+/// its SSE `event:` field says so, or, without one, its data names the type near the start.
+/// Anything else skips that reading — a 20 KB `content_block_start` was scanned twice (issue 20).
+/// A delta whose `type` comes late in its object is still read, as a `TypedEvent`.
+fn may_be_block_delta(event: &SseEvent) -> bool {
+    match event.event {
+        Some(kind) => kind == "content_block_delta",
+        None => {
+            let head = &event.data.as_bytes()[..event.data.len().min(48)];
+            head.windows(19).any(|w| w == b"content_block_delta")
+        }
+    }
+}
+
+/// What the handlers read of an event, however it was read (typed, or as a `Value`). The
+/// content block is owned: a server block is kept whole, so it is moved, not copied.
 struct EventParts<'a> {
     kind: &'a str,
     index: u64,
     message_usage: Option<&'a Value>,
-    content_block: Option<&'a Value>,
+    content_block: Option<Value>,
     delta: Option<&'a Value>,
     usage: Option<&'a Value>,
     error: Option<&'a Value>,
@@ -203,7 +223,7 @@ impl State {
         match event.kind {
             "message_start" => self.take_usage(event.message_usage.unwrap_or(null), items),
             "content_block_start" => {
-                self.start_block(event.index, event.content_block.unwrap_or(null), items)
+                self.start_block(event.index, event.content_block.unwrap_or_default(), items)
             }
             "content_block_delta" => {
                 self.block_delta(event.index, event.delta.unwrap_or(null), items)
@@ -222,19 +242,19 @@ impl State {
         }
     }
 
-    fn start_block(&mut self, index: u64, block: &Value, items: &mut Vec<DecodeItem>) {
+    fn start_block(&mut self, index: u64, block: Value, items: &mut Vec<DecodeItem>) {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
         let open = match kind {
-            "text" => self.start_text(index, block, items),
+            "text" => self.start_text(index, &block, items),
             "thinking" => self.start_thinking(index, block, items),
             "redacted_thinking" => {
-                merge_thinking_blocks(&mut self.thinking, block.clone());
+                merge_thinking_blocks(&mut self.thinking, block);
                 self.emit_thinking(items);
                 Block::Other
             }
-            "tool_use" => self.start_tool(index, block, items),
+            "tool_use" => self.start_tool(index, &block, items),
             kind if is_server_block(kind) => Block::Server {
-                block: block.clone(),
+                block,
                 json: String::new(),
             },
             _ => Block::Other,
@@ -254,14 +274,15 @@ impl State {
         Block::Text
     }
 
-    fn start_thinking(&mut self, index: u64, block: &Value, items: &mut Vec<DecodeItem>) -> Block {
-        let mut incoming = block.clone();
+    fn start_thinking(&mut self, index: u64, block: Value, items: &mut Vec<DecodeItem>) -> Block {
+        let mut incoming = block;
+        let mut text = None;
         if let Some(fields) = incoming.as_object_mut() {
             fields.insert("index".into(), json!(index));
-            fields.insert("thinking".into(), json!(""));
+            text = fields.insert("thinking".into(), json!(""));
         }
         merge_thinking_blocks(&mut self.thinking, incoming);
-        if let Some(text) = non_empty_str(block.get("thinking")) {
+        if let Some(text) = non_empty_str(text.as_ref()) {
             self.append_thinking(index, text, items);
         }
         self.emit_thinking(items);
