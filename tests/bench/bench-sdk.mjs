@@ -4,7 +4,8 @@
 //   - the official SDKs' own accumulators: openai's ChatCompletionStream
 //     (`chat.completions.stream().finalChatCompletion()`) and @anthropic-ai/sdk's MessageStream
 //     (`messages.stream().finalMessage()`), each fed by an in-memory `fetch`.
-// Every implementation gets the bytes in 4 KiB chunks. Prints MiB/s and the ratios.
+// Every implementation gets the bytes in 4 KiB chunks, is warmed up alike and timed in alternating
+// turns; prints the median MiB/s of five (with min–max) and the ratios.
 //
 // node bench-sdk.mjs --pkg <nodejs pkg dir> --native <palaver binary> --wire <shared/wire> [--rounds N]
 import { createRequire } from 'node:module';
@@ -52,8 +53,8 @@ function sseResponse(chunks) {
   return new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream' } });
 }
 
-async function measure(cases, once) {
-  for (const c of cases) await once(c); // warm-up, and a failure shows before timing
+/** MiB/s of `rounds` passes over the cases. */
+async function rate(cases, once) {
   const started = process.hrtime.bigint();
   let bytes = 0;
   for (let r = 0; r < rounds; r++) {
@@ -65,6 +66,24 @@ async function measure(cases, once) {
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   return bytes / seconds / 1048576;
 }
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+/** Each implementation warmed up alike (a pass is too short for V8 to have compiled a JS
+ * accumulator's hot paths, which made one run's SDK figure 2-3× another's), then timed in
+ * REPEATS alternating turns, so both meet the same machine; the median of each. */
+const REPEATS = 5;
+async function measure(cases, implementations) {
+  for (const once of implementations) {
+    for (let r = 0; r < WARM_UP_ROUNDS; r++) for (const c of cases) await once(c);
+  }
+  const samples = implementations.map(() => []);
+  for (let repeat = 0; repeat < REPEATS; repeat++) {
+    for (const [i, once] of implementations.entries()) samples[i].push(await rate(cases, once));
+  }
+  return samples.map((s) => ({ median: median(s), min: Math.min(...s), max: Math.max(...s) }));
+}
+const WARM_UP_ROUNDS = 5;
 
 function wasmOnce(kind) {
   return async (c) => {
@@ -121,14 +140,15 @@ for (const kind of ['openai-chat', 'anthropic']) {
     }
   }
   const total = cases.reduce((n, c) => n + c.bytes.length, 0);
-  const sdk = await measure(cases, sdkOnce[kind]);
-  const wasm = await measure(cases, wasmOnce(kind));
+  const [sdkRates, wasmRates] = await measure(cases, [sdkOnce[kind], wasmOnce(kind)]);
+  const [sdk, wasm] = [sdkRates.median, wasmRates.median];
+  const spread = (r) => `(${r.min.toFixed(1)}–${r.max.toFixed(1)})`;
   const native = nativeRate(kind, cases);
   rows.push({ kind, transcripts: cases.length, kib: Math.round(total / 1024), sdk, wasm, native });
   console.log(
-    `${kind.padEnd(12)} ${cases.length} transcripts, ${Math.round(total / 1024)} KiB × ${rounds} rounds\n` +
-      `  ${sdkName[kind].padEnd(34)} ${sdk.toFixed(1).padStart(7)} MiB/s\n` +
-      `  ${'palaver wasm (Node)'.padEnd(34)} ${wasm.toFixed(1).padStart(7)} MiB/s  ${(wasm / sdk).toFixed(1)}× the SDK\n` +
+    `${kind.padEnd(12)} ${cases.length} transcripts, ${Math.round(total / 1024)} KiB × ${rounds} rounds, median of ${REPEATS} (min–max)\n` +
+      `  ${sdkName[kind].padEnd(34)} ${sdk.toFixed(1).padStart(7)} MiB/s ${spread(sdkRates)}\n` +
+      `  ${'palaver wasm (Node)'.padEnd(34)} ${wasm.toFixed(1).padStart(7)} MiB/s ${spread(wasmRates)}  ${(wasm / sdk).toFixed(1)}× the SDK\n` +
       `  ${'palaver native'.padEnd(34)} ${native.toFixed(1).padStart(7)} MiB/s  ${(native / sdk).toFixed(1)}× the SDK`,
   );
 }
