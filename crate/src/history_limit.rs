@@ -6,10 +6,10 @@
 //! went; a history that still does not fit is an error, and the request is not sent.
 
 use crate::message::{ChatMessage, Content, Role, ToolCall};
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::{Borrow, Cow};
-use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 
@@ -98,7 +98,9 @@ impl LimitedMessage<'_> {
     /// Gives the message new content without copying the old.
     fn set_content(&mut self, content: Content) {
         match self {
-            LimitedMessage::Stored(message) => *self = LimitedMessage::changed(message.with_content(content)),
+            LimitedMessage::Stored(message) => {
+                *self = LimitedMessage::changed(message.with_content(content))
+            }
             LimitedMessage::Changed(message) => message.content = content,
         }
     }
@@ -497,7 +499,8 @@ fn compress_tool_results(work: &mut Work, in_tail: bool) -> bool {
 
 /// A compressed result: its preview and a note of what was cut.
 fn compressed(preview: &str, chars: usize) -> String {
-    let note = format!("\n[compressed: kept {PREVIEW_CHARS} of {chars} characters of this tool result]");
+    let note =
+        format!("\n[compressed: kept {PREVIEW_CHARS} of {chars} characters of this tool result]");
     let mut text = String::with_capacity(preview.len() + note.len());
     text.push_str(preview);
     text.push_str(&note);
@@ -513,7 +516,10 @@ fn compressed(preview: &str, chars: usize) -> String {
 pub fn fix_tool_calls(messages: Vec<ChatMessage>) -> (Vec<ChatMessage>, usize) {
     let (fixed, _, changes) =
         fix_tool_call_list(messages.into_iter().map(LimitedMessage::changed).collect());
-    (fixed.into_iter().map(LimitedMessage::into_owned).collect(), changes)
+    (
+        fixed.into_iter().map(LimitedMessage::into_owned).collect(),
+        changes,
+    )
 }
 
 /// Where stage 3 puts a message of its input.
@@ -608,7 +614,10 @@ fn order_calls_and_results(messages: &[LimitedMessage<'_>]) -> Order {
         repairs += calls.len() - keep.len();
         if keep.len() == calls.len() {
             placed.push(Placed::Kept(i));
-        } else if !keep.is_empty() || !message.content.is_empty() || message.thinking_blocks.is_some() {
+        } else if !keep.is_empty()
+            || !message.content.is_empty()
+            || message.thinking_blocks.is_some()
+        {
             placed.push(Placed::WithCalls(i, keep.clone()));
         } else {
             continue;
@@ -650,9 +659,7 @@ fn is_json_object(arguments: &str) -> bool {
 
 /// Takes calls with non-object arguments out of their message; a `cd_instruction` after it says
 /// what the model tried, so it can call again properly. Their results go with them.
-fn describe_bad_arguments(
-    messages: Vec<LimitedMessage<'_>>,
-) -> (Vec<LimitedMessage<'_>>, usize) {
+fn describe_bad_arguments(messages: Vec<LimitedMessage<'_>>) -> (Vec<LimitedMessage<'_>>, usize) {
     let all_good = messages.iter().all(|m| {
         m.tool_calls()
             .iter()

@@ -56,7 +56,11 @@ impl<'a> Linear<'a> {
 
     /// As a message of its own (the CLI's and export's output).
     pub fn to_message(&self) -> ChatMessage {
-        let mut out = ChatMessage::new(self.message_id, self.role, self.content.clone().into_owned());
+        let mut out = ChatMessage::new(
+            self.message_id,
+            self.role,
+            self.content.clone().into_owned(),
+        );
         out.tool_calls = self.tool_calls.map(<[ToolCall]>::to_vec);
         out.tool_call_id = self.tool_call_id.map(str::to_string);
         out.tool_failed = self.tool_failed;
@@ -89,7 +93,11 @@ pub fn linear<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> Vec<
                 "[Summary of the earlier conversation]\n{}",
                 summary.content.text()
             );
-            push_user(&mut out, &mut pending_context, Cow::Owned(Content::Text(text)));
+            push_user(
+                &mut out,
+                &mut pending_context,
+                Cow::Owned(Content::Text(text)),
+            );
         }
         if is_left_out(message, &suppressed) || message.is_summary() {
             continue;
@@ -103,7 +111,11 @@ pub fn linear<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> Vec<
                 &mut pending_context,
                 Cow::Owned(Content::Text(hidden_text(message))),
             ),
-            Role::User => push_user(&mut out, &mut pending_context, Cow::Borrowed(&message.content)),
+            Role::User => push_user(
+                &mut out,
+                &mut pending_context,
+                Cow::Borrowed(&message.content),
+            ),
             Role::Assistant => {
                 flush_context(&mut out, &mut pending_context);
                 let keep = thinking == Thinking::KeepCurrentTurn

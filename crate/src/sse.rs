@@ -124,7 +124,12 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn take_line<F>(&mut self, line: &[u8], offset: u64, on_event: &mut F) -> Result<(), StreamDecodeError>
+    fn take_line<F>(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        on_event: &mut F,
+    ) -> Result<(), StreamDecodeError>
     where
         F: FnMut(&SseEvent) -> Result<(), StreamDecodeError>,
     {

@@ -357,8 +357,7 @@ impl TrajectoryText {
     /// A trajectory given as a value (tests, the facade's callers).
     pub fn from_value(value: &Value) -> Self {
         TrajectoryText(
-            serde_json::value::to_raw_value(value)
-                .unwrap_or_else(|_| RawValue::NULL.to_owned()),
+            serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()),
         )
     }
 }

@@ -6,8 +6,8 @@ use crate::message::ChatMessage;
 mod runtime;
 
 pub use crate::queue::QueuedItemSummary;
-pub use runtime::{ContextUsage, ErrorInfo, PauseReason, RetryStatus, Runtime, SubagentView};
 use crate::tagged::{self, Fields};
+pub use runtime::{ContextUsage, ErrorInfo, PauseReason, RetryStatus, Runtime, SubagentView};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 

@@ -70,15 +70,18 @@ impl Events for State {
                 typed.error,
             );
             let kind = typed.kind.as_deref().or(event.event).unwrap_or("");
-            self.dispatch(EventParts {
-                kind,
-                index: typed.index.unwrap_or(0),
-                message_usage: message.as_ref(),
-                content_block: typed.content_block,
-                delta: delta.as_ref(),
-                usage: usage.as_ref(),
-                error: error.as_ref(),
-            }, items);
+            self.dispatch(
+                EventParts {
+                    kind,
+                    index: typed.index.unwrap_or(0),
+                    message_usage: message.as_ref(),
+                    content_block: typed.content_block,
+                    delta: delta.as_ref(),
+                    usage: usage.as_ref(),
+                    error: error.as_ref(),
+                },
+                items,
+            );
             return Ok(());
         }
         let Some(mut data) = json_object(event, Self::PROVIDER)? else {
@@ -89,15 +92,18 @@ impl Events for State {
             .map(Value::take)
             .filter(|v| !v.is_null());
         let part = |key: &str| data.get(key).filter(|v| !v.is_null());
-        self.dispatch(EventParts {
-            kind: event_kind(&data, event),
-            index: data.get("index").and_then(Value::as_u64).unwrap_or(0),
-            message_usage: part("message").and_then(|m| m.get("usage")),
-            content_block,
-            delta: part("delta"),
-            usage: part("usage"),
-            error: part("error"),
-        }, items);
+        self.dispatch(
+            EventParts {
+                kind: event_kind(&data, event),
+                index: data.get("index").and_then(Value::as_u64).unwrap_or(0),
+                message_usage: part("message").and_then(|m| m.get("usage")),
+                content_block,
+                delta: part("delta"),
+                usage: part("usage"),
+                error: part("error"),
+            },
+            items,
+        );
         Ok(())
     }
 

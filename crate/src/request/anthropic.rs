@@ -300,7 +300,10 @@ fn turns<'a>(history: &'a [Linear<'a>]) -> Vec<Turn<'a>> {
         if blocks.is_empty() {
             continue;
         }
-        let blocks = blocks.into_iter().map(|block| Marked { block, cache: false });
+        let blocks = blocks.into_iter().map(|block| Marked {
+            block,
+            cache: false,
+        });
         match turns.last_mut() {
             Some(last) if last.role == role => last.content.extend(blocks),
             _ => turns.push(Turn {

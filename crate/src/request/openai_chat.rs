@@ -14,10 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
 
-pub(super) fn openai_chat(
-    input: &RequestInput,
-    history: &[LimitedMessage<'_>],
-) -> ProviderRequest {
+pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) -> ProviderRequest {
     let linear = prepared_history(history, Thinking::Off);
     let mut messages = Vec::with_capacity(linear.len() + 1);
     if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {

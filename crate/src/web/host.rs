@@ -412,7 +412,8 @@ impl Host {
                 Some(t) => t,
                 None => {
                     let (text, _) = load_trajectory(&shared, &chat_id).await?;
-                    serde_json::from_str(text.get()).map_err(|e| error("StorageError", &e.to_string()))?
+                    serde_json::from_str(text.get())
+                        .map_err(|e| error("StorageError", &e.to_string()))?
                 }
             };
             let text = crate::export::export_chat(&trajectory, &format)

@@ -2,13 +2,13 @@
 //! transcripts of `../shared/wire` (or cuts of them) and a synthetic clock. D21 (page reload
 //! mid-stream) needs a browser host and is not here. Runs natively and in headless Chromium.
 
-use palaver::trajectory::TrajectoryText;
 use crate::support::harness::{openai_reply, Harness};
 use crate::support::wire;
 use palaver::decode::decode_stream;
 use palaver::engine::{Effect, Input, Step};
 use palaver::provider::ProviderKind;
 use palaver::retry::{self, RetryPolicy};
+use palaver::trajectory::TrajectoryText;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

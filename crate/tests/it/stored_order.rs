@@ -3,9 +3,9 @@
 //! that applies each save — upserts by id, deletes of removed ids — read back in position order
 //! is the chat; and an early removal or edit writes one record, not every later one.
 
-use palaver::trajectory::TrajectoryText;
 use palaver::message::{ChatMessage, Content, Role};
 use palaver::thread::ThreadParams;
+use palaver::trajectory::TrajectoryText;
 use palaver::trajectory::{StoredMessage, TrajectoryBook, TrajectorySave};
 use proptest::prelude::*;
 use std::collections::HashMap;

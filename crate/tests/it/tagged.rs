@@ -3,12 +3,12 @@
 //! default, through JSON text and through a `Value`. The `variant_count` matches have no
 //! wildcard, so a new variant does not compile until it has an example here.
 
-use palaver::trajectory::TrajectoryText;
 use palaver::command::{Command, CommandEnvelope};
 use palaver::delta::DeltaOp;
 use palaver::engine::{Bytes, Input};
 use palaver::event::{Event, EventEnvelope};
 use palaver::thread::ThreadParams;
+use palaver::trajectory::TrajectoryText;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -93,9 +93,13 @@ fn delta_ops() -> Vec<DeltaOp> {
 fn commands() -> Vec<Command> {
     let commands = vec![
         Command::UserMessage {
-            content: from(json!([{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}])),
+            content: from(
+                json!([{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]),
+            ),
             attachments: Some(vec![json!({"url": "https://example.com"})]),
-            context_files: Some(vec![json!({"file_name": "a.rs", "file_content": "x", "line1": 1, "line2": 1})]),
+            context_files: Some(vec![
+                json!({"file_name": "a.rs", "file_content": "x", "line1": 1, "line2": 1}),
+            ]),
             message_id: Some("m9".into()),
         },
         Command::SetParams {
@@ -168,10 +172,14 @@ fn inputs() -> Vec<Input> {
     let inputs = vec![
         Input::OpenChat {
             chat_id: "c".into(),
-            trajectory: Some(TrajectoryText::from_value(&json!({"messages": [message("m1")]}))),
+            trajectory: Some(TrajectoryText::from_value(
+                &json!({"messages": [message("m1")]}),
+            )),
             stored: Some(from(json!([{"message_id": "m1", "position": 1.5}]))),
         },
-        Input::CloseChat { chat_id: "c".into() },
+        Input::CloseChat {
+            chat_id: "c".into(),
+        },
         Input::ReloadChat {
             chat_id: "c".into(),
             trajectory: TrajectoryText::from_value(&json!({"messages": []})),
@@ -204,7 +212,9 @@ fn inputs() -> Vec<Input> {
             tool_failed: true,
             data: Some(json!({"lines": 3})),
             session_metadata: Some(from(json!({"title": "t"}))),
-            parts: vec![json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}})],
+            parts: vec![
+                json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}),
+            ],
         },
         Input::ToolProgress {
             chat_id: "c".into(),
@@ -248,7 +258,9 @@ fn events() -> Vec<Event> {
             thread: json!({"title": "t"}),
             runtime: from(runtime()),
             messages: vec![from(message("m1"))],
-            draft: Some(from(json!({"message_id": "m2", "content": "par", "reasoning_content": "", "tool_calls": [], "thinking_blocks": [], "citations": [], "server_content_blocks": []}))),
+            draft: Some(from(
+                json!({"message_id": "m2", "content": "par", "reasoning_content": "", "tool_calls": [], "thinking_blocks": [], "citations": [], "server_content_blocks": []}),
+            )),
         },
         Event::StreamStarted {
             message_id: "m2".into(),
@@ -390,12 +402,20 @@ fn thread_params_keep_every_field_and_unknown_keys() {
         "composer_draft": "half", "x-unknown": {"kept": true}
     });
     let params: ThreadParams = from(all.clone());
-    assert_eq!(params.extra.len(), 1, "only the unknown key is extra: {:?}", params.extra);
+    assert_eq!(
+        params.extra.len(),
+        1,
+        "only the unknown key is extra: {:?}",
+        params.extra
+    );
     assert_eq!(serde_json::to_value(&params).ok(), Some(all));
     round_trip(&params);
     let defaults: ThreadParams = from(json!({}));
     assert_eq!(defaults, ThreadParams::default());
-    assert_eq!((defaults.mode.as_str(), defaults.max_tool_rounds), ("agent", 50));
+    assert_eq!(
+        (defaults.mode.as_str(), defaults.max_tool_rounds),
+        ("agent", 50)
+    );
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -413,13 +433,18 @@ fn bad_objects_are_refused_in_serdes_words() {
         unknown.contains("unknown variant `fly`") && unknown.contains("`user_message`"),
         "{unknown}"
     );
-    assert!(error(json!({"client_request_id": "r", "type": "set_draft"}))
-        .contains("missing field `text`"));
+    assert!(
+        error(json!({"client_request_id": "r", "type": "set_draft"}))
+            .contains("missing field `text`")
+    );
     assert!(error(json!({"client_request_id": "r", "type": 3})).contains("invalid type"));
     assert!(error(json!({"type": "abort"})).contains("missing field `client_request_id`"));
     assert!(error(json!(["abort"])).contains("invalid type"));
-    let wrong = error(json!({"client_request_id": "r", "type": "truncate_messages", "from_index": "x"}));
+    let wrong =
+        error(json!({"client_request_id": "r", "type": "truncate_messages", "from_index": "x"}));
     assert!(wrong.contains("invalid type"), "{wrong}");
-    let input = serde_json::from_value::<Input>(json!({"input": "stream_bytes", "request_id": "q", "bytes": 5}));
+    let input = serde_json::from_value::<Input>(
+        json!({"input": "stream_bytes", "request_id": "q", "bytes": 5}),
+    );
     assert!(input.is_err_and(|e| e.to_string().contains("invalid bytes")));
 }

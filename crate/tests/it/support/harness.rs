@@ -2,10 +2,10 @@
 //! view per chat, and after every step checks the stream rules of SPEC §3.1 — `seq` rises by
 //! exactly 1, and the view (snapshot + events) equals the engine's own snapshot.
 
-use palaver::trajectory::TrajectoryText;
 use palaver::engine::{Bytes, Effect, Engine, EngineConfig, Input, Step};
 use palaver::event::EventEnvelope;
 use palaver::mirror::ChatMirror;
+use palaver::trajectory::TrajectoryText;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
