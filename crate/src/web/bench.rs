@@ -20,8 +20,10 @@ impl WasmContextBench {
     /// Loads a trajectory (JSON text) tolerantly, as the engine opens a stored chat (the host
     /// gives it the stored text: `trajectory::load_text`); throws `BadInput` when it cannot.
     #[wasm_bindgen(constructor)]
-    pub fn new(trajectory_json: &str) -> Result<WasmContextBench, JsValue> {
-        let loaded = crate::trajectory::load_text("bench", trajectory_json)
+    pub fn new(trajectory_json: &js_sys::JsString) -> Result<WasmContextBench, JsValue> {
+        // The text crosses as the host's stored chats do (`text_of`), so the boundary is timed too.
+        let text = super::text_of(trajectory_json).unwrap_or_default();
+        let loaded = crate::trajectory::load_text("bench", &text)
             .map_err(|e| js_error("BadInput", &e.to_string()))?;
         Ok(WasmContextBench {
             messages: loaded.messages,

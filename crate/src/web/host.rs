@@ -425,7 +425,8 @@ impl Host {
     /// Imports a trajectory (JSON text, Refact format or a bare message array) as a new chat:
     /// loaded tolerantly (repairs are reported as events) and saved whole.
     #[wasm_bindgen(js_name = importChat, unchecked_return_type = "Promise<string>")]
-    pub fn import_chat(&self, text: String) -> Promise {
+    pub fn import_chat(&self, text: js_sys::JsString) -> Promise {
+        let text = super::text_of(&text).unwrap_or_default();
         let shared = self.shared.clone();
         future_to_promise(async move {
             let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);

@@ -471,6 +471,6 @@ pub fn to_js(value: &Value) -> Result<JsValue, JsValue> {
 
 /// A stored JS object back to JSON (via `JSON.stringify`, which keeps key order).
 pub fn from_js(value: &JsValue) -> Option<Value> {
-    let text = js_sys::JSON::stringify(value).ok()?.as_string()?;
+    let text = super::text_of(&js_sys::JSON::stringify(value).ok()?.into())?;
     serde_json::from_str(&text).ok()
 }

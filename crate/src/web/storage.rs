@@ -101,9 +101,7 @@ pub(super) async fn load_trajectory(
             .get_all_with_key(&idb::positions_of(chat_id)?)?,
     )
     .await?;
-    let text = js_sys::JSON::stringify(&rows)?
-        .as_string()
-        .unwrap_or_default();
+    let text = super::text_of(&js_sys::JSON::stringify(&rows)?.into()).unwrap_or_default();
     let rows: Vec<Row> = serde_json::from_str(&text).map_err(|e| {
         error(
             "StorageError",

@@ -435,9 +435,8 @@ async fn http(
     let text = match response.text() {
         Ok(promise) => JsFuture::from(promise)
             .await
-            .map_err(|e| format!("the sync server's reply broke off ({})", describe(e)))?
-            .as_string()
-            .unwrap_or_default(),
+            .map(|t| super::text_of(&t).unwrap_or_default())
+            .map_err(|e| format!("the sync server's reply broke off ({})", describe(e)))?,
         Err(e) => return Err(describe(e)),
     };
     Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))

@@ -136,9 +136,8 @@ pub(super) async fn call_proxy(call: &ProxyCall<'_>) -> Result<ToolReply, String
     let response = proxy_response(call, "application/json").await?;
     let text = JsFuture::from(response.text().map_err(describe)?)
         .await
-        .map_err(describe)?
-        .as_string()
-        .unwrap_or_default();
+        .map_err(describe)
+        .map(|t| super::text_of(&t).unwrap_or_default())?;
     let reply: Value =
         serde_json::from_str(&text).unwrap_or_else(|_| json!({"content": text, "is_error": true}));
     Ok(ToolReply::from_json(&reply, response.ok()))
