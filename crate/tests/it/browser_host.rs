@@ -265,7 +265,7 @@ async fn a_long_chat_saves_incrementally_and_a_failed_save_is_kept_and_retried()
     let messages: Vec<Value> = (0..2000)
         .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("message {i} ünïcødé")}))
         .collect();
-    let chat = promised(host.import_chat(Value::Array(messages).to_string()))
+    let chat = promised(host.import_chat(Value::Array(messages).to_string().into()))
         .await
         .as_string()
         .expect("id");
@@ -337,7 +337,7 @@ async fn bench_open_and_bytes_per_turn() {
         let messages: Vec<Value> = (0..size)
             .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(30))}))
             .collect();
-        let chat = promised(host.import_chat(Value::Array(messages).to_string()))
+        let chat = promised(host.import_chat(Value::Array(messages).to_string().into()))
             .await
             .as_string()
             .expect("id");
@@ -510,7 +510,7 @@ async fn b4_a_corrupt_stored_record_is_reported_not_dropped() {
     let config = json!({});
     let host = open(&db, config.clone()).await;
     let messages: Vec<Value> = (0..5).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("m{i}")})).collect();
-    let chat = promised(host.import_chat(Value::Array(messages).to_string()))
+    let chat = promised(host.import_chat(Value::Array(messages).to_string().into()))
         .await
         .as_string()
         .expect("id");
@@ -579,8 +579,9 @@ async fn b4_a_corrupt_stored_record_is_reported_not_dropped() {
 async fn b19_b20_export_import_round_trip_and_malformed_import() {
     let db = unique("b19");
     let host = open(&db, json!({})).await;
-    let messages: Vec<Value> = (0..6).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("m{i} ✓"), "custom": {"kept": i}})).collect();
-    let chat = promised(host.import_chat(Value::Array(messages).to_string()))
+    let messages: Vec<Value> = (0..6).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("m{i} ✓ {}", "é🙂".repeat(1500)), "custom": {"kept": i}})).collect();
+    // Over 4 KB of non-ASCII text (surrogate pairs too): the import crosses as TextEncoder bytes.
+    let chat = promised(host.import_chat(Value::Array(messages).to_string().into()))
         .await
         .as_string()
         .expect("id");
@@ -589,7 +590,7 @@ async fn b19_b20_export_import_round_trip_and_malformed_import() {
         .await
         .as_string()
         .expect("text");
-    let copy = promised(host.import_chat(exported))
+    let copy = promised(host.import_chat(exported.into()))
         .await
         .as_string()
         .expect("id");
@@ -645,7 +646,7 @@ async fn an_import_is_stored_when_it_resolves_and_concurrent_opens_open_once() {
     let db = unique("import-durable");
     let host = open(&db, json!({})).await;
     let trajectory = json!({"title": "Imported ✓", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]});
-    let chat = promised(host.import_chat(trajectory.to_string()))
+    let chat = promised(host.import_chat(trajectory.to_string().into()))
         .await
         .as_string()
         .expect("id");
@@ -967,7 +968,7 @@ async fn b16_b18_storage_status_and_silent_loss() {
     assert!(fresh["quota"].as_f64().is_some_and(|q| q > 0.0), "{fresh}");
     assert!(fresh.get("near_quota").is_some() && fresh.get("persisted").is_some());
     let messages = json!([{"role": "user", "content": "keep me"}]);
-    let chat = promised(host.import_chat(messages.to_string()))
+    let chat = promised(host.import_chat(messages.to_string().into()))
         .await
         .as_string()
         .expect("id");
@@ -1117,8 +1118,8 @@ async fn b9_two_engines_on_different_chats_write_concurrently() {
         let messages: Vec<Value> = (0..500).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("{tag} {i}")})).collect();
         Value::Array(messages).to_string()
     };
-    let a = first.import_chat(batch("A"));
-    let b = second.import_chat(batch("B"));
+    let a = first.import_chat(batch("A").into());
+    let b = second.import_chat(batch("B").into());
     let a = promised(a).await.as_string().expect("a");
     let b = promised(b).await.as_string().expect("b");
     send(
