@@ -257,6 +257,7 @@ try {
   const docCount = (await couchRequest('GET', DB)).body?.doc_count;
   check(docCount === expected, `A pushed the ${total}-message chat: the server holds ${docCount} of ${expected} documents (${((Date.now() - pushStarted) / 1000).toFixed(1)} s after the reload; ${pushedBefore} pushed before it)`);
   const pulledBefore = (await syncStatus(b)).pulled;
+  const askedAtPull = bulkGets.length;
   bulkGetDelay = 400;
   await contextB.setOffline(false);
   await waitSync(b, (s) => s.pulled - pulledBefore > 400, 'B to be mid-way', 60_000);
@@ -274,13 +275,14 @@ try {
   check(done.length === total, `the ${total}-message chat replicated (${done.length})`);
   const resumedFrom = traffic.since[listedBefore];
   // Only B pulls in this step (A has nothing new to fetch): a revision delivered before the cut
-  // and asked for again after the restart was fetched twice. A revision A wrote meanwhile (a
-  // newer chat document) is a new fetch, not a repeat.
+  // and asked for again after the restart was fetched twice. B's count of pulled documents is no
+  // measure of that: besides the long chat it may take newer revisions of the first chat's
+  // document (the merge of step 3 settling), printed here.
   const delivered = new Set(bulkGets.slice(0, askedBefore).filter((r) => r.delivered).flatMap((r) => r.asked));
   const again = bulkGets.slice(askedBefore).flatMap((r) => r.asked).filter((rev) => delivered.has(rev));
-  const chatRevisions = bulkGets.filter((r) => r.delivered).flatMap((r) => r.asked).filter((rev) => rev.startsWith(`chat:${longId}@`));
-  console.log(`  revisions of the long chat's document fetched: ${[...new Set(chatRevisions)].join(', ')}`);
-  check(cut > 0 && cut < total && again.length === 0 && pulledAfter <= total + 2, `after the restart nothing was fetched twice: ${cut} before the cut, ${pulledAfter} in all for ${total + 1} documents; fetched again: ${again.length ? again.slice(0, 5).join(', ') : 'none'}`);
+  const others = bulkGets.slice(askedAtPull).filter((r) => r.delivered).flatMap((r) => r.asked).filter((rev) => !rev.startsWith(`msg:${longId}:`));
+  console.log(`  fetched in this step besides the long chat's messages: ${[...new Set(others)].join(', ')}`);
+  check(cut > 0 && cut < total && again.length === 0, `after the restart nothing was fetched twice: ${cut} before the cut, ${pulledAfter} documents pulled in all; fetched again: ${again.length ? again.slice(0, 5).join(', ') : 'none'}`);
   check(Number(resumedFrom) > 0, `the first _changes after the restart starts from the checkpoint (since=${resumedFrom}), not from 0`);
   console.log(`  _bulk_get request bytes after the restart: ${(traffic.byPath._bulk_get ?? 0) - bulkBefore}`);
 
