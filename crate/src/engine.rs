@@ -20,9 +20,9 @@ use crate::tagged::{self, Fields};
 use crate::thread::ThreadParams;
 use crate::tools::ToolOutcome;
 use crate::trajectory;
+use litemap::LiteMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// Bytes from the host: a JSON string (UTF-8 text) or an array of byte values.
 #[derive(Serialize, Clone, Debug, PartialEq, Default)]
@@ -94,7 +94,7 @@ pub enum Input {
         retry_after_ms: Option<u64>,
         /// The response headers, if there was a response; names in any case.
         #[serde(default)]
-        headers: BTreeMap<String, String>,
+        headers: LiteMap<String, String>,
         /// A context window the error body states (llama.cpp's `n_ctx`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         context_window: Option<u64>,
@@ -238,8 +238,8 @@ pub struct Step {
 pub struct Engine {
     config: EngineConfig,
     ids: IdGen,
-    sessions: BTreeMap<String, ChatSession>,
-    requests: BTreeMap<String, String>,
+    sessions: LiteMap<String, ChatSession>,
+    requests: LiteMap<String, String>,
     /// Parent → child links of subagents (issue 18).
     subagents: Subagents,
 }
@@ -250,8 +250,8 @@ impl Engine {
         Engine {
             config,
             ids,
-            sessions: BTreeMap::new(),
-            requests: BTreeMap::new(),
+            sessions: LiteMap::new(),
+            requests: LiteMap::new(),
             subagents: Subagents::default(),
         }
     }

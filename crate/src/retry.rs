@@ -1,8 +1,8 @@
 //! Retries (SPEC §6.5, SECURITY D5 and D10–D14, D24): what a failure is, whether waiting can fix
 //! it, and how long to wait. Pure functions: the time and the seed come from the host.
 
+use litemap::LiteMap;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// The error taxonomy the UI shows (SECURITY D24): each class has its own remedy.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -87,7 +87,7 @@ const QUOTA_TYPES: [&str; 5] = [
 pub fn classify_request(
     status: Option<u16>,
     error_type: Option<&str>,
-    headers: &BTreeMap<String, String>,
+    headers: &LiteMap<String, String>,
 ) -> Verdict {
     let class = if error_type.is_some_and(is_quota_type) {
         ErrorClass::Quota
@@ -206,7 +206,7 @@ fn status_class(status: u16) -> ErrorClass {
     }
 }
 
-fn header<'a>(headers: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
+fn header<'a>(headers: &'a LiteMap<String, String>, name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -220,7 +220,7 @@ pub const MAX_RETRY_AFTER_MS: u64 = 60_000;
 /// The wait the server asks for, if it is sane: `retry-after-ms` (milliseconds) wins over
 /// `retry-after` (seconds, or an HTTP date compared with `now_ms`, the host's Unix time). Only
 /// waits in (0, 60 s] count (SECURITY D12).
-pub fn retry_after_ms(headers: &BTreeMap<String, String>, now_ms: u64) -> Option<u64> {
+pub fn retry_after_ms(headers: &LiteMap<String, String>, now_ms: u64) -> Option<u64> {
     let asked = header(headers, "retry-after-ms")
         .and_then(parse_seconds_like)
         .or_else(|| {

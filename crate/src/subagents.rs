@@ -12,8 +12,8 @@ use crate::message::{ChatMessage, Role};
 use crate::session::SessionState;
 use crate::thread::{ThreadParams, DEFAULT_MAX_SUBAGENTS, DEFAULT_MAX_SUBAGENT_DEPTH};
 pub use crate::tools::AgentRequest;
+use litemap::LiteMap;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 
 /// Children of one root that run at once; the others wait, first asked first started.
 pub const MAX_RUNNING_PER_ROOT: usize = 4;
@@ -80,7 +80,7 @@ pub struct Link {
 
 #[derive(Debug, Default)]
 pub struct Subagents {
-    links: BTreeMap<String, Link>,
+    links: LiteMap<String, Link>,
     next_order: u64,
 }
 
@@ -110,7 +110,7 @@ impl Subagents {
 
     /// The queued children that may start now, oldest first, within the per-root cap.
     pub fn ready_to_start(&self) -> Vec<String> {
-        let mut running: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut running: LiteMap<&str, usize> = LiteMap::new();
         for link in self.links.values() {
             if link.status == LinkStatus::Running {
                 *running.entry(&link.root).or_default() += 1;

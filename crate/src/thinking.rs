@@ -5,8 +5,8 @@
 //! (never concatenated); `redacted_thinking` blocks are kept byte for byte; existing thinking text
 //! is never overwritten. Blocks are provider JSON objects; anything else is appended untouched.
 
+use litemap::LiteMap;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 const MATCH_KEYS: [&str; 3] = ["index", "id", "signature"];
 
@@ -70,7 +70,7 @@ fn block_type(block: &Value) -> Option<&str> {
 /// gets the reasoning streamed for its `index`. Returns whether any block changed.
 pub fn fill_empty_thinking(
     blocks: &mut [Value],
-    reasoning_by_index: &BTreeMap<u64, String>,
+    reasoning_by_index: &LiteMap<u64, String>,
 ) -> bool {
     let mut changed = false;
     for block in blocks.iter_mut() {

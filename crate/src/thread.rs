@@ -4,9 +4,9 @@
 use crate::error::Refusal;
 use crate::provider::ProviderKind;
 use crate::tagged::{self, Fields};
+use litemap::LiteMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 
 pub const DEFAULT_MAX_TOOL_ROUNDS: u32 = 50;
 /// How deep subagents nest below a root chat unless the thread says otherwise (issue 18).
@@ -59,7 +59,7 @@ pub struct ThreadParams {
     #[serde(default = "default_max_tool_rounds")]
     pub max_tool_rounds: u32,
     #[serde(default)]
-    pub tool_policy: BTreeMap<String, ToolRule>,
+    pub tool_policy: LiteMap<String, ToolRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,7 +114,7 @@ impl Default for ThreadParams {
             context_tokens_cap: None,
             system_prompt: None,
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
-            tool_policy: BTreeMap::new(),
+            tool_policy: LiteMap::new(),
             parent_id: None,
             root_chat_id: None,
             link_type: None,

@@ -5,9 +5,10 @@
 //! a hidden message produced during the step (a decision, a plan change) goes after all of them.
 
 use crate::message::{ChatMessage, Role, ToolCall};
+use litemap::LiteMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 /// At most this many workspace tools run at once.
 pub const MAX_PARALLEL_TOOLS: usize = 8;
@@ -259,7 +260,7 @@ pub struct ToolStep {
     pub round: u32,
     pub assistant_message_id: String,
     pub calls: Vec<ToolCall>,
-    pub results: BTreeMap<String, ToolOutcome>,
+    pub results: LiteMap<String, ToolOutcome>,
     /// `ask` calls the user has not decided yet.
     pub awaiting_approval: BTreeSet<String>,
     /// Approved calls not started yet (the parallelism cap holds them back).

@@ -22,10 +22,10 @@ use crate::error::StreamDecodeError;
 use crate::message::ToolCall;
 use crate::sse::SseEvent;
 use crate::thinking::{fill_empty_thinking, merge_thinking_blocks};
+use litemap::LiteMap;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 pub type Decoder = super::framed::Framed<State>;
 
@@ -40,10 +40,10 @@ enum Block {
 
 #[derive(Debug, Default)]
 pub struct State {
-    open: BTreeMap<u64, Block>,
-    tool_calls: BTreeMap<u64, ToolCall>,
+    open: LiteMap<u64, Block>,
+    tool_calls: LiteMap<u64, ToolCall>,
     thinking: Vec<Value>,
-    reasoning_by_index: BTreeMap<u64, String>,
+    reasoning_by_index: LiteMap<u64, String>,
     usage: Map<String, Value>,
 }
 

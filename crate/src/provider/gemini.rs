@@ -27,8 +27,8 @@ use crate::error::StreamDecodeError;
 use crate::message::ToolCall;
 use crate::sse::SseEvent;
 use crate::thinking::{fill_empty_thinking, merge_thinking_blocks};
+use litemap::LiteMap;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
 
 pub type Decoder = super::framed::Framed<State>;
 
@@ -36,7 +36,7 @@ pub type Decoder = super::framed::Framed<State>;
 pub struct State {
     tool_calls: Vec<ToolCall>,
     thinking: Vec<Value>,
-    reasoning_by_index: BTreeMap<u64, String>,
+    reasoning_by_index: LiteMap<u64, String>,
     signatures: u64,
     citations: Vec<Value>,
 }

@@ -17,11 +17,11 @@ use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
 use crate::message::ToolCall;
 use crate::sse::SseEvent;
+use litemap::LiteMap;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 const PROVIDER: &str = "openai-chat";
 
@@ -30,7 +30,7 @@ pub type Decoder = Framed<State>;
 
 #[derive(Debug, Default)]
 pub struct State {
-    tool_calls: BTreeMap<u64, ToolCall>,
+    tool_calls: LiteMap<u64, ToolCall>,
     refusal_marked: bool,
 }
 

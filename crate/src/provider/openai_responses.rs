@@ -24,14 +24,14 @@ use crate::error::StreamDecodeError;
 use crate::message::{ToolCall, Usage};
 use crate::sse::SseEvent;
 use crate::thinking::merge_thinking_blocks;
+use litemap::LiteMap;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 pub type Decoder = super::framed::Framed<State>;
 
 #[derive(Debug, Default)]
 pub struct State {
-    tool_calls: BTreeMap<u64, ToolCall>,
+    tool_calls: LiteMap<u64, ToolCall>,
     thinking: Vec<Value>,
     summary_parts: usize,
 }

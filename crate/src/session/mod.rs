@@ -41,7 +41,7 @@ pub struct RequestFailure {
     pub message: String,
     pub retry_after_ms: Option<u64>,
     /// Response headers (`retry-after`, `retry-after-ms`, `x-should-retry`).
-    pub headers: std::collections::BTreeMap<String, String>,
+    pub headers: litemap::LiteMap<String, String>,
     /// A context window the error body states.
     pub context_window: Option<u64>,
 }

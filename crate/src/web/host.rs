@@ -116,7 +116,7 @@ impl Host {
         let shared = Rc::new(RefCell::new(Shared {
             engine: Engine::new(config),
             db,
-            subscribers: BTreeMap::new(),
+            subscribers: litemap::LiteMap::new(),
             next_subscriber: 1,
             requests: HashMap::new(),
             tools: HashMap::new(),
@@ -124,7 +124,7 @@ impl Host {
             proxy: None,
             host_tools: HashMap::new(),
             local_transport: None,
-            chats: BTreeMap::new(),
+            chats: litemap::LiteMap::new(),
             next_command: 1,
             records_written: 0,
             bytes_written: 0,
@@ -346,7 +346,13 @@ impl Host {
     }
 
     pub fn unsubscribe(&self, id: u32) {
-        for subs in self.shared.borrow_mut().subscribers.values_mut() {
+        for subs in self
+            .shared
+            .borrow_mut()
+            .subscribers
+            .iter_mut()
+            .map(|(_, v)| v)
+        {
             subs.retain(|(sub, _)| *sub != id);
         }
     }

@@ -9,10 +9,11 @@ use super::tabs::ChatRole;
 use super::tool_calls::*;
 use crate::engine::{Effect, Engine, Input, Step};
 use js_sys::Function;
+use litemap::LiteMap;
 use serde::Serialize;
 use serde_json::Value;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -22,7 +23,7 @@ use web_sys::{AbortController, Response};
 pub(super) struct Shared {
     pub(super) engine: Engine,
     pub(super) db: web_sys::IdbDatabase,
-    pub(super) subscribers: BTreeMap<String, Vec<(u32, Function)>>,
+    pub(super) subscribers: LiteMap<String, Vec<(u32, Function)>>,
     pub(super) next_subscriber: u32,
     pub(super) requests: HashMap<String, AbortController>,
     pub(super) tools: HashMap<String, AbortController>,
@@ -33,7 +34,7 @@ pub(super) struct Shared {
     /// the page (see `setLocalTransport`).
     pub(super) local_transport: Option<Function>,
     /// Chat records as stored (title, thread), updated by each save.
-    pub(super) chats: BTreeMap<String, Value>,
+    pub(super) chats: LiteMap<String, Value>,
     pub(super) next_command: u64,
     /// IndexedDB records written so far (for tests and the bench page).
     pub(super) records_written: u64,
@@ -146,7 +147,7 @@ pub(super) fn describe(error: JsValue) -> String {
         .unwrap_or_else(|| "network error".into())
 }
 
-pub(super) fn headers_of(response: &Response) -> BTreeMap<String, String> {
+pub(super) fn headers_of(response: &Response) -> LiteMap<String, String> {
     ["retry-after", "retry-after-ms", "x-should-retry"]
         .iter()
         .filter_map(|name| {

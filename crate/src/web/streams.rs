@@ -7,8 +7,8 @@ use crate::engine::{Bytes, Input};
 use crate::provider::ProviderKind;
 use crate::request::ProviderRequest;
 
+use litemap::LiteMap;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{spawn_local, JsFuture};
@@ -241,7 +241,7 @@ pub(super) fn fail_request(
     request_id: &str,
     status: Option<u16>,
     message: String,
-    headers: BTreeMap<String, String>,
+    headers: LiteMap<String, String>,
     error_type: Option<String>,
 ) {
     handle(

@@ -6,11 +6,11 @@ use super::tool_calls::*;
 use crate::engine::Step;
 use crate::event::Event;
 use js_sys::Function;
-use std::collections::BTreeMap;
+use litemap::LiteMap;
 use wasm_bindgen::prelude::*;
 
 pub(super) fn deliver(shared: &Handle, step: &Step) {
-    let mut by_chat: BTreeMap<&str, Vec<crate::event::EventEnvelope>> = BTreeMap::new();
+    let mut by_chat: LiteMap<&str, Vec<crate::event::EventEnvelope>> = LiteMap::new();
     for envelope in &step.events {
         by_chat
             .entry(&envelope.chat_id)

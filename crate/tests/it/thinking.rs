@@ -1,8 +1,8 @@
 //! `merge_thinking_blocks` and `fill_empty_thinking` (SPEC §3.3), native and wasm.
 
+use litemap::LiteMap;
 use palaver::thinking::{fill_empty_thinking, merge_thinking_blocks};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 
 fn merged(blocks: Vec<Value>) -> Vec<Value> {
     let mut acc = Vec::new();
@@ -122,7 +122,7 @@ fn empty_thinking_is_filled_from_its_index_and_text_is_never_overwritten() {
         json!({"type": "thinking", "index": 2, "thinking": "kept", "signature": "c"}),
         json!({"type": "thinking", "index": 5, "signature": "d"}),
     ];
-    let reasoning: BTreeMap<u64, String> = [(0, "zero"), (1, "one"), (2, "two")]
+    let reasoning: LiteMap<u64, String> = [(0, "zero"), (1, "one"), (2, "two")]
         .into_iter()
         .map(|(i, t)| (i, t.to_string()))
         .collect();
@@ -146,6 +146,6 @@ fn redacted_thinking_is_untouched() {
     assert_eq!(acc[0], redacted);
     assert_eq!(acc.len(), 3);
     let mut blocks = vec![redacted.clone()];
-    fill_empty_thinking(&mut blocks, &BTreeMap::from([(0, "r".to_string())]));
+    fill_empty_thinking(&mut blocks, &LiteMap::from_iter([(0, "r".to_string())]));
     assert_eq!(blocks, vec![redacted]);
 }
