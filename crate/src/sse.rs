@@ -198,7 +198,7 @@ impl SseDecoder {
 }
 
 fn find_line_end(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n' || b == b'\r')
+    memchr::memchr2(b'\n', b'\r', bytes)
 }
 
 /// `field: value` → (field, value) with one leading space of the value removed.
