@@ -29,7 +29,21 @@ pub enum DecodeError {
 
 /// Decodes `chunks` in order, as if they arrived one by one.
 pub fn decode_stream(kind: ProviderKind, chunks: &[&[u8]]) -> Result<Decoded, DecodeError> {
-    let mut stream = StreamAssembly::new(kind).ok_or(DecodeError::Unsupported(kind))?;
+    feed_all(StreamAssembly::new(kind), kind, chunks)
+}
+
+/// The same without keeping the ops (`Decoded::ops` is empty): what the page's
+/// `StreamAssembly` does, and what `palaver decode --bench` times.
+pub fn assemble_stream(kind: ProviderKind, chunks: &[&[u8]]) -> Result<Decoded, DecodeError> {
+    feed_all(StreamAssembly::assembling(kind), kind, chunks)
+}
+
+fn feed_all(
+    stream: Option<StreamAssembly>,
+    kind: ProviderKind,
+    chunks: &[&[u8]],
+) -> Result<Decoded, DecodeError> {
+    let mut stream = stream.ok_or(DecodeError::Unsupported(kind))?;
     for chunk in chunks {
         stream.feed(chunk);
     }
@@ -44,19 +58,30 @@ pub struct StreamAssembly {
     decoder: StreamDecoder,
     collector: Collector,
     draft: Draft,
-    ops: Vec<DeltaOp>,
+    /// The ops in order, when the caller wants them (`None`: only the assembled message).
+    ops: Option<Vec<DeltaOp>>,
     error: Option<StreamDecodeError>,
 }
 
 impl StreamAssembly {
+    /// A stream whose ops are kept for [`Decoded::ops`] beside the assembled message.
     pub fn new(kind: ProviderKind) -> Option<Self> {
         Some(StreamAssembly {
             kind,
             decoder: StreamDecoder::for_kind(kind)?,
             collector: Collector::default(),
             draft: Draft::default(),
-            ops: Vec::new(),
+            ops: Some(Vec::new()),
             error: None,
+        })
+    }
+
+    /// A stream assembled into its message only (`Decoded::ops` stays empty): each op's payload
+    /// moves into the draft instead of being copied beside the kept op.
+    pub fn assembling(kind: ProviderKind) -> Option<Self> {
+        Some(StreamAssembly {
+            ops: None,
+            ..Self::new(kind)?
         })
     }
 
@@ -66,8 +91,13 @@ impl StreamAssembly {
 
     fn take(&mut self, items: Vec<crate::provider::DecodeItem>) {
         for op in self.collector.collect(items) {
-            self.draft.apply(&op);
-            self.ops.push(op);
+            match self.ops.as_mut() {
+                Some(ops) => {
+                    self.draft.apply(&op);
+                    ops.push(op);
+                }
+                None => self.draft.apply_owned(op),
+            }
         }
     }
 
@@ -91,7 +121,7 @@ impl StreamAssembly {
         let decoded = Decoded {
             assembled: self.collector.assembled(&self.draft),
             complete: self.collector.completion(self.kind).is_some(),
-            ops: self.ops,
+            ops: self.ops.unwrap_or_default(),
         };
         match self.error {
             Some(error) => Err(DecodeError::Stream {

@@ -108,24 +108,32 @@ impl Draft {
         }
     }
 
+    /// Applies an op that is also kept (sent to subscribers): appends copy only the new text.
     pub fn apply(&mut self, op: &DeltaOp) {
         match op {
             DeltaOp::AppendContent { text } => self.content.push_str(text),
             DeltaOp::AppendReasoning { text } => self.reasoning_content.push_str(text),
-            DeltaOp::SetToolCalls { tool_calls } => self.tool_calls.clone_from(tool_calls),
-            DeltaOp::SetThinkingBlocks { blocks } => self.thinking_blocks.clone_from(blocks),
-            DeltaOp::AddCitation { citation } => self.citations.push(citation.clone()),
-            DeltaOp::AddServerContentBlock { block } => {
-                self.server_content_blocks.push(block.clone())
-            }
             DeltaOp::SetUsage { usage } => {
                 self.usage.get_or_insert_with(Usage::default).merge(usage)
             }
-            DeltaOp::MergeExtra { extra } => {
-                for (key, value) in extra {
-                    self.extra.insert(key.clone(), value.clone());
-                }
+            other => self.apply_owned(other.clone()),
+        }
+    }
+
+    /// Applies an op nobody keeps, moving what it carries (issue 20: a 20 KB server block was
+    /// copied into the draft of a stream whose ops were then dropped).
+    pub fn apply_owned(&mut self, op: DeltaOp) {
+        match op {
+            DeltaOp::AppendContent { text } => self.content.push_str(&text),
+            DeltaOp::AppendReasoning { text } => self.reasoning_content.push_str(&text),
+            DeltaOp::SetToolCalls { tool_calls } => self.tool_calls = tool_calls,
+            DeltaOp::SetThinkingBlocks { blocks } => self.thinking_blocks = blocks,
+            DeltaOp::AddCitation { citation } => self.citations.push(citation),
+            DeltaOp::AddServerContentBlock { block } => self.server_content_blocks.push(block),
+            DeltaOp::SetUsage { usage } => {
+                self.usage.get_or_insert_with(Usage::default).merge(&usage)
             }
+            DeltaOp::MergeExtra { extra } => self.extra.extend(extra),
         }
     }
 

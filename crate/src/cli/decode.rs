@@ -2,7 +2,7 @@
 //! prints the assembled message (SPEC §6.3) as JSON, or with `--ops` the delta ops as JSON lines.
 //! Malformed input: a clear error on stderr and exit code 1.
 
-use crate::decode::{decode_stream, DecodeError};
+use crate::decode::{assemble_stream, decode_stream, DecodeError};
 use crate::provider::ProviderKind;
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -77,7 +77,7 @@ fn bench(kind: ProviderKind, input: &[u8], times: u32) -> ExitCode {
     let chunks: Vec<&[u8]> = input.chunks(4096).collect();
     let started = std::time::Instant::now();
     for _ in 0..times {
-        if let Err(DecodeError::Stream { error, .. }) = decode_stream(kind, &chunks) {
+        if let Err(DecodeError::Stream { error, .. }) = assemble_stream(kind, &chunks) {
             // Error transcripts are measured too: they decode up to their error.
             std::hint::black_box(error);
         }

@@ -439,9 +439,8 @@ impl State {
         for (key, value) in fields.iter().filter(|(_, v)| !v.is_null()) {
             self.usage.insert(key.clone(), value.clone());
         }
-        let merged = Value::Object(self.usage.clone());
         items.push(op(DeltaOp::SetUsage {
-            usage: usage::anthropic(&merged),
+            usage: usage::anthropic(&self.usage),
         }));
     }
 

@@ -1,7 +1,7 @@
 //! Usage normalization per provider (SPEC §6.4): where each provider reports each number.
 
 use crate::message::Usage;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 fn number(value: &Value, path: &[&str]) -> Option<u64> {
     path.iter().try_fold(value, |v, key| v.get(*key))?.as_u64()
@@ -23,13 +23,14 @@ pub fn openai_chat(usage: &Value) -> Usage {
 
 /// Anthropic Messages, from the merged `message_start` + `message_delta` usage: the prompt is
 /// every input token, cached or not (`input_tokens` + cache read + cache creation).
-pub fn anthropic(usage: &Value) -> Usage {
-    let input = number(usage, &["input_tokens"]);
-    let cache_read = number(usage, &["cache_read_input_tokens"]);
-    let cache_creation = number(usage, &["cache_creation_input_tokens"]);
+pub fn anthropic(usage: &Map<String, Value>) -> Usage {
+    let number = |key: &str| usage.get(key).and_then(Value::as_u64);
+    let input = number("input_tokens");
+    let cache_read = number("cache_read_input_tokens");
+    let cache_creation = number("cache_creation_input_tokens");
     Usage {
         prompt_tokens: input.map(|n| n + cache_read.unwrap_or(0) + cache_creation.unwrap_or(0)),
-        completion_tokens: number(usage, &["output_tokens"]),
+        completion_tokens: number("output_tokens"),
         cache_read_tokens: cache_read,
         cache_creation_tokens: cache_creation,
         reasoning_tokens: None,

@@ -247,7 +247,7 @@ impl ChatSession {
         };
         let ops = streaming.collected.collect(items);
         match g.compaction.as_mut() {
-            Some(job) => ops.iter().for_each(|op| job.draft.apply(op)),
+            Some(job) => ops.into_iter().for_each(|op| job.draft.apply_owned(op)),
             None if !ops.is_empty() => {
                 self.apply_ops(ops);
                 self.checkpoint_draft(ctx.now);

@@ -17,7 +17,7 @@ impl WasmStreamAssembly {
     #[wasm_bindgen(constructor)]
     pub fn new(kind: &str) -> Result<WasmStreamAssembly, JsValue> {
         let assembly = ProviderKind::parse(kind)
-            .and_then(StreamAssembly::new)
+            .and_then(StreamAssembly::assembling)
             .ok_or_else(|| js_error("BadConfig", &format!("unknown provider kind {kind}")))?;
         Ok(WasmStreamAssembly {
             assembly: Some(assembly),

@@ -144,6 +144,51 @@ fn wire_cases_match_their_oracles() {
     );
 }
 
+/// Assembling without keeping the ops (the page's `StreamAssembly`, `palaver decode --bench`)
+/// moves each op's payload into the draft: the message is the same, failures included, in the
+/// case's splits and one byte at a time.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn assembling_without_ops_gives_the_same_message() {
+    use palaver::decode::assemble_stream;
+    let cases = cases();
+    assert!(!cases.is_empty());
+    for case in &cases {
+        let bytes = case.sse.as_bytes();
+        let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+        for chunks in [
+            chunks_at(bytes, case.splits.as_deref().unwrap_or(&[])),
+            singles,
+        ] {
+            let (kept, moved) = (
+                decode_stream(case.provider, &chunks),
+                assemble_stream(case.provider, &chunks),
+            );
+            match (kept, moved) {
+                (Ok(kept), Ok(moved)) => {
+                    assert_eq!(kept.assembled, moved.assembled, "{}", case.name);
+                    assert_eq!(kept.complete, moved.complete, "{}", case.name);
+                    assert!(moved.ops.is_empty(), "{}: ops were kept", case.name);
+                }
+                (
+                    Err(DecodeError::Stream {
+                        error: a,
+                        partial: p,
+                    }),
+                    Err(DecodeError::Stream {
+                        error: b,
+                        partial: q,
+                    }),
+                ) => {
+                    assert_eq!(a, b, "{}", case.name);
+                    assert_eq!(p.assembled, q.assembled, "{}", case.name);
+                }
+                (kept, moved) => panic!("{}: {kept:?} against {moved:?}", case.name),
+            }
+        }
+    }
+}
+
 /// Issue 14 §6, one accumulation path: every transcript through `Engine::handle` — the bytes fed
 /// as the browser host feeds them, in the case's splits — and the reply the engine streams to its
 /// subscribers (its `stream_delta` ops applied to a draft, its `stream_finished` reason) compared
