@@ -87,7 +87,7 @@ pub fn finish_reason(reason: &str) -> String {
     match reason {
         "STOP" => "stop".into(),
         "MAX_TOKENS" => "length".into(),
-        other => other.to_lowercase(),
+        other => other.to_ascii_lowercase(),
     }
 }
 
