@@ -284,3 +284,19 @@ fn a_done_line_after_any_providers_stream_is_accepted() {
         assert!(decoded.complete, "{kind:?}: the stream is complete");
     }
 }
+
+/// Gemini's finish reasons in the engine's vocabulary: the two it maps, the rest lowered (ASCII:
+/// they are enum names), unknown ones kept.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn gemini_finish_reasons_in_the_engine_vocabulary() {
+    use palaver::provider::gemini::finish_reason;
+    assert_eq!(finish_reason("STOP"), "stop");
+    assert_eq!(finish_reason("MAX_TOKENS"), "length");
+    assert_eq!(finish_reason("SAFETY"), "safety");
+    assert_eq!(
+        finish_reason("MALFORMED_FUNCTION_CALL"),
+        "malformed_function_call"
+    );
+    assert_eq!(finish_reason("New_Reason_2"), "new_reason_2");
+}
