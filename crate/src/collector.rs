@@ -49,13 +49,13 @@ impl Collector {
 
     /// The assembled message of SPEC §6.3 from the draft the ops built: `finish_reason` is
     /// `error` after a failure, else what the provider said.
-    pub fn assembled(&self, draft: &Draft) -> Value {
+    pub fn assembled(&self, draft: Draft) -> Value {
         let finish_reason = if self.failure.is_some() {
             Some("error")
         } else {
             self.finish_reason.as_deref()
         };
-        draft.assembled(finish_reason, self.failure.as_ref())
+        draft.into_assembled(finish_reason, self.failure.as_ref())
     }
 }
 

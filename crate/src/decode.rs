@@ -119,7 +119,7 @@ impl StreamAssembly {
             }
         }
         let decoded = Decoded {
-            assembled: self.collector.assembled(&self.draft),
+            assembled: self.collector.assembled(self.draft),
             complete: self.collector.completion(self.kind).is_some(),
             ops: self.ops.unwrap_or_default(),
         };

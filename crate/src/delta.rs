@@ -145,24 +145,23 @@ impl Draft {
             && self.server_content_blocks.is_empty()
     }
 
-    /// The assembled message of SPEC §6.3, as the conformance suite and `palaver decode` print it.
-    pub fn assembled(&self, finish_reason: Option<&str>, error: Option<&StreamFailure>) -> Value {
+    /// The assembled message of SPEC §6.3, as the conformance suite and `palaver decode` print it;
+    /// what the draft holds moves into it.
+    pub fn into_assembled(
+        self,
+        finish_reason: Option<&str>,
+        error: Option<&StreamFailure>,
+    ) -> Value {
         let mut out = Map::new();
         out.insert("role".into(), "assistant".into());
-        out.insert("content".into(), self.content.clone().into());
-        out.insert(
-            "reasoning_content".into(),
-            self.reasoning_content.clone().into(),
-        );
-        out.insert(
-            "thinking_blocks".into(),
-            Value::Array(self.thinking_blocks.clone()),
-        );
+        out.insert("content".into(), self.content.into());
+        out.insert("reasoning_content".into(), self.reasoning_content.into());
+        out.insert("thinking_blocks".into(), Value::Array(self.thinking_blocks));
         out.insert("tool_calls".into(), to_json(&self.tool_calls));
-        out.insert("citations".into(), Value::Array(self.citations.clone()));
+        out.insert("citations".into(), Value::Array(self.citations));
         out.insert(
             "server_content_blocks".into(),
-            Value::Array(self.server_content_blocks.clone()),
+            Value::Array(self.server_content_blocks),
         );
         out.insert(
             "finish_reason".into(),

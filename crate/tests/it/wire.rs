@@ -237,7 +237,7 @@ fn wire_cases_through_the_engine_match_their_oracles() {
             ));
             continue;
         };
-        let assembled = draft.assembled(Some(&finish), None);
+        let assembled = draft.into_assembled(Some(&finish), None);
         if let Err(e) = compare_assembled(&case.expected, &assembled) {
             failures.push(format!("{kind}/{}: {e}", case.name));
         }
