@@ -432,9 +432,11 @@ impl Host {
     /// loaded tolerantly (repairs are reported as events) and saved whole.
     #[wasm_bindgen(js_name = importChat, unchecked_return_type = "Promise<string>")]
     pub fn import_chat(&self, text: js_sys::JsString) -> Promise {
-        let text = super::text_of(&text).unwrap_or_default();
+        let text = super::text_of(&text);
         let shared = self.shared.clone();
         future_to_promise(async move {
+            let text =
+                text.ok_or_else(|| error("BadInput", "an import is the file's text (a string)"))?;
             let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
             import_as(&shared, &id, &text).await?;
             Ok(JsValue::from_str(&id))

@@ -140,7 +140,11 @@ fn text_of(value: &JsValue) -> Option<String> {
     if text.length() < ENCODED_TEXT_OVER {
         return value.as_string();
     }
-    let bytes = Utf8Encoder::new().ok()?.encode(text).to_vec();
+    // Without a `TextEncoder` (none is known), the slow way: never a text lost.
+    let Ok(encoder) = Utf8Encoder::new() else {
+        return value.as_string();
+    };
+    let bytes = encoder.encode(text).to_vec();
     Some(
         String::from_utf8(bytes)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
