@@ -405,33 +405,40 @@ pub fn load(chat_id: &str, value: &Value) -> Result<Loaded, Refusal> {
 }
 
 /// `load` from JSON text, typed: each message is read straight into the message model, with no
-/// `Value` built for it (only a message that does not read is parsed again, to keep it raw). The
-/// trajectory's other keys (thread params, the draft) are few and small and go through `Value`.
-/// The result equals `load` of the parsed text.
+/// `Value` built for it. The common case is one pass: the whole text read with its messages
+/// typed in place. A trajectory with a message that does not read (or nested too deep to read in
+/// place) is read again tolerantly: its messages kept as texts, each read on its own, so one bad
+/// message cannot fail the others (a message that still does not read is parsed once more, to
+/// keep it raw). The trajectory's other keys (thread params, the draft) are few and small and go
+/// through `Value`. The result equals `load` of the parsed text.
 pub fn load_text(chat_id: &str, text: &str) -> Result<Loaded, Refusal> {
-    let top: TopLevel = serde_json::from_str(text).map_err(|e| Refusal::BadTrajectory {
-        reason: format!("the trajectory is not JSON: {e}"),
+    let top = read_top(text, Reading::Typed)
+        .or_else(|_| read_top(text, Reading::Tolerant))
+        .map_err(|e| Refusal::BadTrajectory {
+            reason: format!("the trajectory is not JSON: {e}"),
+        })?;
+    let (items, rest) = match top {
+        TopLevel::Messages(items) => (Some(items), None),
+        TopLevel::Trajectory { messages, rest } => (messages, Some(rest)),
+        TopLevel::Other => return Err(not_a_trajectory()),
+    };
+    let items = items.ok_or_else(no_messages)?;
+    let thread = rest.as_ref().map(thread_from).unwrap_or_default();
+    let draft = rest.as_ref().and_then(|rest| rest.get("draft"));
+    Ok(match items {
+        Items::Typed(messages) => assemble(chat_id, messages.into_iter().map(Ok), thread, draft),
+        Items::Texts(texts) => assemble(chat_id, texts.into_iter().map(read_raw), thread, draft),
+    })
+}
+
+fn read_top(text: &str, reading: Reading) -> serde_json::Result<TopLevel<'_>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let top = de.deserialize_any(TopLevelVisitor {
+        reading,
+        text: std::marker::PhantomData,
     })?;
-    match top {
-        TopLevel::Messages(items) => Ok(assemble(
-            chat_id,
-            items.into_iter().map(read_raw),
-            ThreadParams::default(),
-            None,
-        )),
-        TopLevel::Trajectory { messages, rest } => {
-            let items: Vec<&RawValue> = messages
-                .and_then(|raw| serde_json::from_str(raw.get()).ok())
-                .ok_or_else(no_messages)?;
-            Ok(assemble(
-                chat_id,
-                items.into_iter().map(read_raw),
-                thread_from(&rest),
-                rest.get("draft"),
-            ))
-        }
-        TopLevel::Other => Err(not_a_trajectory()),
-    }
+    de.end()?;
+    Ok(top)
 }
 
 fn no_messages() -> Refusal {
@@ -446,24 +453,57 @@ fn not_a_trajectory() -> Refusal {
     }
 }
 
-/// The top of a trajectory's text: its messages left unread (borrowed from the text) until each
-/// is read on its own, so one bad message cannot fail the others.
+/// How the messages array is read: typed in place (one pass; any message that does not read
+/// fails the whole read), or as texts borrowed from the trajectory, read one by one afterwards.
+#[derive(Clone, Copy)]
+enum Reading {
+    Typed,
+    Tolerant,
+}
+
+/// The messages of a trajectory as `Reading` left them.
+enum Items<'a> {
+    Typed(Vec<ChatMessage>),
+    Texts(Vec<&'a RawValue>),
+}
+
+/// The top of a trajectory's text. `messages` is `None` when the key is missing or not an array.
 enum TopLevel<'a> {
-    Messages(Vec<&'a RawValue>),
+    Messages(Items<'a>),
     Trajectory {
-        messages: Option<&'a RawValue>,
+        messages: Option<Items<'a>>,
         rest: Map<String, Value>,
     },
     Other,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for TopLevel<'a> {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        de.deserialize_any(TopLevelVisitor(std::marker::PhantomData))
-    }
+struct TopLevelVisitor<'a> {
+    reading: Reading,
+    text: std::marker::PhantomData<&'a ()>,
 }
 
-struct TopLevelVisitor<'a>(std::marker::PhantomData<&'a ()>);
+fn read_items<'de, A: SeqAccess<'de>>(
+    mut seq: A,
+    reading: Reading,
+) -> Result<Items<'de>, A::Error> {
+    let capacity = seq.size_hint().unwrap_or(0);
+    Ok(match reading {
+        Reading::Typed => {
+            let mut messages = Vec::with_capacity(capacity);
+            while let Some(message) = seq.next_element::<ChatMessage>()? {
+                messages.push(message);
+            }
+            Items::Typed(messages)
+        }
+        Reading::Tolerant => {
+            let mut texts = Vec::with_capacity(capacity);
+            while let Some(text) = seq.next_element::<&'de RawValue>()? {
+                texts.push(text);
+            }
+            Items::Texts(texts)
+        }
+    })
+}
 
 impl<'de: 'a, 'a> Visitor<'de> for TopLevelVisitor<'a> {
     type Value = TopLevel<'a>;
@@ -472,12 +512,8 @@ impl<'de: 'a, 'a> Visitor<'de> for TopLevelVisitor<'a> {
         f.write_str("a trajectory object or an array of messages")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TopLevel<'a>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element::<&'de RawValue>()? {
-            items.push(item);
-        }
-        Ok(TopLevel::Messages(items))
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<TopLevel<'a>, A::Error> {
+        Ok(TopLevel::Messages(read_items(seq, self.reading)?))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel<'a>, A::Error> {
@@ -485,7 +521,7 @@ impl<'de: 'a, 'a> Visitor<'de> for TopLevelVisitor<'a> {
         let mut rest = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if key == "messages" {
-                messages = Some(map.next_value::<&'de RawValue>()?);
+                messages = map.next_value_seed(MessagesSeed(self.reading))?;
             } else {
                 let value = map.next_value()?;
                 rest.insert(key, value);
@@ -511,6 +547,57 @@ impl<'de: 'a, 'a> Visitor<'de> for TopLevelVisitor<'a> {
     }
     fn visit_unit<E: de::Error>(self) -> Result<TopLevel<'a>, E> {
         Ok(TopLevel::Other)
+    }
+}
+
+/// A trajectory's `messages` value: its items when it is an array, `None` for anything else
+/// (read past, so the keys after it still count).
+struct MessagesSeed(Reading);
+
+impl<'de> de::DeserializeSeed<'de> for MessagesSeed {
+    type Value = Option<Items<'de>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MessagesSeed {
+    type Value = Option<Items<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("the messages of a trajectory")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        read_items(seq, self.0).map(Some)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map
+            .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(None)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 

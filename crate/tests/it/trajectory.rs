@@ -83,6 +83,47 @@ fn every_repair_reads_the_same_typed() {
     );
 }
 
+/// The one-pass read (messages typed in place) and the tolerant one (each message read from its
+/// own text) meet: a bad message, a message nested deeper than can be read in place, repeated
+/// `messages` keys, keys after a `messages` that is not an array.
+#[test]
+fn the_one_pass_read_falls_back_without_a_difference() {
+    let good = json!({"message_id": "g", "role": "user", "content": "fine"});
+    let bad = json!({"message_id": "b", "role": "wizard", "content": "bad role"});
+    let mut deep = json!("bottom");
+    for _ in 0..125 {
+        deep = json!([deep]);
+    }
+    let nested =
+        json!({"message_id": "n", "role": "user", "content": "deep", "extra": {"x": deep}});
+    for messages in [json!([good, bad]), json!([bad, good])] {
+        same_both_ways(&json!({"title": "t", "messages": messages}).to_string());
+        same_both_ways(&messages.to_string());
+    }
+    // 127 levels: readable on its own, one level too deep inside the trajectory's object and
+    // array (serde_json's limit is 128), so it is read the tolerant way. The text as a whole is
+    // too deep for `Value`: compared with the `Value` load of the same trajectory built in code.
+    let trajectory = json!({"title": "t", "messages": [nested, good]});
+    let loaded = load_text("c", &trajectory.to_string()).expect("loads");
+    assert_eq!(Ok(loaded.clone()), load("c", &trajectory));
+    assert_eq!(loaded.messages.len(), 2);
+    assert_eq!(loaded.messages[0].extra["x"], deep, "kept whole");
+    for text in [
+        r#"{"messages": [{"role": "user", "content": "a"}], "messages": 4, "title": "t"}"#,
+        r#"{"messages": 4, "messages": [{"role": "user", "content": "a"}], "title": "t"}"#,
+        r#"{"messages": {"role": "user", "x": [1, {"y": 2}]}, "title": "t"}"#,
+        r#"{"messages": [{"role": "user", "content": "a"}], "draft": {"role": "assistant", "content": "d"}, "title": "t"}"#,
+    ] {
+        same_both_ways(text);
+    }
+    assert!(load_text("c", r#"{"messages": 4, "messages": [], "title": "t"}"#).is_ok());
+    assert!(load_text("c", r#"{"messages": [], "messages": {"a": 1}}"#).is_err());
+    assert!(
+        load_text("c", r#"{"messages": []} trailing"#).is_err(),
+        "text after the trajectory refused"
+    );
+}
+
 fn message_json() -> impl Strategy<Value = Value> {
     let role = prop_oneof![
         Just(json!("user")),
