@@ -24,6 +24,19 @@ async function proxyFetch(proxy, path, init = {}) {
   return { ok: response.ok, status: response.status, body };
 }
 
+/**
+ * Whether the paired workspace keeps chats (`.palaver/chats`, issue 21): a first visit opens the
+ * engine at once to offer them. Unreachable or refusing: no.
+ */
+export async function workspaceHasChats(proxy) {
+  try {
+    const { ok, body } = await proxyFetch(proxy, '/api/chats');
+    return ok && body.enabled === true && Array.isArray(body.chats) && body.chats.length > 0;
+  } catch {
+    return false;
+  }
+}
+
 /** One workspace tool call: `{content, data?, is_error}`. */
 export async function proxyTool(proxy, name, args) {
   const { ok, body } = await proxyFetch(proxy, `/api/tools/${name}`, { method: 'POST', body: JSON.stringify(args) });

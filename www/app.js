@@ -49,11 +49,59 @@ const app = {
   composerEdits: 0, // input events in the composer: tells typing from a switch's own writes
   selectionsQueued: 0, // chat selections waiting or running (an engine reopen does not restore another chat over them)
   reopening: null, // the engine reopen under way (Save in Settings): selections wait for it
+  firstOpen: null, // the engine's first opening under way (on first use, on a first visit)
   atEnd: false, // the transcript is scrolled to its end (it stays there as things below it grow)
   view: null,
 };
 
 // --- engine ---
+
+/** The engine's IndexedDB database (its host's `palaver.has_data.{name}` marker says data was saved). */
+const DB_NAME = 'palaver';
+
+/**
+ * The engine's wasm: three quarters of the app's bytes (issue 20). Fetched and compiled once, when
+ * the page first needs it: at the start when there is work for the engine, on a first visit at the
+ * first action that needs it (a first key or pointer press fetches it ahead).
+ */
+const engineModule = { loaded: false, loading: null };
+function loadEngineModule() {
+  engineModule.loading ??= init().then(() => {
+    engineModule.loaded = true;
+    $('engine-version').textContent = Engine.version();
+  }, (error) => {
+    engineModule.loading = null;
+    throw error;
+  });
+  return engineModule.loading;
+}
+
+/**
+ * Whether this start has work for the engine: chats stored here (or lost since: B18), sync, or
+ * chats in the paired workspace to offer. A first visit with none of these is drawn without it.
+ */
+async function engineNeededAtStart() {
+  const settings = settingsStore.loadSettings();
+  if (localStorage.getItem(`palaver.has_data.${DB_NAME}`) || settings.sync?.url) return true;
+  const databases = await indexedDB.databases?.().catch(() => null);
+  if (!databases || databases.some((d) => d.name === DB_NAME)) return true;
+  const proxy = agent.proxyOf(settings);
+  return proxy ? agent.workspaceHasChats(proxy) : false;
+}
+
+/** The open engine; opened now if it is not yet (a first visit opens it on first use). */
+async function ensureEngine() {
+  if (!app.palaver) await (app.firstOpen ??= openEngine().finally(() => { app.firstOpen = null; }));
+  return app.palaver;
+}
+
+/** Once per page, when the engine first opens: storage warnings, the offline cache. */
+async function engineOpened() {
+  await checkStorage();
+  registerServiceWorker();
+  // A model in the page in use: its runtime is kept for offline use (an update cleared it).
+  if (settingsStore.activeProvider(settingsStore.loadSettings()).kind === 'local') cacheModelRuntime();
+}
 
 function engineConfig(settings) {
   const providers = Object.entries(settings.providers)
@@ -74,18 +122,26 @@ function localDefaults(kind) {
  * page says why in one line.
  */
 async function agentConfig(settings) {
-  const proxy = agent.proxyOf(settings);
+  const { tools, context } = await readWorkspace(agent.proxyOf(settings), Engine.instructionFiles());
+  const prompt = Engine.assembleSystemPrompt(settings.system_prompt?.trim() || null, tools.length ? context : { date: context.date });
+  return { workspace_tools: tools, system_prompt: prompt };
+}
+
+/**
+ * The paired workspace as the page shows it: its tools (or the one line that says why there are
+ * none, and how to pair), its files for @-mentions, the instruction files among `instructionFiles`.
+ */
+async function readWorkspace(proxy, instructionFiles) {
   const [{ tools, problem }, context] = await Promise.all([
     agent.workspaceTools(proxy),
-    agent.workspaceContext(proxy, Engine.instructionFiles()).catch(() => ({ date: new Date().toISOString().slice(0, 10) })),
+    agent.workspaceContext(proxy, instructionFiles).catch(() => ({ date: new Date().toISOString().slice(0, 10) })),
   ]);
   app.toolsProblem = problem;
   app.tools = tools;
   app.workspaceFiles = context.files ?? [];
   $('tools-status').textContent = problem ?? '';
   $('tools-status').hidden = !problem;
-  const prompt = Engine.assembleSystemPrompt(settings.system_prompt?.trim() || null, tools.length ? context : { date: context.date });
-  return { workspace_tools: tools, system_prompt: prompt };
+  return { tools, context };
 }
 
 async function openEngine() {
@@ -103,14 +159,16 @@ async function openEngine() {
 }
 
 async function reopenEngine() {
+  await loadEngineModule();
   const settings = settingsStore.loadSettings();
+  const first = !app.palaver;
   if (app.palaver) {
     // Every save acknowledged first: closing drops what arrives later.
     await app.palaver.flush().catch(() => {});
     app.palaver.close();
   }
   const config = { ...engineConfig(settings), ...(await agentConfig(settings)) };
-  app.palaver = await Palaver.open(config, undefined, (message) => status(message, true));
+  app.palaver = await Palaver.open(config, DB_NAME, (message) => status(message, true));
   // `local` requests go to the model worker (started on the first one), with the window chosen.
   app.palaver.setLocalTransport((url, init) => localModel().transport(url, init, { n_ctx: localWindow() }));
   for (const [kind, config] of Object.entries(settings.providers)) {
@@ -138,6 +196,7 @@ async function reopenEngine() {
   // Not when the user chose a chat meanwhile: that selection runs next, after this reopen.
   if (open && app.chats.some((c) => c.id === open) && app.selectionsQueued === 0) await openChatView(open);
   if (proxy) offerWorkspaceChats().catch(() => {});
+  if (first) await engineOpened();
 }
 
 /**
@@ -286,8 +345,9 @@ function renderChatList() {
 }
 
 /** Opens a chat; calls run one after another, so quick clicks never interleave. */
-function selectChat(id) {
+async function selectChat(id) {
   const mark = markComposer();
+  await ensureEngine();
   return queueSelection(() => openChatView(id, mark));
 }
 
@@ -383,6 +443,8 @@ function subscribe() {
 async function newChat() {
   let id;
   const mark = markComposer();
+  // Before the selection line: opening the engine waits for the selections under way.
+  await ensureEngine();
   await queueSelection(async () => {
     id = await app.palaver.createChat('');
     await showChats();
@@ -504,6 +566,12 @@ function engineReady() {
 
 async function send(event, priority = false) {
   event?.preventDefault();
+  try {
+    await ensureEngine();
+  } catch (error) {
+    status(String(error?.message ?? error), true);
+    return;
+  }
   if (!engineReady()) return;
   // A chat being opened (New chat, a click in the list) is where this message goes.
   await app.selecting?.catch(() => {});
@@ -721,7 +789,7 @@ async function exportChat(format) {
 
 async function importChat(file) {
   try {
-    const id = await app.palaver.importChat(await file.text());
+    const id = await (await ensureEngine()).importChat(await file.text());
     await showChats();
     await selectChat(id);
     status(`Imported ${file.name}`);
@@ -1031,7 +1099,6 @@ function openSettings() {
   $('remember-key').checked = Boolean(settings.remember_key);
   $('system-prompt').value = settings.system_prompt ?? '';
   $('fallback-models').value = settingsStore.formatFallbackModels(settings.fallback_models);
-  $('system-prompt').placeholder = Engine.defaultAgentPrompt();
   $('model-status').textContent = '';
   $('proxy-url').value = settings.proxy_url ? `${settings.proxy_url}/` : '';
   $('sync-url').value = settings.sync?.url ?? '';
@@ -1042,11 +1109,19 @@ function openSettings() {
   $('remember-sync').checked = Boolean(settings.sync?.remember);
   showSyncStatus(app.palaver?.syncStatus());
   $('proxy-token').value = settings.proxy_token ?? '';
+  // What the engine's module knows (its default prompt, the tools' default rules): at once when
+  // it is loaded, else when it is (a first visit opening Settings first).
+  if (engineModule.loaded) fillEngineDefaults(settings);
+  else loadEngineModule().then(() => fillEngineDefaults(settings), (error) => status(String(error?.message ?? error), true));
+  refreshMcpStatus();
+}
+
+function fillEngineDefaults(settings) {
+  $('system-prompt').placeholder = Engine.defaultAgentPrompt();
   const policy = settingsStore.toolPolicy(settings, Engine.defaultToolRules(app.tools ?? []));
   $('tool-policy').replaceChildren(el('legend', { text: 'Tool policy' }), ...Object.keys(policy).map((tool) => el('label', { class: 'inline' },
     el('select', { testid: `policy-${tool}`, 'data-tool': tool }, ...['auto', 'ask', 'deny'].map((rule) => new Option(rule, rule, false, policy[tool] === rule))),
     ` ${tool}`)));
-  refreshMcpStatus();
 }
 
 /** Opens Settings from a button elsewhere (the first-run offer), as its own summary does. */
@@ -1407,15 +1482,21 @@ async function main() {
     say: (text, error) => status(text, error),
   });
   applyFragment();
-  await init();
-  $('engine-version').textContent = Engine.version();
   wire();
   $('composer').value = localStorage.getItem(draftKey(null)) ?? '';
-  await openEngine();
-  await checkStorage();
-  registerServiceWorker();
-  // A model in the page in use: its runtime is kept for offline use (an update cleared it).
-  if (settingsStore.activeProvider(settingsStore.loadSettings()).kind === 'local') cacheModelRuntime();
+  if (await engineNeededAtStart()) {
+    await openEngine();
+  } else {
+    // A first visit: nothing stored, nothing to sync. The page is drawn without the engine,
+    // whose wasm is fetched at the first key or pointer press and opened on first use.
+    renderChatList();
+    showEmptyState();
+    // The workspace line and @-mentions need no engine (no instruction file is read before it).
+    await readWorkspace(agent.proxyOf(settingsStore.loadSettings()), []);
+    for (const type of ['pointerdown', 'keydown']) {
+      addEventListener(type, () => loadEngineModule().catch(() => {}), { once: true, capture: true });
+    }
+  }
   document.body.dataset.ready = 'true';
   performance.mark('palaver-interactive');
 }
@@ -1423,6 +1504,7 @@ async function main() {
 // Exposed for the page tests and the bench page; the page never needs it itself.
 globalThis.palaverApp = app;
 app.selectChat = (id) => selectChat(id);
+app.engine = () => ensureEngine();
 app.showChats = () => showChats();
 app.localModel = () => localModel();
 main().catch((error) => status(String(error?.message ?? error), true));

@@ -272,7 +272,7 @@ async function stopQueueAndMarkers(page) {
   check(sent.body.messages.at(-1).content === 'held one', 'Send now sends the held message');
   await sendAndWait(page, 'Write a lot', 3);
   check(await page.locator('[data-testid=marker-length]').count() === 1, 'an answer cut at the output limit is marked');
-  const markdown = await page.evaluate((id) => globalThis.palaverApp.palaver.exportChat(id, 'markdown'), await page.evaluate(() => globalThis.palaverApp.chat.id));
+  const markdown = await page.evaluate(async (id) => (await globalThis.palaverApp.engine()).exportChat(id, 'markdown'), await page.evaluate(() => globalThis.palaverApp.chat.id));
   check(markdown.includes('[cut at the output token limit'), 'the Markdown export marks the cut answer');
 }
 

@@ -37,11 +37,21 @@ const chatCount = (page) => page.locator('[data-testid=chat-item]').count();
 const assistantTexts = (page) => page.locator('[data-testid=message][data-role=assistant]:not([data-streaming])').allTextContents();
 
 async function newcomer(page) {
+  const engineFetches = [];
+  page.on('request', (r) => r.url().endsWith('/palaver_bg.wasm') && engineFetches.push(r.url()));
+  const hasDatabase = () => page.evaluate(async () => (await indexedDB.databases()).some((d) => d.name === 'palaver'));
   await page.goto(serve.printed);
   await ready(page);
   check(!page.url().includes('token='), 'the pairing token left the address bar');
   const response = await page.reload();
   await ready(page);
+  // Issue 20: a first visit is drawn without the engine (nothing stored, nothing to sync).
+  check(engineFetches.length === 0 && await page.isVisible('[data-testid=connect-provider]') && await page.isVisible('[data-testid=tools-status]') === false,
+    `a first visit draws the first-run offer without fetching the engine (${engineFetches.length} fetches)`);
+  await page.press('[data-testid=composer]', 'a');
+  await page.waitForFunction(() => document.getElementById('engine-version').textContent.length > 0);
+  check(engineFetches.length === 1 && !(await hasDatabase()), `a first key press fetches the engine ahead, opening nothing (${engineFetches.length} fetch, no database)`);
+  await page.fill('[data-testid=composer]', '');
   const csp = response.headers()['content-security-policy'] ?? '';
   check(csp.includes("frame-ancestors 'none'") && csp.includes("require-trusted-types-for 'script'"), 'C18: the page comes with its CSP header');
   await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY });
@@ -52,8 +62,10 @@ async function newcomer(page) {
   const usage = await page.getAttribute('[data-testid=context-usage]', 'data-estimated');
   check(Number(usage) > 0, `the context gauge shows an estimate (${usage} tokens)`);
   await page.waitForTimeout(300);
+  const before = engineFetches.length;
   await page.reload();
   await ready(page);
+  check(engineFetches.length === before + 1 && await hasDatabase(), 'with chats stored, the engine opens at the start');
   await page.click('[data-testid=chat-item]');
   await page.waitForSelector('[data-testid=message][data-role=assistant]');
   check((await assistantTexts(page))[0] === reply, 'after a reload the chat is there, byte for byte');
@@ -318,7 +330,7 @@ async function b22Navigation(page) {
     throw e;
   });
   const streamedView = await page.locator('[data-testid=message]').allTextContents();
-  await page.evaluate(() => globalThis.palaverApp.palaver.flush());
+  await page.evaluate(async () => (await globalThis.palaverApp.engine()).flush());
   await page.reload();
   await ready(page);
   // (The app reopens the chat that was open; wait for the one asked for, drawn.)
@@ -672,7 +684,7 @@ async function offline(page) {
  *  early removal survive a reload in order. */
 async function longChat(page) {
   const messages = Array.from({ length: 600 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `long chat message ${i}` }));
-  const id = await page.evaluate((t) => globalThis.palaverApp.palaver.importChat(t), JSON.stringify(messages));
+  const id = await page.evaluate(async (t) => (await globalThis.palaverApp.engine()).importChat(t), JSON.stringify(messages));
   await page.reload();
   await ready(page);
   const seen = await page.evaluate(async (chat) => {
@@ -698,7 +710,7 @@ async function longChat(page) {
     globalThis.palaverApp.palaver.send(globalThis.palaverApp.chat.id, { type: 'update_message', message_id: edit, content: 'edited early', client_request_id: 'e1' });
     globalThis.palaverApp.palaver.send(globalThis.palaverApp.chat.id, { type: 'remove_message', message_id: remove, client_request_id: 'e2' });
   }, [ids[5], ids[3]]);
-  await page.evaluate(() => globalThis.palaverApp.palaver.flush());
+  await page.evaluate(async () => (await globalThis.palaverApp.engine()).flush());
   await page.reload();
   await ready(page);
   await page.evaluate((chat) => globalThis.palaverApp.selectChat(chat), id);

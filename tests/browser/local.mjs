@@ -98,7 +98,7 @@ async function conversation(page) {
   check(Number(gauge) === 4096, `the gauge and the history limit use the model's 4 096-token window (${gauge})`);
   const header = await page.textContent('[data-testid=chat-model]');
   check(header.includes('SmolLM2') && header.includes('4,096'), `the chat header names the model and its window (${header})`);
-  const request = await page.evaluate(() => globalThis.palaverApp.palaver.lastRequest(globalThis.palaverApp.chat.id));
+  const request = await page.evaluate(async () => (await globalThis.palaverApp.engine()).lastRequest(globalThis.palaverApp.chat.id));
   check(request?.provider === 'local' && request.body.temperature === 0 && request.body.max_tokens === 96 && request.body.stream === true && !JSON.stringify(request.headers).includes('authorization'),
     `the request is an OpenAI chat body for the local kind, temperature 0, no key (${request?.url})`);
   answered(await ask(page, 'And what is the capital of Italy?', 2), 'turn 2');

@@ -129,7 +129,7 @@ async function setSync(page, { url = COUCH, database = DB, username = ADMIN.user
   await ready(page);
 }
 
-const syncStatus = (page) => page.evaluate(() => globalThis.palaverApp.palaver.syncStatus());
+const syncStatus = (page) => page.evaluate(async () => (await globalThis.palaverApp.engine()).syncStatus());
 async function waitSync(page, predicate, what, timeout = 30_000) {
   const started = Date.now();
   let status = null;
@@ -229,8 +229,8 @@ try {
   check(failing.state === 'retrying' && /unavailable|503/.test(JSON.stringify(failing.error)), `a failing server: retrying, with its reason (${JSON.stringify(failing.error)})`);
   check((await stored(a, id)).length === 6, 'nothing lost here while the server fails');
   proxyMode = 'pass';
-  await a.evaluate(() => globalThis.palaverApp.palaver.syncNow());
-  await b.evaluate(() => globalThis.palaverApp.palaver.syncNow());
+  await a.evaluate(async () => (await globalThis.palaverApp.engine()).syncNow());
+  await b.evaluate(async () => (await globalThis.palaverApp.engine()).syncNow());
   const has8 = (m) => m.length === 8;
   const mergedA = await waitStored(a, id, has8, 'A to hold 8 messages');
   const mergedB = await waitStored(b, id, has8, 'B to hold 8 messages');
@@ -243,8 +243,8 @@ try {
   // B is away while A imports and pushes the chat; then B pulls it, slowly enough to be cut.
   await contextB.setOffline(true);
   const history = gunzipSync(readFileSync(join(root, '../shared/bench/history-5k.json.gz'))).toString('utf8');
-  const longId = await a.evaluate((t) => globalThis.palaverApp.palaver.importChat(t), history);
-  const total = await a.evaluate((chat) => globalThis.palaverApp.palaver.peekChat(chat, 1).then((p) => p.message_count), longId);
+  const longId = await a.evaluate(async (t) => (await globalThis.palaverApp.engine()).importChat(t), history);
+  const total = await a.evaluate(async (chat) => (await globalThis.palaverApp.engine()).peekChat(chat, 1).then((p) => p.message_count), longId);
   const pushedBefore = (await syncStatus(a)).pushed;
   await a.reload();
   await ready(a);
@@ -269,7 +269,7 @@ try {
   const askedBefore = bulkGets.length;
   bulkGetDelay = 0;
   await startCouch();
-  await b.evaluate(() => globalThis.palaverApp.palaver.syncNow());
+  await b.evaluate(async () => (await globalThis.palaverApp.engine()).syncNow());
   const done = await waitStored(b, longId, (m) => m.length === total, `B to hold all ${total} messages`, 120_000);
   const pulledAfter = (await waitSync(b, live, 'B live')).pulled - pulledBefore;
   check(done.length === total, `the ${total}-message chat replicated (${done.length})`);
@@ -303,7 +303,7 @@ try {
   console.log(`  bytes sent by the page for one turn: ${turnBytes}; all traffic so far sent ${traffic.sent}, received ${traffic.received}`);
 
   // 6. Wrong password; a URL that is not CouchDB: clear status, chats kept.
-  const before = (await a.evaluate(() => globalThis.palaverApp.palaver.listChats())).length;
+  const before = (await a.evaluate(async () => (await globalThis.palaverApp.engine()).listChats())).length;
   await setSync(a, { password: 'wrong', remember: true });
   const refused = await waitSync(a, (s) => s.state === 'stopped', 'A stopped', 10_000);
   const said = await a.textContent('[data-testid=sync-status]');
@@ -314,7 +314,7 @@ try {
   check(notCouch.error?.code === 'not_couch_db', `a URL that is not CouchDB: ${JSON.stringify(notCouch.error)}`);
   await setSync(a, { database: 'Not A Name' });
   check(/database name/.test(await a.textContent('[data-testid=sync-status]')), `a bad database name is refused before any request (${await a.textContent('[data-testid=sync-status]')})`);
-  check((await a.evaluate(() => globalThis.palaverApp.palaver.listChats())).length === before, 'every chat is still here');
+  check((await a.evaluate(async () => (await globalThis.palaverApp.engine()).listChats())).length === before, 'every chat is still here');
   check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
 } catch (error) {
   check(false, `the sync test ran to its end (${error.stack ?? error})`);

@@ -64,8 +64,8 @@ try {
   await b.waitForFunction((chat) => [...document.querySelectorAll('[data-testid=chat-item]')].some((c) => c.dataset.chatId === chat), id, { timeout: 10_000 }).catch(() => {});
   const listed = await b.evaluate(() => globalThis.palaverApp.chats.map((c) => c.id));
   check(listed.length === 1 && listed[0] === id, `restored under its own id (${listed.join(', ')})`);
-  const again = await b.evaluate((chat) => globalThis.palaverApp.palaver.restoreFromWorkspace(chat, false).then(() => 'restored', (e) => e.name), id);
-  check(again === 'AlreadyHere' && (await b.evaluate(() => globalThis.palaverApp.palaver.listChats())).length === 1, `restoring twice makes no duplicate (${again})`);
+  const again = await b.evaluate(async (chat) => (await globalThis.palaverApp.engine()).restoreFromWorkspace(chat, false).then(() => 'restored', (e) => e.name), id);
+  check(again === 'AlreadyHere' && (await b.evaluate(async () => (await globalThis.palaverApp.engine()).listChats())).length === 1, `restoring twice makes no duplicate (${again})`);
   await b.locator(`[data-testid=chat-item][data-chat-id="${id}"]`).click();
   await b.waitForFunction((chat) => globalThis.palaverApp.chat?.id === chat && document.querySelectorAll('[data-testid=message]').length === 2, id, { timeout: 10_000 }).catch(() => {});
   const inB = await texts(b);
