@@ -27,6 +27,19 @@ fn equal_changes_make_equal_revisions_and_a_change_descends_from_its_parent() {
 }
 
 #[test]
+fn a_local_change_keeps_the_losing_leaves_seen() {
+    let mut winner = next_revision(None, Some(&body("a", 1.0)));
+    winner.seen = vec!["1-loser".to_string()];
+    let edited = next_revision(Some(&winner), Some(&body("b", 2.0)));
+    assert!(
+        edited.knows("1-loser"),
+        "a leaf seen is not fetched again after an edit"
+    );
+    assert!(edited.knows(&winner.rev));
+    assert!(!edited.knows("1-other"));
+}
+
+#[test]
 fn between_branches_a_message_keeps_couchdbs_winner_and_an_edit_beats_a_removal() {
     let base = next_revision(None, Some(&body("a", 1.0)));
     let edited = next_revision(Some(&base), Some(&body("edited", 2.0)));
