@@ -98,7 +98,7 @@ async function ensureEngine() {
 /** Once per page, when the engine first opens: storage warnings, the offline cache. */
 async function engineOpened() {
   await checkStorage();
-  registerServiceWorker();
+  await registerServiceWorker();
   // A model in the page in use: its runtime is kept for offline use (an update cleared it).
   if (settingsStore.activeProvider(settingsStore.loadSettings()).kind === 'local') cacheModelRuntime();
 }
@@ -941,7 +941,14 @@ async function fetchDefaultModel(node) {
  * answers offline too; resolves when they are kept (at once without a service worker).
  */
 async function cacheModelRuntime() {
-  const worker = (await navigator.serviceWorker?.getRegistration?.().catch(() => null))?.active;
+  const registration = await navigator.serviceWorker?.getRegistration?.().catch(() => null);
+  if (!registration) return;
+  // Registered moments ago (the engine's first opening, on a first visit): wait for it to be
+  // active, not for ever (the cache is a convenience; the answer does not wait on it).
+  const worker = registration.active ?? await Promise.race([
+    navigator.serviceWorker.ready.then((r) => r.active),
+    new Promise((resolve) => setTimeout(() => resolve(null), 30_000)),
+  ]);
   if (!worker) return;
   await new Promise((resolve) => {
     const done = (event) => {
@@ -1296,7 +1303,7 @@ function applyFragment() {
 function registerServiceWorker() {
   if (!('serviceWorker' in navigator) || location.protocol === 'chrome-extension:') return;
   const url = policy ? policy.createScriptURL('sw.js') : 'sw.js';
-  navigator.serviceWorker.register(url).catch((error) => console.warn('offline cache unavailable:', error.message));
+  return navigator.serviceWorker.register(url).catch((error) => console.warn('offline cache unavailable:', error.message));
 }
 
 /** What the keyboard shortcuts do, through the page's own controls. */
