@@ -27,9 +27,10 @@ try {
   const note = await page.textContent('[data-testid=small-model-note]');
   check(await page.isHidden('[data-testid=try-local]') && await page.isVisible('[data-testid=connect-provider]') && note.includes('cannot run inside the extension'),
     `the model in the page is not offered in the extension, and the page says why (${note})`);
+  // A first run is drawn without the engine (issue 20); Settings saved open it.
+  await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: 'sk-test-ext' });
   const version = await page.textContent('[data-testid=engine-version]');
   check(/^\d+\.\d+/.test(version), `C12: the wasm engine runs under the manifest CSP (engine ${version})`);
-  await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: 'sk-test-ext' });
   await sendAndWait(page, 'Hello from the side panel', 1);
   const reply = await page.textContent('[data-testid=message][data-role=assistant]');
   check(reply.trim().length > 10, 'the same engine streams a reply from the provider');
