@@ -1503,6 +1503,11 @@ async function main() {
     for (const type of ['pointerdown', 'keydown']) {
       addEventListener(type, () => loadEngineModule().catch(() => {}), { once: true, capture: true });
     }
+    // Another tab stored the first chat (the engine's marker): this one opens its engine and
+    // lists it, instead of showing an empty list until it is used.
+    addEventListener('storage', (event) => {
+      if (event.key === `palaver.has_data.${DB_NAME}` && !app.palaver) ensureEngine().catch((error) => status(String(error?.message ?? error), true));
+    });
   }
   document.body.dataset.ready = 'true';
   performance.mark('palaver-interactive');

@@ -52,10 +52,17 @@ async function newcomer(page) {
   await page.waitForFunction(() => document.getElementById('engine-version').textContent.length > 0);
   check(engineFetches.length === 1 && !(await hasDatabase()), `a first key press fetches the engine ahead, opening nothing (${engineFetches.length} fetch, no database)`);
   await page.fill('[data-testid=composer]', '');
+  // A second tab on the first visit: it learns of the first chat stored in the other one.
+  const second = await newPage();
+  await second.goto(`${serve.origin}/`);
+  await ready(second);
   const csp = response.headers()['content-security-policy'] ?? '';
   check(csp.includes("frame-ancestors 'none'") && csp.includes("require-trusted-types-for 'script'"), 'C18: the page comes with its CSP header');
   await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY });
   await sendAndWait(page, 'Hello there', 1);
+  await second.waitForSelector('[data-testid=chat-item]', { timeout: 10_000 }).catch(() => null);
+  check(await second.locator('[data-testid=chat-item]').count() === 1, 'a second tab of the first visit lists the chat the first one stored');
+  await second.close();
   const [reply] = await assistantTexts(page);
   check(reply.trim().length > 10, `the reply streamed in (${JSON.stringify(reply.slice(0, 50))}…)`);
   check(await page.getAttribute('[data-testid=turn-phase]', 'data-phase') === 'done', 'the turn ends in phase done');
