@@ -108,11 +108,12 @@ fn js_error(name: &str, message: &str) -> JsValue {
 }
 
 /// Values cross the wasm boundary as JSON text, parsed by the browser's `JSON.parse`: every type
-/// then has one serializer, serde_json's, instead of a second serde-wasm-bindgen copy of each
-/// (issue 20: a sixth of the wasm), and V8 builds the objects faster than one boundary call per
-/// field would.
+/// then has one text serializer (`json_text`: serde_json's output, strings escaped a word at a
+/// time) instead of a second serde-wasm-bindgen copy of each (issue 20: a sixth of the wasm), and
+/// V8 builds the objects faster than one boundary call per field would.
 fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
-    let text = serde_json::to_string(value).map_err(|e| js_error("Internal", &e.to_string()))?;
+    let text =
+        crate::json_text::to_string(value).map_err(|e| js_error("Internal", &e.to_string()))?;
     js_sys::JSON::parse(&text)
 }
 

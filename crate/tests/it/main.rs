@@ -9,6 +9,8 @@ mod support;
 
 mod conformance;
 mod context;
+#[cfg(not(target_arch = "wasm32"))]
+mod json_text;
 mod render;
 #[cfg(not(target_arch = "wasm32"))]
 mod replication;

@@ -1,0 +1,681 @@
+//! Compact JSON text, byte for byte what `serde_json::to_string` writes, with strings escaped a
+//! word at a time. serde_json's escaping looks at one byte per step through calls that the
+//! size-optimized wasm does not inline (`split_at`, `split_first`): it was a quarter to a third
+//! of handing a long message to the page (issue 20). Numbers are written by serde_json itself;
+//! `RawValue` is written as it is (serde_json marks it with a private struct name).
+
+use serde::ser::{self, Impossible, Serialize, Serializer};
+
+type Error = serde_json::Error;
+
+/// `value` as compact JSON text, equal to `serde_json::to_string(value)`.
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
+    let mut writer = Writer { out: Vec::new() };
+    value.serialize(&mut writer)?;
+    // Only whole UTF-8 strings, ASCII escapes and serde_json's own output were written.
+    String::from_utf8(writer.out).map_err(ser::Error::custom)
+}
+
+/// serde_json's name for the struct a `RawValue` serializes as.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+struct Writer {
+    out: Vec<u8>,
+}
+
+impl Writer {
+    fn string(&mut self, text: &str) {
+        self.out.push(b'"');
+        escape_into(&mut self.out, text.as_bytes());
+        self.out.push(b'"');
+    }
+
+    /// A number as serde_json writes it (the same digits, `null` for a float that is not finite).
+    fn number<T: Serialize>(&mut self, value: T) -> Result<(), Error> {
+        serde_json::to_writer(&mut self.out, &value)
+    }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether any of the 8 bytes of `word` must be escaped: a control byte, `"` or `\`.
+fn word_needs_escape(word: u64) -> bool {
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x;
+    (below_space | zero_in(quote) | zero_in(backslash)) & HIGHS != 0
+}
+
+fn byte_needs_escape(byte: u8) -> bool {
+    byte < 0x20 || byte == b'"' || byte == b'\\'
+}
+
+/// The index of the first byte at or after `from` that must be escaped, or `bytes.len()`.
+fn next_escape(bytes: &[u8], from: usize) -> usize {
+    let mut at = from;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        if word_needs_escape(word) {
+            break;
+        }
+        at += 8;
+    }
+    at + bytes[at..]
+        .iter()
+        .position(|&b| byte_needs_escape(b))
+        .unwrap_or(bytes.len() - at)
+}
+
+fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
+    let mut start = 0;
+    loop {
+        let at = next_escape(bytes, start);
+        out.extend_from_slice(&bytes[start..at]);
+        let Some(&byte) = bytes.get(at) else { return };
+        match byte {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(byte >> 4)]);
+                out.push(HEX[usize::from(byte & 0xf)]);
+            }
+        }
+        start = at + 1;
+    }
+}
+
+impl<'a> Serializer for &'a mut Writer {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'a>;
+    type SerializeTuple = Compound<'a>;
+    type SerializeTupleStruct = Compound<'a>;
+    type SerializeTupleVariant = Compound<'a>;
+    type SerializeMap = Compound<'a>;
+    type SerializeStruct = Compound<'a>;
+    type SerializeStructVariant = Compound<'a>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.out
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        self.number(v)
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        self.string(v.encode_utf8(&mut [0; 4]));
+        Ok(())
+    }
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        self.string(v);
+        Ok(())
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+        use ser::SerializeSeq;
+        let mut seq = self.serialize_seq(Some(v.len()))?;
+        for byte in v {
+            seq.serialize_element(byte)?;
+        }
+        seq.end()
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        self.serialize_unit()
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        self.serialize_unit()
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.out.push(b'{');
+        self.string(variant);
+        self.out.push(b':');
+        value.serialize(&mut *self)?;
+        self.out.push(b'}');
+        Ok(())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Compound<'a>, Error> {
+        Ok(Compound::open(self, b"[", b"]"))
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Compound<'a>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Compound<'a>, Error> {
+        self.out.push(b'{');
+        self.string(variant);
+        self.out.push(b':');
+        Ok(Compound::open(self, b"[", b"]}"))
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Compound<'a>, Error> {
+        Ok(Compound::open(self, b"{", b"}"))
+    }
+    fn serialize_struct(self, name: &'static str, _: usize) -> Result<Compound<'a>, Error> {
+        if name == RAW_VALUE_TOKEN {
+            return Ok(Compound {
+                writer: self,
+                first: true,
+                close: b"",
+                raw: true,
+            });
+        }
+        Ok(Compound::open(self, b"{", b"}"))
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Compound<'a>, Error> {
+        self.out.push(b'{');
+        self.string(variant);
+        self.out.push(b':');
+        Ok(Compound::open(self, b"{", b"}}"))
+    }
+}
+
+/// An array, an object or a variant's body being written; `raw` for a `RawValue`.
+struct Compound<'a> {
+    writer: &'a mut Writer,
+    first: bool,
+    close: &'static [u8],
+    raw: bool,
+}
+
+impl<'a> Compound<'a> {
+    fn open(writer: &'a mut Writer, open: &[u8], close: &'static [u8]) -> Self {
+        writer.out.extend_from_slice(open);
+        Compound {
+            writer,
+            first: true,
+            close,
+            raw: false,
+        }
+    }
+
+    fn separate(&mut self) {
+        if !self.first {
+            self.writer.out.push(b',');
+        }
+        self.first = false;
+    }
+
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.separate();
+        value.serialize(&mut *self.writer)
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
+        if self.raw {
+            return value.serialize(RawText(&mut self.writer.out));
+        }
+        self.separate();
+        self.writer.string(key);
+        self.writer.out.push(b':');
+        value.serialize(&mut *self.writer)
+    }
+
+    fn close(self) -> Result<(), Error> {
+        self.writer.out.extend_from_slice(self.close);
+        Ok(())
+    }
+}
+
+impl ser::SerializeSeq for Compound<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl ser::SerializeTuple for Compound<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl ser::SerializeTupleStruct for Compound<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl ser::SerializeTupleVariant for Compound<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl ser::SerializeMap for Compound<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        self.separate();
+        key.serialize(MapKey(&mut *self.writer))?;
+        self.writer.out.push(b':');
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        value.serialize(&mut *self.writer)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl ser::SerializeStruct for Compound<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+impl ser::SerializeStructVariant for Compound<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close()
+    }
+}
+
+fn key_must_be_a_string() -> Error {
+    ser::Error::custom("key must be a string")
+}
+
+/// A map key as serde_json writes it: strings, and numbers, booleans and chars as strings.
+struct MapKey<'a>(&'a mut Writer);
+
+impl MapKey<'_> {
+    fn quoted<T: Serialize>(self, value: T) -> Result<(), Error> {
+        self.0.out.push(b'"');
+        self.0.number(value)?;
+        self.0.out.push(b'"');
+        Ok(())
+    }
+}
+
+impl Serializer for MapKey<'_> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Impossible<(), Error>;
+    type SerializeTuple = Impossible<(), Error>;
+    type SerializeTupleStruct = Impossible<(), Error>;
+    type SerializeTupleVariant = Impossible<(), Error>;
+    type SerializeMap = Impossible<(), Error>;
+    type SerializeStruct = Impossible<(), Error>;
+    type SerializeStructVariant = Impossible<(), Error>;
+
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        self.0.string(v);
+        Ok(())
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        self.0.string(v.encode_utf8(&mut [0; 4]));
+        Ok(())
+    }
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.0.string(if v { "true" } else { "false" });
+        Ok(())
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        if !v.is_finite() {
+            return Err(ser::Error::custom("float key must be finite (got NaN or +/-inf)"));
+        }
+        self.quoted(v)
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        if !v.is_finite() {
+            return Err(ser::Error::custom("float key must be finite (got NaN or +/-inf)"));
+        }
+        self.quoted(v)
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+}
+
+/// The text of a `RawValue`, written as it is (serde_json hands it over as a string).
+struct RawText<'a>(&'a mut Vec<u8>);
+
+impl Serializer for RawText<'_> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Impossible<(), Error>;
+    type SerializeTuple = Impossible<(), Error>;
+    type SerializeTupleStruct = Impossible<(), Error>;
+    type SerializeTupleVariant = Impossible<(), Error>;
+    type SerializeMap = Impossible<(), Error>;
+    type SerializeStruct = Impossible<(), Error>;
+    type SerializeStructVariant = Impossible<(), Error>;
+
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        self.0.extend_from_slice(v.as_bytes());
+        Ok(())
+    }
+    fn serialize_bool(self, _: bool) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_i8(self, _: i8) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_i16(self, _: i16) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_i32(self, _: i32) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_i64(self, _: i64) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_u8(self, _: u8) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_u16(self, _: u16) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_u32(self, _: u32) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_f32(self, _: f32) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_u64(self, _: u64) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_f64(self, _: f64) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_char(self, _: char) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Error> {
+        Err(not_raw())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(not_raw())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(not_raw())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(not_raw())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(not_raw())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(not_raw())
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Error> {
+        Err(not_raw())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(not_raw())
+    }
+}
+
+fn not_raw() -> Error {
+    ser::Error::custom("a raw JSON value is its text")
+}

@@ -1,0 +1,149 @@
+//! Issue 20: `json_text::to_string` writes what `serde_json::to_string` writes, byte for byte —
+//! every wire transcript's assembled message and events, random JSON with every kind of string,
+//! typed values of every serde shape (enums, maps with number keys, `RawValue`) — and its
+//! refusals are serde_json's.
+
+use palaver::decode::decode_stream;
+use palaver::json_text::to_string;
+use palaver::provider::ProviderKind;
+use proptest::prelude::*;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+fn same<T: Serialize + ?Sized>(value: &T) {
+    let theirs = serde_json::to_string(value).map_err(|e| e.to_string());
+    let ours = to_string(value).map_err(|e| e.to_string());
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn every_wire_transcript_serializes_the_same() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/wire");
+    let mut cases = 0;
+    for kind_dir in std::fs::read_dir(root).expect("wire dir") {
+        let kind_dir = kind_dir.expect("entry").path();
+        let Some(kind) = kind_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(ProviderKind::parse)
+        else {
+            continue;
+        };
+        for file in std::fs::read_dir(&kind_dir).expect("kind dir") {
+            let path = file.expect("entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("sse") {
+                continue;
+            }
+            let bytes = std::fs::read(&path).expect("transcript");
+            let decoded = decode_stream(kind, &[&bytes[..]]);
+            if let Ok(decoded) = &decoded {
+                same(&decoded.assembled);
+                same(&decoded.ops);
+            }
+            let oracle = path.with_extension("oracle.json");
+            if let Ok(text) = std::fs::read_to_string(&oracle) {
+                same(&serde_json::from_str::<Value>(&text).expect("oracle JSON"));
+            }
+            cases += 1;
+        }
+    }
+    assert!(cases > 20, "{cases} transcripts");
+}
+
+/// A float as a map key (serde_json writes a finite one quoted, refuses the others).
+#[derive(Serialize, PartialEq)]
+struct FloatKey(f64);
+impl Eq for FloatKey {}
+impl std::hash::Hash for FloatKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
+}
+
+#[derive(Serialize)]
+enum Shape {
+    Unit,
+    Newtype(u8),
+    Tuple(i32, String),
+    Struct { a: Option<f64>, b: Vec<bool> },
+}
+
+#[derive(Serialize)]
+struct Typed<'a> {
+    shapes: Vec<Shape>,
+    numbered: BTreeMap<i64, &'a str>,
+    flags: BTreeMap<bool, u8>,
+    chars: BTreeMap<char, char>,
+    raw: &'a RawValue,
+    big: (u128, i128, f32, f64),
+    unit: (),
+    bytes: &'a [u8],
+}
+
+#[test]
+fn every_serde_shape_serializes_the_same() {
+    let raw = RawValue::from_string(r#"{ "kept" : [1, 2] }"#.into()).expect("raw");
+    same(&Typed {
+        shapes: vec![
+            Shape::Unit,
+            Shape::Newtype(7),
+            Shape::Tuple(-3, "t\u{1}\"".into()),
+            Shape::Struct {
+                a: Some(f64::NAN),
+                b: vec![true, false],
+            },
+            Shape::Struct {
+                a: Some(1e300),
+                b: vec![],
+            },
+        ],
+        numbered: BTreeMap::from([(-5, "minus"), (12, "twelve")]),
+        flags: BTreeMap::from([(true, 1), (false, 0)]),
+        chars: BTreeMap::from([('"', '\n'), ('é', '\u{7f}')]),
+        raw: &raw,
+        big: (u128::MAX, i128::MIN, 0.1, -0.0),
+        unit: (),
+        bytes: b"\x00\xff",
+    });
+    same(&BTreeMap::from([(vec![1], 2)]));
+    same(&std::collections::HashMap::from([(FloatKey(1.5), 2)]));
+    same(&std::collections::HashMap::from([(
+        FloatKey(f64::INFINITY),
+        2,
+    )]));
+    same(&json!({"a": [null, 1, -1, 1.5, "x"], "": {}}));
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let text = prop_oneof![any::<String>(), "[\\x00-\\x1f\"\\\\a-z\u{7f}é😀]{0,40}",];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        text.clone().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 64, 8, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+            prop::collection::vec((text.clone(), inner), 0..8)
+                .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn random_json_serializes_the_same(value in json_value()) {
+        same(&value);
+    }
+
+    #[test]
+    fn every_string_serializes_the_same(text in any::<String>(), controls in "[\\x00-\\x1f\"\\\\]{0,20}", pad in 0usize..17) {
+        let mixed = format!("{}{controls}{text}{controls}", "a".repeat(pad));
+        same(&mixed);
+    }
+}
