@@ -299,49 +299,50 @@ impl<'a> Compound<'a> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
+/// The compounds written element by element (arrays, tuples, a tuple variant's array).
+macro_rules! element_compound {
+    ($($kind:ident :: $method:ident),*) => {$(
+        impl ser::$kind for Compound<'_> {
+            type Ok = ();
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), Error> {
+                self.close()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
+element_compound!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
+
+/// The compounds written field by field (structs, a struct variant's object, a `RawValue`).
+macro_rules! field_compound {
+    ($($kind:ident),*) => {$(
+        impl ser::$kind for Compound<'_> {
+            type Ok = ();
+            type Error = Error;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Error> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<(), Error> {
+                self.close()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
+field_compound!(SerializeStruct, SerializeStructVariant);
 
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
@@ -360,34 +361,8 @@ impl ser::SerializeMap for Compound<'_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
+fn float_key_not_finite() -> Error {
+    ser::Error::custom("float key must be finite (got NaN or +/-inf)")
 }
 
 fn key_must_be_a_string() -> Error {
@@ -406,16 +381,102 @@ impl MapKey<'_> {
     }
 }
 
+/// The methods of a `Serializer` that takes only some scalars: every compound, and
+/// `Option`/unit shapes, are refused with `$error`.
+macro_rules! refuse_compounds {
+    ($error:expr) => {
+        type SerializeSeq = Impossible<(), Error>;
+        type SerializeTuple = Impossible<(), Error>;
+        type SerializeTupleStruct = Impossible<(), Error>;
+        type SerializeTupleVariant = Impossible<(), Error>;
+        type SerializeMap = Impossible<(), Error>;
+        type SerializeStruct = Impossible<(), Error>;
+        type SerializeStructVariant = Impossible<(), Error>;
+
+        fn serialize_bytes(self, _: &[u8]) -> Result<(), Error> {
+            Err($error)
+        }
+        fn serialize_none(self) -> Result<(), Error> {
+            Err($error)
+        }
+        fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Error> {
+            Err($error)
+        }
+        fn serialize_unit(self) -> Result<(), Error> {
+            Err($error)
+        }
+        fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+            Err($error)
+        }
+        fn serialize_newtype_variant<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: &T,
+        ) -> Result<(), Error> {
+            Err($error)
+        }
+        fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+            Err($error)
+        }
+        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
+            Err($error)
+        }
+        fn serialize_tuple_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleStruct, Error> {
+            Err($error)
+        }
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant, Error> {
+            Err($error)
+        }
+        fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
+            Err($error)
+        }
+        fn serialize_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStruct, Error> {
+            Err($error)
+        }
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant, Error> {
+            Err($error)
+        }
+    };
+}
+
+/// Scalar methods, each handing its value to `self.$how` (which writes or refuses it).
+macro_rules! scalars {
+    ($how:ident; $($method:ident($ty:ty)),*) => {$(
+        fn $method(self, v: $ty) -> Result<(), Error> {
+            self.$how(v)
+        }
+    )*};
+}
+
 impl Serializer for MapKey<'_> {
     type Ok = ();
     type Error = Error;
-    type SerializeSeq = Impossible<(), Error>;
-    type SerializeTuple = Impossible<(), Error>;
-    type SerializeTupleStruct = Impossible<(), Error>;
-    type SerializeTupleVariant = Impossible<(), Error>;
-    type SerializeMap = Impossible<(), Error>;
-    type SerializeStruct = Impossible<(), Error>;
-    type SerializeStructVariant = Impossible<(), Error>;
+    refuse_compounds!(key_must_be_a_string());
+    scalars!(quoted; serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
+        serialize_i128(i128), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+        serialize_u64(u64), serialize_u128(u128));
 
     fn serialize_str(self, v: &str) -> Result<(), Error> {
         self.0.string(v);
@@ -429,45 +490,15 @@ impl Serializer for MapKey<'_> {
         self.0.string(if v { "true" } else { "false" });
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        self.quoted(v)
-    }
     fn serialize_f32(self, v: f32) -> Result<(), Error> {
         if !v.is_finite() {
-            return Err(ser::Error::custom("float key must be finite (got NaN or +/-inf)"));
+            return Err(float_key_not_finite());
         }
         self.quoted(v)
     }
     fn serialize_f64(self, v: f64) -> Result<(), Error> {
         if !v.is_finite() {
-            return Err(ser::Error::custom("float key must be finite (got NaN or +/-inf)"));
+            return Err(float_key_not_finite());
         }
         self.quoted(v)
     }
@@ -486,137 +517,29 @@ impl Serializer for MapKey<'_> {
     ) -> Result<(), Error> {
         value.serialize(self)
     }
-    fn serialize_bytes(self, _: &[u8]) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_none(self) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_unit(self) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleStruct, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Error> {
-        Err(key_must_be_a_string())
-    }
 }
 
 /// The text of a `RawValue`, written as it is (serde_json hands it over as a string).
 struct RawText<'a>(&'a mut Vec<u8>);
 
+impl RawText<'_> {
+    fn refuse<T>(self, _: T) -> Result<(), Error> {
+        Err(not_raw())
+    }
+}
+
 impl Serializer for RawText<'_> {
     type Ok = ();
     type Error = Error;
-    type SerializeSeq = Impossible<(), Error>;
-    type SerializeTuple = Impossible<(), Error>;
-    type SerializeTupleStruct = Impossible<(), Error>;
-    type SerializeTupleVariant = Impossible<(), Error>;
-    type SerializeMap = Impossible<(), Error>;
-    type SerializeStruct = Impossible<(), Error>;
-    type SerializeStructVariant = Impossible<(), Error>;
+    refuse_compounds!(not_raw());
+    scalars!(refuse; serialize_bool(bool), serialize_i8(i8), serialize_i16(i16),
+        serialize_i32(i32), serialize_i64(i64), serialize_u8(u8), serialize_u16(u16),
+        serialize_u32(u32), serialize_u64(u64), serialize_f32(f32), serialize_f64(f64),
+        serialize_char(char));
 
     fn serialize_str(self, v: &str) -> Result<(), Error> {
         self.0.extend_from_slice(v.as_bytes());
         Ok(())
-    }
-    fn serialize_bool(self, _: bool) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_i8(self, _: i8) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_i16(self, _: i16) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_i32(self, _: i32) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_i64(self, _: i64) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_u8(self, _: u8) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_u16(self, _: u16) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_u32(self, _: u32) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_f32(self, _: f32) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_u64(self, _: u64) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_f64(self, _: f64) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_char(self, _: char) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_none(self) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_unit(self) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
-        Err(not_raw())
     }
     fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), Error> {
         Err(not_raw())
@@ -626,52 +549,6 @@ impl Serializer for RawText<'_> {
         _: &'static str,
         _: &T,
     ) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<(), Error> {
-        Err(not_raw())
-    }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
-        Err(not_raw())
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
-        Err(not_raw())
-    }
-    fn serialize_tuple_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleStruct, Error> {
-        Err(not_raw())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Error> {
-        Err(not_raw())
-    }
-    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
-        Err(not_raw())
-    }
-    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Error> {
-        Err(not_raw())
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Error> {
         Err(not_raw())
     }
 }

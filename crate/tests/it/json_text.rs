@@ -62,6 +62,16 @@ impl std::hash::Hash for FloatKey {
     }
 }
 
+/// An `f32` key, written with `f32`'s own shortest digits.
+#[derive(Serialize, PartialEq)]
+struct Float32Key(f32);
+impl Eq for Float32Key {}
+impl std::hash::Hash for Float32Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
+}
+
 #[derive(Serialize)]
 enum Shape {
     Unit,
@@ -111,6 +121,11 @@ fn every_serde_shape_serializes_the_same() {
     same(&std::collections::HashMap::from([(FloatKey(1.5), 2)]));
     same(&std::collections::HashMap::from([(
         FloatKey(f64::INFINITY),
+        2,
+    )]));
+    same(&std::collections::HashMap::from([(Float32Key(0.1), 2)]));
+    same(&std::collections::HashMap::from([(
+        Float32Key(f32::NAN),
         2,
     )]));
     same(&json!({"a": [null, 1, -1, 1.5, "x"], "": {}}));
