@@ -347,7 +347,8 @@ function renderChatList() {
 /** Opens a chat; calls run one after another, so quick clicks never interleave. */
 async function selectChat(id) {
   const mark = markComposer();
-  await ensureEngine();
+  // Only when it is not open yet: an open engine keeps the selection in line at once.
+  if (!app.palaver) await ensureEngine();
   return queueSelection(() => openChatView(id, mark));
 }
 
@@ -444,7 +445,7 @@ async function newChat() {
   let id;
   const mark = markComposer();
   // Before the selection line: opening the engine waits for the selections under way.
-  await ensureEngine();
+  if (!app.palaver) await ensureEngine();
   await queueSelection(async () => {
     id = await app.palaver.createChat('');
     await showChats();
