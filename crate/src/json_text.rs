@@ -93,6 +93,61 @@ fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
+/// How many bytes of `text` are not ASCII (counted a word at a time).
+pub fn non_ascii_bytes(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut words = bytes.chunks_exact(8);
+    let mut count = 0;
+    for chunk in &mut words {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        count += (word & HIGHS).count_ones() as usize;
+    }
+    count + words.remainder().iter().filter(|&&b| b >= 0x80).count()
+}
+
+/// JSON text with every character outside ASCII written as a `\uXXXX` escape (a surrogate
+/// pair above U+FFFF): the same JSON value, in pure ASCII. Outside strings JSON text is ASCII,
+/// so only string contents change. Why: a browser decodes an ASCII text from wasm memory on a
+/// fast path and `JSON.parse` reads it as a one-byte string; a single other character sends the
+/// whole text down the slow path, twice the time for a long message (issue 20).
+pub fn escape_non_ascii(text: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(text.len() + 8 * non_ascii_bytes(text));
+    let mut start = 0;
+    while let Some(at) = next_non_ascii(bytes, start) {
+        out.extend_from_slice(&bytes[start..at]);
+        let mut chars = text[at..].chars();
+        let c = chars.next().unwrap_or(char::REPLACEMENT_CHARACTER);
+        let mut units = [0u16; 2];
+        for &unit in c.encode_utf16(&mut units).iter() {
+            out.extend_from_slice(b"\\u");
+            out.extend(
+                (0..4)
+                    .rev()
+                    .map(|i| HEX[usize::from((unit >> (4 * i)) & 0xf)]),
+            );
+        }
+        start = at + c.len_utf8();
+    }
+    out.extend_from_slice(&bytes[start..]);
+    // Only ASCII was added, at character boundaries of a `str`.
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
+/// The index of the first byte at or after `from` that is not ASCII.
+fn next_non_ascii(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        if word & HIGHS != 0 {
+            break;
+        }
+        at += 8;
+    }
+    bytes[at..].iter().position(|&b| b >= 0x80).map(|i| at + i)
+}
+
 impl<'a> Serializer for &'a mut Writer {
     type Ok = ();
     type Error = Error;

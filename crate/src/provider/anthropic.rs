@@ -16,7 +16,9 @@
 //! read as a `Value` instead; every way reaches the same handlers.
 
 use super::framed::{event_kind, failure_from, json_object, non_empty_str, Events};
-use super::{usage, DecodeItem};
+use super::literal::Cursor;
+use super::usage::{self, AnthropicReport};
+use super::DecodeItem;
 use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
 use crate::message::ToolCall;
@@ -24,7 +26,7 @@ use crate::sse::SseEvent;
 use crate::thinking::{fill_empty_thinking, merge_thinking_blocks};
 use litemap::LiteMap;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::borrow::Cow;
 
 pub type Decoder = super::framed::Framed<State>;
@@ -44,7 +46,7 @@ pub struct State {
     tool_calls: LiteMap<u64, ToolCall>,
     thinking: Vec<Value>,
     reasoning_by_index: LiteMap<u64, String>,
-    usage: Map<String, Value>,
+    usage: AnthropicReport,
 }
 
 impl Events for State {
@@ -74,10 +76,10 @@ impl Events for State {
                 EventParts {
                     kind,
                     index: typed.index.unwrap_or(0),
-                    message_usage: message.as_ref(),
+                    message_usage: message,
                     content_block: typed.content_block,
                     delta: delta.as_ref(),
-                    usage: usage.as_ref(),
+                    usage,
                     error: error.as_ref(),
                 },
                 items,
@@ -96,10 +98,12 @@ impl Events for State {
             EventParts {
                 kind: event_kind(&data, event),
                 index: data.get("index").and_then(Value::as_u64).unwrap_or(0),
-                message_usage: part("message").and_then(|m| m.get("usage")),
+                message_usage: part("message")
+                    .and_then(|m| m.get("usage"))
+                    .and_then(AnthropicReport::from_value),
                 content_block,
                 delta: part("delta"),
-                usage: part("usage"),
+                usage: part("usage").and_then(AnthropicReport::from_value),
                 error: part("error"),
             },
             items,
@@ -134,10 +138,10 @@ fn may_be_block_delta(event: &SseEvent) -> bool {
 struct EventParts<'a> {
     kind: &'a str,
     index: u64,
-    message_usage: Option<&'a Value>,
+    message_usage: Option<AnthropicReport>,
     content_block: Option<Value>,
     delta: Option<&'a Value>,
-    usage: Option<&'a Value>,
+    usage: Option<AnthropicReport>,
     error: Option<&'a Value>,
 }
 
@@ -157,7 +161,7 @@ struct TypedEvent<'a> {
     #[serde(default)]
     delta: Option<Value>,
     #[serde(default)]
-    usage: Option<Value>,
+    usage: Option<AnthropicReport>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -165,7 +169,7 @@ struct TypedEvent<'a> {
 #[derive(Deserialize)]
 struct MessageHead {
     #[serde(default)]
-    usage: Option<Value>,
+    usage: Option<AnthropicReport>,
 }
 
 impl<'a> TypedEvent<'a> {
@@ -202,12 +206,50 @@ struct TypedDelta<'a> {
 
 impl<'a> TypedBlockDelta<'a> {
     fn read(data: &'a str) -> Option<Self> {
+        if let Some(event) = Self::read_literal(data) {
+            return Some(event);
+        }
         // A JSON array would fill the struct by position; only an object is an event.
         if !data.trim_start().starts_with('{') {
             return None;
         }
         let event: TypedBlockDelta = serde_json::from_str(data).ok()?;
         (event.kind == "content_block_delta").then_some(event)
+    }
+
+    /// The delta as Anthropic writes every one — `{"type":"content_block_delta","index":N,
+    /// "delta":{"type":"…","text"|"thinking"|"partial_json":"…"}}` — read without serde's
+    /// general reader (`literal`); `None` for any other text, which is then read the general way.
+    fn read_literal(data: &'a str) -> Option<Self> {
+        let mut cursor = Cursor::new(data);
+        cursor.literal(r#"{"type":"content_block_delta","index":"#)?;
+        let index = cursor.index()?;
+        cursor.literal(r#","delta":{"type":"#)?;
+        let kind = cursor.string()?;
+        cursor.literal(",")?;
+        let field = cursor.string()?;
+        cursor.literal(":")?;
+        let value = Some(cursor.string()?);
+        cursor.literal("}")?;
+        cursor.literal("}")?;
+        cursor.end()?;
+        let mut delta = TypedDelta {
+            kind,
+            text: None,
+            thinking: None,
+            partial_json: None,
+        };
+        match field.as_ref() {
+            "text" => delta.text = value,
+            "thinking" => delta.thinking = value,
+            "partial_json" => delta.partial_json = value,
+            _ => return None,
+        }
+        Some(TypedBlockDelta {
+            kind: Cow::Borrowed("content_block_delta"),
+            index,
+            delta,
+        })
     }
 }
 
@@ -227,7 +269,11 @@ impl State {
     fn dispatch(&mut self, event: EventParts<'_>, items: &mut Vec<DecodeItem>) {
         let null = &Value::Null;
         match event.kind {
-            "message_start" => self.take_usage(event.message_usage.unwrap_or(null), items),
+            "message_start" => {
+                if let Some(usage) = event.message_usage {
+                    self.take_usage(usage, items);
+                }
+            }
             "content_block_start" => {
                 self.start_block(event.index, event.content_block.unwrap_or_default(), items)
             }
@@ -420,7 +466,7 @@ impl State {
     fn message_delta(
         &mut self,
         delta: Option<&Value>,
-        usage: Option<&Value>,
+        usage: Option<AnthropicReport>,
         items: &mut Vec<DecodeItem>,
     ) {
         if let Some(reason) = non_empty_str(delta.and_then(|d| d.get("stop_reason"))) {
@@ -431,14 +477,9 @@ impl State {
         }
     }
 
-    /// Field-by-field overwrite of the raw usage (absent or null keeps), then normalized.
-    fn take_usage(&mut self, raw: &Value, items: &mut Vec<DecodeItem>) {
-        let Some(fields) = raw.as_object() else {
-            return;
-        };
-        for (key, value) in fields.iter().filter(|(_, v)| !v.is_null()) {
-            self.usage.insert(key.clone(), value.clone());
-        }
+    /// Field-by-field overwrite of the usage so far (absent or null keeps), then normalized.
+    fn take_usage(&mut self, report: AnthropicReport, items: &mut Vec<DecodeItem>) {
+        self.usage.merge(report);
         items.push(op(DeltaOp::SetUsage {
             usage: usage::anthropic(&self.usage),
         }));

@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod framed;
 pub mod gemini;
+pub mod literal;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod usage;

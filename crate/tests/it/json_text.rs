@@ -162,3 +162,35 @@ proptest! {
         same(&mixed);
     }
 }
+
+/// `escape_non_ascii`: the same JSON value, in pure ASCII (what the page is handed when few
+/// characters are outside ASCII), with `non_ascii_bytes` counting what it replaced.
+fn ascii_same_value(value: &Value) {
+    let text = to_string(value).expect("text");
+    let ascii = palaver::json_text::escape_non_ascii(&text);
+    assert!(ascii.is_ascii(), "{ascii}");
+    // Compared with the text read back, not `value`: serde_json's float reading may differ in a
+    // last digit from the float written, either way.
+    let read = |t: &str| serde_json::from_str::<Value>(t).ok();
+    assert_eq!(read(&ascii), read(&text));
+    assert!(read(&text).is_some());
+    let others = text.bytes().filter(|b| !b.is_ascii()).count();
+    assert_eq!(palaver::json_text::non_ascii_bytes(&text), others);
+    if others == 0 {
+        assert_eq!(ascii, text);
+    }
+}
+
+#[test]
+fn escaping_outside_ascii_keeps_the_value() {
+    ascii_same_value(&json!({"é": "naïve café 👋 \u{ffff} \u{10ffff}", "n": [1, "日本語", null]}));
+    let escaped = palaver::json_text::escape_non_ascii(r#"["é👋"]"#);
+    assert_eq!(escaped, r#"["\u00e9\ud83d\udc4b"]"#);
+}
+
+proptest! {
+    #[test]
+    fn escaping_outside_ascii_keeps_any_value(value in json_value()) {
+        ascii_same_value(&value);
+    }
+}

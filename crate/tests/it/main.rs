@@ -11,6 +11,8 @@ mod conformance;
 mod context;
 #[cfg(not(target_arch = "wasm32"))]
 mod json_text;
+#[cfg(not(target_arch = "wasm32"))]
+mod literal;
 mod render;
 #[cfg(not(target_arch = "wasm32"))]
 mod replication;
