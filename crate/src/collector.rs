@@ -3,9 +3,8 @@
 //! reason, the end marker, a failure. One code path: the session's turn loop collects every
 //! chunk with it, and `decode` (the CLI, the wire-oracle tests, the benches) does the same.
 
-use crate::delta::{DeltaOp, Draft, StreamFailure};
+use crate::delta::{Assembled, DeltaOp, Draft, StreamFailure};
 use crate::provider::{DecodeItem, ProviderKind, StreamDecoder};
-use serde_json::Value;
 
 #[derive(Debug, Default, Clone)]
 pub struct Collector {
@@ -49,7 +48,7 @@ impl Collector {
 
     /// The assembled message of SPEC §6.3 from the draft the ops built: `finish_reason` is
     /// `error` after a failure, else what the provider said.
-    pub fn assembled(&self, draft: Draft) -> Value {
+    pub fn assembled(&self, draft: Draft) -> Assembled {
         let finish_reason = if self.failure.is_some() {
             Some("error")
         } else {

@@ -3,15 +3,14 @@
 //! session does the same step by step.
 
 use crate::collector::Collector;
-use crate::delta::{DeltaOp, Draft};
+use crate::delta::{Assembled, DeltaOp, Draft};
 use crate::error::StreamDecodeError;
 use crate::provider::{ProviderKind, StreamDecoder};
-use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decoded {
     pub ops: Vec<DeltaOp>,
-    pub assembled: Value,
+    pub assembled: Assembled,
     /// The stream reached its end (SECURITY D8/D9): the end marker, or for Gemini a finish
     /// reason. A stream without it is truncated, whatever its content.
     pub complete: bool,

@@ -3,7 +3,7 @@
 //! Invariant: applying an append costs O(length of the delta); nothing here re-sends or copies
 //! the whole message per token. The draft turns into the assembled message (SPEC §6.3) at the end.
 
-use crate::message::{ChatMessage, Content, Role, ToolCall, Usage};
+use crate::message::{ChatMessage, Content, RawJson, Role, ToolCall, Usage};
 use crate::tagged::{self, Fields};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -17,7 +17,7 @@ pub enum DeltaOp {
     SetToolCalls { tool_calls: Vec<ToolCall> },
     SetThinkingBlocks { blocks: Vec<Value> },
     AddCitation { citation: Value },
-    AddServerContentBlock { block: Value },
+    AddServerContentBlock { block: RawJson },
     SetUsage { usage: Usage },
     MergeExtra { extra: Map<String, Value> },
 }
@@ -93,7 +93,7 @@ pub struct Draft {
     pub tool_calls: Vec<ToolCall>,
     pub thinking_blocks: Vec<Value>,
     pub citations: Vec<Value>,
-    pub server_content_blocks: Vec<Value>,
+    pub server_content_blocks: Vec<RawJson>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
@@ -151,30 +151,19 @@ impl Draft {
         self,
         finish_reason: Option<&str>,
         error: Option<&StreamFailure>,
-    ) -> Value {
-        let mut out = Map::new();
-        out.insert("role".into(), "assistant".into());
-        out.insert("content".into(), self.content.into());
-        out.insert("reasoning_content".into(), self.reasoning_content.into());
-        out.insert("thinking_blocks".into(), Value::Array(self.thinking_blocks));
-        out.insert("tool_calls".into(), to_json(&self.tool_calls));
-        out.insert("citations".into(), Value::Array(self.citations));
-        out.insert(
-            "server_content_blocks".into(),
-            Value::Array(self.server_content_blocks),
-        );
-        out.insert(
-            "finish_reason".into(),
-            finish_reason.map_or(Value::Null, Value::from),
-        );
-        out.insert(
-            "usage".into(),
-            self.usage.as_ref().map_or(Value::Null, to_json),
-        );
-        if let Some(error) = error {
-            out.insert("error".into(), to_json(error));
+    ) -> Assembled {
+        Assembled {
+            role: Role::Assistant,
+            content: self.content,
+            reasoning_content: self.reasoning_content,
+            thinking_blocks: self.thinking_blocks,
+            tool_calls: self.tool_calls,
+            citations: self.citations,
+            server_content_blocks: self.server_content_blocks,
+            finish_reason: finish_reason.map(str::to_string),
+            usage: self.usage,
+            error: error.cloned(),
         }
-        Value::Object(out)
     }
 
     /// The stored assistant message this draft becomes.
@@ -197,8 +186,28 @@ impl Draft {
     }
 }
 
-fn to_json<T: Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
+/// The assembled message (SPEC §6.3): every field written, in this order, `null` for a missing
+/// finish reason or usage; `error` only after a failure.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Assembled {
+    pub role: Role,
+    pub content: String,
+    pub reasoning_content: String,
+    pub thinking_blocks: Vec<Value>,
+    pub tool_calls: Vec<ToolCall>,
+    pub citations: Vec<Value>,
+    pub server_content_blocks: Vec<RawJson>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<StreamFailure>,
+}
+
+impl Assembled {
+    /// As a JSON value (the conformance suite compares it with the oracles).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
 }
 
 fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {

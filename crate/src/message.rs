@@ -217,7 +217,7 @@ pub struct ChatMessage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub citations: Option<Vec<Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub server_content_blocks: Option<Vec<Value>>,
+    pub server_content_blocks: Option<Vec<RawJson>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -406,5 +406,51 @@ impl ChatMessage {
             created_at_ms: self.created_at_ms,
             extra: self.extra.clone(),
         }
+    }
+}
+
+/// A JSON value kept as the text it came in, written out as it is: a provider's server content
+/// block (a 20 KB web search result) is read once, as text, and never built as a `Value` tree
+/// to be written out again (issue 20: that was a third of decoding such a stream in the wasm).
+/// Two are equal when they are the same JSON value, whatever their spacing.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct RawJson(Box<serde_json::value::RawValue>);
+
+impl RawJson {
+    /// A value's compact text.
+    pub fn from_value(value: &serde_json::Value) -> Self {
+        // Writing a `Value` cannot fail (its keys are strings); `null` for the impossible case.
+        RawJson(serde_json::value::to_raw_value(value).unwrap_or_else(|_| Self::null().0))
+    }
+
+    /// A text already checked as one JSON value (a `RawValue` read from an event).
+    pub fn from_raw(raw: &serde_json::value::RawValue) -> Self {
+        RawJson(raw.to_owned())
+    }
+
+    fn null() -> Self {
+        RawJson(serde_json::value::RawValue::NULL.to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The value, read from the text (for a caller that looks inside).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str() || self.to_value() == other.to_value()
+    }
+}
+
+impl From<serde_json::Value> for RawJson {
+    fn from(value: serde_json::Value) -> Self {
+        RawJson::from_value(&value)
     }
 }

@@ -61,7 +61,7 @@ fn print(decoded: &crate::decode::Decoded, ops: bool) -> ExitCode {
         writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&decoded.assembled).unwrap_or_default()
+            serde_json::to_string_pretty(&decoded.assembled.to_value()).unwrap_or_default()
         )
     };
     match result {

@@ -21,11 +21,13 @@ use super::usage::{self, AnthropicReport};
 use super::DecodeItem;
 use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
+use crate::message::RawJson;
 use crate::message::ToolCall;
 use crate::sse::SseEvent;
 use crate::thinking::{fill_empty_thinking, merge_thinking_blocks};
 use litemap::LiteMap;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 
@@ -36,7 +38,7 @@ enum Block {
     Text,
     Thinking,
     Tool { start_input: String },
-    Server { block: Value, json: String },
+    Server { block: RawJson, json: String },
     Other,
 }
 
@@ -77,7 +79,7 @@ impl Events for State {
                     kind,
                     index: typed.index.unwrap_or(0),
                     message_usage: message,
-                    content_block: typed.content_block,
+                    content_block: typed.content_block.map(StartedBlock::Text),
                     delta: delta.as_ref(),
                     usage,
                     error: error.as_ref(),
@@ -92,7 +94,8 @@ impl Events for State {
         let content_block = data
             .get_mut("content_block")
             .map(Value::take)
-            .filter(|v| !v.is_null());
+            .filter(|v| !v.is_null())
+            .map(StartedBlock::Value);
         let part = |key: &str| data.get(key).filter(|v| !v.is_null());
         self.dispatch(
             EventParts {
@@ -133,13 +136,12 @@ fn may_be_block_delta(event: &SseEvent) -> bool {
     }
 }
 
-/// What the handlers read of an event, however it was read (typed, or as a `Value`). The
-/// content block is owned: a server block is kept whole, so it is moved, not copied.
+/// What the handlers read of an event, however it was read (typed, or as a `Value`).
 struct EventParts<'a> {
     kind: &'a str,
     index: u64,
     message_usage: Option<AnthropicReport>,
-    content_block: Option<Value>,
+    content_block: Option<StartedBlock<'a>>,
     delta: Option<&'a Value>,
     usage: Option<AnthropicReport>,
     error: Option<&'a Value>,
@@ -156,8 +158,8 @@ struct TypedEvent<'a> {
     index: Option<u64>,
     #[serde(default)]
     message: Option<MessageHead>,
-    #[serde(default)]
-    content_block: Option<Value>,
+    #[serde(borrow, default)]
+    content_block: Option<&'a RawValue>,
     #[serde(default)]
     delta: Option<Value>,
     #[serde(default)]
@@ -275,7 +277,10 @@ impl State {
                 }
             }
             "content_block_start" => {
-                self.start_block(event.index, event.content_block.unwrap_or_default(), items)
+                let block = event
+                    .content_block
+                    .unwrap_or(StartedBlock::Value(Value::Null));
+                self.start_block(event.index, block, items)
             }
             "content_block_delta" => {
                 self.block_delta(event.index, event.delta.unwrap_or(null), items)
@@ -294,9 +299,18 @@ impl State {
         }
     }
 
-    fn start_block(&mut self, index: u64, block: Value, items: &mut Vec<DecodeItem>) {
-        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
-        let open = match kind {
+    fn start_block(&mut self, index: u64, block: StartedBlock, items: &mut Vec<DecodeItem>) {
+        let kind = block.kind();
+        if is_server_block(&kind) {
+            let block = Block::Server {
+                block: block.into_raw(),
+                json: String::new(),
+            };
+            self.open.insert(index, block);
+            return;
+        }
+        let block = block.into_value();
+        let open = match kind.as_str() {
             "text" => self.start_text(index, &block, items),
             "thinking" => self.start_thinking(index, block, items),
             "redacted_thinking" => {
@@ -305,10 +319,6 @@ impl State {
                 Block::Other
             }
             "tool_use" => self.start_tool(index, &block, items),
-            kind if is_server_block(kind) => Block::Server {
-                block,
-                json: String::new(),
-            },
             _ => Block::Other,
         };
         self.open.insert(index, open);
@@ -498,11 +508,79 @@ impl State {
     }
 }
 
-/// A server block with its streamed input parsed in; unparseable input keeps the start's.
-fn with_input(mut block: Value, json: &str) -> Value {
-    let parsed = serde_json::from_str::<Value>(json).ok();
-    if let (Some(input), Some(fields)) = (parsed, block.as_object_mut()) {
+/// A server block with its streamed input parsed in; unparseable input keeps the start's. Only
+/// a block whose input streamed (a small `server_tool_use`) is read and written again.
+fn with_input(block: RawJson, json: &str) -> RawJson {
+    let Ok(input) = serde_json::from_str::<Value>(json) else {
+        return block;
+    };
+    let mut block = block.to_value();
+    if let Some(fields) = block.as_object_mut() {
         fields.insert("input".into(), input);
     }
+    RawJson::from_value(&block)
+}
+
+/// A block that opens, as the event was read: its text (the typed reading, which leaves it
+/// unread) or a value (the tolerant reading).
+enum StartedBlock<'a> {
+    Text(&'a RawValue),
+    Value(Value),
+}
+
+/// A block's `type`, read without the rest of it (`IgnoredAny`-style: derive skips unknown keys).
+#[derive(Deserialize)]
+struct BlockKind<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+}
+
+impl StartedBlock<'_> {
+    /// The block's `type` (`""` when it has none, or is not an object). A block that starts
+    /// with its `type`, as Anthropic writes every one, is not read further: a 20 KB search
+    /// result was scanned a second time only to find it (issue 20). A block that repeats its
+    /// `type` (JSON leaves its meaning open) is read by the first one when it starts with it.
+    fn kind(&self) -> String {
+        let text = match self {
+            StartedBlock::Value(block) => return kind_of_value(block),
+            StartedBlock::Text(raw) => raw.get(),
+        };
+        let mut cursor = Cursor::new(text);
+        if let Some(kind) = cursor.literal(r#"{"type":"#).and_then(|_| cursor.string()) {
+            return kind.into_owned();
+        }
+        // Only an object has keys (derive would read an array by position); a repeated `type`
+        // (which derive refuses) is read as a value reads it, the last one winning.
+        let typed = text
+            .trim_start()
+            .starts_with('{')
+            .then(|| serde_json::from_str::<BlockKind>(text).ok())
+            .flatten();
+        match typed {
+            Some(block) => block.kind.map(Cow::into_owned).unwrap_or_default(),
+            None => kind_of_value(&serde_json::from_str(text).unwrap_or(Value::Null)),
+        }
+    }
+
+    fn into_value(self) -> Value {
+        match self {
+            StartedBlock::Text(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            StartedBlock::Value(block) => block,
+        }
+    }
+
+    fn into_raw(self) -> RawJson {
+        match self {
+            StartedBlock::Text(raw) => RawJson::from_raw(raw),
+            StartedBlock::Value(block) => RawJson::from_value(&block),
+        }
+    }
+}
+
+fn kind_of_value(block: &Value) -> String {
     block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }

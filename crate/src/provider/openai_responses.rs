@@ -156,7 +156,7 @@ impl State {
             "function_call" => self.function_call(index, item, items),
             kind if done && is_server_item(kind) => {
                 items.push(op(DeltaOp::AddServerContentBlock {
-                    block: without_nulls(item),
+                    block: without_nulls(item).into(),
                 }));
             }
             _ => {}

@@ -156,7 +156,8 @@ async fn a_whole_turn_through_fetch_for_each_provider_survives_a_reload() {
         let provider = ProviderKind::parse(kind).expect("kind");
         let expected = decode_stream(provider, &[sse.as_bytes()])
             .expect("decodes")
-            .assembled;
+            .assembled
+            .to_value();
         let reply = &snap["messages"][1];
         assert_eq!(reply["content"], expected["content"], "{kind}: {reply}");
         assert!(

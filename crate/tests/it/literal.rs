@@ -153,7 +153,7 @@ fn stream(texts: &[String], thinking: &[String], index: u64, reordered: bool) ->
 
 fn assembled(sse: &str) -> Value {
     match decode_stream(ProviderKind::Anthropic, &[sse.as_bytes()]) {
-        Ok(decoded) => decoded.assembled,
+        Ok(decoded) => decoded.assembled.to_value(),
         Err(error) => Value::String(format!("{error:?}")),
     }
 }

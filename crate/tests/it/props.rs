@@ -282,7 +282,7 @@ proptest! {
 /// What a chunking must not change: the assembled message and whether the stream completed (the
 /// ops themselves are batched per chunk, as the engine streams them).
 fn outcome(decoded: &Decoded) -> (Value, bool) {
-    (decoded.assembled.clone(), decoded.complete)
+    (decoded.assembled.to_value(), decoded.complete)
 }
 
 /// Every byte boundary: each case fed one byte at a time, and split in two at every offset
@@ -333,7 +333,10 @@ fn d09_every_truncation_is_complete_or_a_typed_prefix() {
                 Err(other) => panic!("{}: {other:?}", case.name),
             };
             for key in ["content", "reasoning_content"] {
-                let (part, all) = (text(&prefix.assembled, key), text(&whole.assembled, key));
+                let (part, all) = (
+                    text(&prefix.assembled.to_value(), key),
+                    text(&whole.assembled.to_value(), key),
+                );
                 if prefix.complete {
                     assert_eq!(
                         part, all,

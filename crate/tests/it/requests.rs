@@ -225,7 +225,8 @@ fn the_local_kind_is_openai_chat_on_the_wire() {
     let sse = crate::support::wire("openai-chat/parallel_tool_calls_gpt4o.sse").unwrap_or_default();
     assert!(!sse.is_empty(), "the wire transcript is missing");
     let decode = |kind| {
-        palaver::decode::decode_stream(kind, &[sse.as_bytes()]).map(|d| (d.assembled, d.complete))
+        palaver::decode::decode_stream(kind, &[sse.as_bytes()])
+            .map(|d| (d.assembled.to_value(), d.complete))
     };
     let local = decode(ProviderKind::Local).unwrap_or_else(|e| panic!("local: {e:?}"));
     assert!(local.1, "the stream is complete");

@@ -246,7 +246,7 @@ fn d02_midstream_api_error_keeps_the_started_block() {
 fn d03_openai_midstream_error_keeps_text_byte_exact() {
     let sse = transcript("openai-chat/error_midstream_openai.sse");
     let expected = decode_stream(ProviderKind::OpenaiChat, &[sse.as_bytes()])
-        .map(|d| d.assembled["content"].clone())
+        .map(|d| d.assembled.to_value()["content"].clone())
         .unwrap_or(Value::Null);
     let mut h = harness("openai-chat", json!({}));
     send(&mut h, "hi");
@@ -377,7 +377,10 @@ fn d08_stream_cut_after_message_delta_is_truncated_with_partial_kept() {
     let error = runtime(&h)["error"].clone();
     assert_eq!(error["class"], "truncated", "{error}");
     assert_eq!(error["retryable"], true, "offers retry");
-    assert_eq!(messages(&h)[1]["content"], decoded.assembled["content"]);
+    assert_eq!(
+        messages(&h)[1]["content"],
+        decoded.assembled.to_value()["content"]
+    );
     let regenerate = command(
         &mut h,
         json!({"type": "regenerate", "client_request_id": "r1"}),
@@ -637,7 +640,7 @@ fn d17_user_abort_keeps_exactly_what_was_shown() {
     let sse = transcript("anthropic/text_basic.sse");
     let cut = cut_after_event(sse, "content_block_delta");
     let shown = decode_stream(ProviderKind::Anthropic, &[&sse.as_bytes()[..cut]])
-        .map(|d| d.assembled["content"].clone())
+        .map(|d| d.assembled.to_value()["content"].clone())
         .unwrap_or(Value::Null);
     let mut h = harness("anthropic", json!({}));
     send(&mut h, "hi");

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 fn assembled(sse: &str) -> Value {
     match decode_stream(ProviderKind::OpenaiChat, &[sse.as_bytes()]) {
-        Ok(decoded) => decoded.assembled,
+        Ok(decoded) => decoded.assembled.to_value(),
         Err(e) => panic!("unexpected error: {e:?}"),
     }
 }
@@ -124,7 +124,7 @@ fn a_midstream_error_keeps_the_partial_and_the_providers_words() {
 /// The hostile cases for the other three decoders, each built on a real event shape.
 fn decode_kind(kind: ProviderKind, bytes: &[u8]) -> Result<Value, StreamDecodeError> {
     match decode_stream(kind, &[bytes]) {
-        Ok(decoded) => Ok(decoded.assembled),
+        Ok(decoded) => Ok(decoded.assembled.to_value()),
         Err(DecodeError::Stream { error, .. }) => Err(error),
         Err(other) => panic!("{other:?}"),
     }
@@ -280,7 +280,7 @@ fn a_done_line_after_any_providers_stream_is_accepted() {
     for (kind, sse) in cases {
         let decoded = decode_stream(kind, &[sse.as_bytes()])
             .unwrap_or_else(|e| panic!("{kind:?}: [DONE] must not be an error: {e:?}"));
-        assert_eq!(decoded.assembled["content"], "hi", "{kind:?}");
+        assert_eq!(decoded.assembled.to_value()["content"], "hi", "{kind:?}");
         assert!(decoded.complete, "{kind:?}: the stream is complete");
     }
 }

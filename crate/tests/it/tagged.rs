@@ -67,7 +67,7 @@ fn delta_ops() -> Vec<DeltaOp> {
             citation: json!({"url": "https://example.com"}),
         },
         DeltaOp::AddServerContentBlock {
-            block: json!({"type": "web_search_tool_result"}),
+            block: json!({"type": "web_search_tool_result"}).into(),
         },
         DeltaOp::SetUsage {
             usage: from(json!({"prompt_tokens": 1, "completion_tokens": 2})),

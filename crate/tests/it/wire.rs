@@ -132,7 +132,7 @@ fn wire_cases_match_their_oracles() {
         let bytes = case.sse.as_bytes();
         let chunks = chunks_at(bytes, case.splits.as_deref().unwrap_or(&[]));
         let decoded = decode(case, &chunks);
-        if let Err(e) = compare_assembled(&case.expected, &decoded.assembled) {
+        if let Err(e) = compare_assembled(&case.expected, &decoded.assembled.to_value()) {
             failures.push(format!("{}: {e}", case.name));
         }
     }
@@ -238,7 +238,7 @@ fn wire_cases_through_the_engine_match_their_oracles() {
             continue;
         };
         let assembled = draft.into_assembled(Some(&finish), None);
-        if let Err(e) = compare_assembled(&case.expected, &assembled) {
+        if let Err(e) = compare_assembled(&case.expected, &assembled.to_value()) {
             failures.push(format!("{kind}/{}: {e}", case.name));
         }
         checked += 1;
