@@ -53,7 +53,8 @@ fn byte_needs_escape(byte: u8) -> bool {
 }
 
 /// The index of the first byte at or after `from` that must be escaped, or `bytes.len()`.
-fn next_escape(bytes: &[u8], from: usize) -> usize {
+/// Also the end of a JSON string's plain run when reading one (`provider::literal`).
+pub fn next_escape(bytes: &[u8], from: usize) -> usize {
     let mut at = from;
     while let Some(chunk) = bytes.get(at..at + 8) {
         let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));

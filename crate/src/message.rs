@@ -215,7 +215,7 @@ pub struct ChatMessage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thinking_blocks: Option<Vec<Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub citations: Option<Vec<Value>>,
+    pub citations: Option<Vec<RawJson>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_content_blocks: Option<Vec<RawJson>>,
     #[serde(skip_serializing_if = "Option::is_none")]

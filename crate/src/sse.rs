@@ -141,7 +141,7 @@ impl SseDecoder {
         }
         let text = std::str::from_utf8(line)
             .map_err(|e| self.malformed(offset + e.valid_up_to() as u64, "invalid UTF-8"))?;
-        if text.starts_with(':') {
+        if line.first() == Some(&b':') {
             return Ok(());
         }
         let (field, value) = split_field(text);
@@ -197,8 +197,27 @@ impl SseDecoder {
     }
 }
 
+/// The first LF or CR. Eight bytes a step (SWAR): the wasm is size-optimized and 32-bit, where
+/// `memchr2` looks at four bytes a step through calls it does not inline — 7 % of a stream of
+/// short events (issue 20).
 fn find_line_end(bytes: &[u8]) -> Option<usize> {
-    memchr::memchr2(b'\n', b'\r', bytes)
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    let mut at = 0;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        if has_zero_byte(word ^ (ONES * u64::from(b'\n')))
+            || has_zero_byte(word ^ (ONES * u64::from(b'\r')))
+        {
+            break;
+        }
+        at += 8;
+    }
+    let rest = bytes.get(at..)?;
+    rest.iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .map(|i| at + i)
 }
 
 /// `field: value` → (field, value) with one leading space of the value removed.
@@ -207,8 +226,12 @@ fn find_line_end(bytes: &[u8]) -> Option<usize> {
 fn split_field(line: &str) -> (&str, &str) {
     match line.bytes().position(|b| b == b':') {
         Some(at) => {
-            let value = &line[at + 1..];
-            (&line[..at], value.strip_prefix(' ').unwrap_or(value))
+            let skip = if line.as_bytes().get(at + 1) == Some(&b' ') {
+                2
+            } else {
+                1
+            };
+            (&line[..at], &line[at + skip..])
         }
         None => (line, ""),
     }

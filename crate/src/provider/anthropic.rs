@@ -204,6 +204,11 @@ struct TypedDelta<'a> {
     thinking: Option<Cow<'a, str>>,
     #[serde(borrow)]
     partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    signature: Option<Cow<'a, str>>,
+    /// Left unread: a citation is kept as its text (`RawJson`).
+    #[serde(borrow)]
+    citation: Option<&'a RawValue>,
 }
 
 impl<'a> TypedBlockDelta<'a> {
@@ -240,11 +245,14 @@ impl<'a> TypedBlockDelta<'a> {
             text: None,
             thinking: None,
             partial_json: None,
+            signature: None,
+            citation: None,
         };
         match field.as_ref() {
             "text" => delta.text = value,
             "thinking" => delta.thinking = value,
             "partial_json" => delta.partial_json = value,
+            "signature" => delta.signature = value,
             _ => return None,
         }
         Some(TypedBlockDelta {
@@ -330,7 +338,7 @@ impl State {
         }
         for citation in block["citations"].as_array().into_iter().flatten() {
             items.push(op(DeltaOp::AddCitation {
-                citation: citation.clone(),
+                citation: RawJson::from_value(citation),
             }));
         }
         Block::Text
@@ -376,6 +384,18 @@ impl State {
             "input_json_delta" => {
                 self.input_json(event.index, non_empty(&delta.partial_json), items)
             }
+            "signature_delta" => {
+                if let Some(signature) = &delta.signature {
+                    self.signature(event.index, signature, items);
+                }
+            }
+            "citations_delta" => {
+                if let Some(citation) = delta.citation {
+                    items.push(op(DeltaOp::AddCitation {
+                        citation: RawJson::from_raw(citation),
+                    }));
+                }
+            }
             _ => return false,
         }
         true
@@ -396,14 +416,18 @@ impl State {
                     self.append_thinking(index, text, items);
                 }
             }
-            "signature_delta" => self.signature(index, delta, items),
+            "signature_delta" => {
+                if let Some(signature) = delta.get("signature").and_then(Value::as_str) {
+                    self.signature(index, signature, items);
+                }
+            }
             "input_json_delta" => {
                 self.input_json(index, non_empty_str(delta.get("partial_json")), items)
             }
             "citations_delta" => {
                 if let Some(citation) = delta.get("citation").filter(|c| !c.is_null()) {
                     items.push(op(DeltaOp::AddCitation {
-                        citation: citation.clone(),
+                        citation: RawJson::from_value(citation),
                     }));
                 }
             }
@@ -419,10 +443,7 @@ impl State {
         items.push(op(DeltaOp::AppendReasoning { text: text.into() }));
     }
 
-    fn signature(&mut self, index: u64, delta: &Value, items: &mut Vec<DecodeItem>) {
-        let Some(signature) = delta.get("signature").and_then(Value::as_str) else {
-            return;
-        };
+    fn signature(&mut self, index: u64, signature: &str, items: &mut Vec<DecodeItem>) {
         merge_thinking_blocks(
             &mut self.thinking,
             json!({"type": "thinking", "index": index, "signature": signature}),

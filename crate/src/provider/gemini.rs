@@ -24,7 +24,7 @@ use super::framed::{failure_from, json_object, non_empty_str, Events};
 use super::{usage, DecodeItem};
 use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
-use crate::message::ToolCall;
+use crate::message::{RawJson, ToolCall};
 use crate::sse::SseEvent;
 use crate::thinking::{fill_empty_thinking, merge_thinking_blocks};
 use litemap::LiteMap;
@@ -179,7 +179,9 @@ impl State {
         for citation in chunks.into_iter().flatten().filter_map(citation_of) {
             if !self.citations.contains(&citation) {
                 self.citations.push(citation.clone());
-                items.push(DecodeItem::Op(DeltaOp::AddCitation { citation }));
+                items.push(DecodeItem::Op(DeltaOp::AddCitation {
+                    citation: RawJson::from_value(&citation),
+                }));
             }
         }
     }

@@ -48,14 +48,15 @@ impl<'a> Cursor<'a> {
         let mut escaped = false;
         let bytes = self.bytes();
         loop {
+            // Plain bytes are skipped a word at a time: a quote, a backslash or a control byte.
+            self.at = crate::json_text::next_escape(bytes, self.at.min(bytes.len()));
             match *bytes.get(self.at)? {
                 b'"' => break,
                 b'\\' => {
                     escaped = true;
                     self.at += 2;
                 }
-                byte if byte < 0x20 => return None,
-                _ => self.at += 1,
+                _ => return None, // a control byte, which JSON refuses in a string
             }
         }
         self.at += 1;

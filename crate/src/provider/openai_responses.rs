@@ -21,7 +21,7 @@ use super::framed::{event_kind, failure_from, json_object, non_empty_str, Events
 use super::DecodeItem;
 use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
-use crate::message::{ToolCall, Usage};
+use crate::message::{RawJson, ToolCall, Usage};
 use crate::sse::SseEvent;
 use crate::thinking::merge_thinking_blocks;
 use litemap::LiteMap;
@@ -95,7 +95,7 @@ fn text(data: &Value, items: &mut Vec<DecodeItem>, make: impl Fn(String) -> Delt
 fn annotation(data: &Value, items: &mut Vec<DecodeItem>) {
     if let Some(citation) = data.get("annotation").filter(|a| a.is_object()) {
         items.push(op(DeltaOp::AddCitation {
-            citation: citation.clone(),
+            citation: RawJson::from_value(citation),
         }));
     }
 }

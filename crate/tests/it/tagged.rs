@@ -64,7 +64,7 @@ fn delta_ops() -> Vec<DeltaOp> {
             blocks: vec![json!({"type": "thinking", "thinking": "t", "signature": "s"})],
         },
         DeltaOp::AddCitation {
-            citation: json!({"url": "https://example.com"}),
+            citation: json!({"url": "https://example.com"}).into(),
         },
         DeltaOp::AddServerContentBlock {
             block: json!({"type": "web_search_tool_result"}).into(),
