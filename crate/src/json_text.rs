@@ -40,6 +40,8 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// Whether any of the 8 bytes of `word` must be escaped: a control byte, `"` or `\`.
+/// Inlined by force: the size-optimized wasm otherwise calls it once per word.
+#[inline(always)]
 fn word_needs_escape(word: u64) -> bool {
     let below_space = word.wrapping_sub(ONES * 0x20) & !word;
     let quote = word ^ (ONES * u64::from(b'"'));

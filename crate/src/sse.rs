@@ -203,13 +203,14 @@ impl SseDecoder {
 fn find_line_end(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    const LFS: u64 = ONES * b'\n' as u64;
+    const CRS: u64 = ONES * b'\r' as u64;
     let mut at = 0;
     while let Some(chunk) = bytes.get(at..at + 8) {
         let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-        if has_zero_byte(word ^ (ONES * u64::from(b'\n')))
-            || has_zero_byte(word ^ (ONES * u64::from(b'\r')))
-        {
+        let (lf, cr) = (word ^ LFS, word ^ CRS);
+        // A byte of `lf` or `cr` is zero where the word has that byte.
+        if (lf.wrapping_sub(ONES) & !lf | cr.wrapping_sub(ONES) & !cr) & HIGHS != 0 {
             break;
         }
         at += 8;

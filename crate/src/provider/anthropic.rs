@@ -61,10 +61,13 @@ impl Events for State {
     ) -> Result<(), StreamDecodeError> {
         if may_be_block_delta(event) {
             if let Some(delta) = TypedBlockDelta::read(event.data) {
-                if self.typed_delta(&delta, items) {
-                    return Ok(());
-                }
+                self.typed_delta(&delta, items);
+                return Ok(());
             }
+        }
+        if let Some(index) = read_block_stop(event.data) {
+            self.stop_block(index, items);
+            return Ok(());
         }
         if let Some(typed) = TypedEvent::read(event.data) {
             let (message, delta, usage, error) = (
@@ -263,6 +266,16 @@ impl<'a> TypedBlockDelta<'a> {
     }
 }
 
+/// A `content_block_stop` as Anthropic writes every one, `{"type":"content_block_stop",
+/// "index":N}`: its index, read without serde's general reader (`literal`).
+fn read_block_stop(data: &str) -> Option<u64> {
+    let mut cursor = Cursor::new(data);
+    cursor.literal(r#"{"type":"content_block_stop","index":"#)?;
+    let index = cursor.index()?;
+    cursor.literal("}")?;
+    cursor.end().map(|_| index)
+}
+
 fn non_empty<'a>(text: &'a Option<Cow<'_, str>>) -> Option<&'a str> {
     text.as_deref().filter(|s| !s.is_empty())
 }
@@ -309,24 +322,20 @@ impl State {
 
     fn start_block(&mut self, index: u64, block: StartedBlock, items: &mut Vec<DecodeItem>) {
         let kind = block.kind();
-        if is_server_block(&kind) {
-            let block = Block::Server {
-                block: block.into_raw(),
-                json: String::new(),
-            };
-            self.open.insert(index, block);
-            return;
-        }
-        let block = block.into_value();
+        // Only the kinds whose fields are read are read as a value.
         let open = match kind.as_str() {
-            "text" => self.start_text(index, &block, items),
-            "thinking" => self.start_thinking(index, block, items),
+            "text" => self.start_text(index, &block.into_value(), items),
+            "thinking" => self.start_thinking(index, block.into_value(), items),
             "redacted_thinking" => {
-                merge_thinking_blocks(&mut self.thinking, block);
+                merge_thinking_blocks(&mut self.thinking, block.into_value());
                 self.emit_thinking(items);
                 Block::Other
             }
-            "tool_use" => self.start_tool(index, &block, items),
+            "tool_use" => self.start_tool(index, &block.into_value(), items),
+            kind if is_server_block(kind) => Block::Server {
+                block: block.into_raw(),
+                json: String::new(),
+            },
             _ => Block::Other,
         };
         self.open.insert(index, open);
@@ -371,8 +380,9 @@ impl State {
         Block::Tool { start_input }
     }
 
-    /// A typed per-token delta handled; `false` for another kind (read as a `Value` instead).
-    fn typed_delta(&mut self, event: &TypedBlockDelta<'_>, items: &mut Vec<DecodeItem>) -> bool {
+    /// A typed delta handled; another kind (`compaction_delta`…) is ignored, as `block_delta`
+    /// ignores it.
+    fn typed_delta(&mut self, event: &TypedBlockDelta<'_>, items: &mut Vec<DecodeItem>) {
         let delta = &event.delta;
         match delta.kind.as_ref() {
             "text_delta" => self.append_text(non_empty(&delta.text), items),
@@ -396,9 +406,8 @@ impl State {
                     }));
                 }
             }
-            _ => return false,
+            _ => {}
         }
-        true
     }
 
     fn append_text(&mut self, text: Option<&str>, items: &mut Vec<DecodeItem>) {
