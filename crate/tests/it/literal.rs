@@ -166,3 +166,90 @@ fn a_stream_of_deltas_reads_the_same_both_ways() {
     assert_eq!(fast["content"], "Hello \"quoted\"\n👋 é");
     assert_eq!(fast, assembled(&stream(&texts, &thinking, 0, true)));
 }
+
+/// Every real Anthropic transcript decodes to the same message when each event is written the
+/// general way — its keys (and its delta's) in reverse order, pretty-printed over several
+/// `data:` lines — so that no literal fast path and no typed reading in key order applies.
+#[test]
+fn every_anthropic_transcript_reads_the_same_the_general_way() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/wire/anthropic");
+    let mut cases = 0;
+    for entry in std::fs::read_dir(dir).expect("wire dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("sse") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("transcript");
+        let general = written_the_general_way(&text);
+        assert_ne!(general, text);
+        assert_eq!(outcome(&text), outcome(&general), "{}", path.display());
+        cases += 1;
+    }
+    assert!(cases >= 10, "only {cases} transcripts");
+}
+
+fn outcome(sse: &str) -> (Value, bool) {
+    match decode_stream(ProviderKind::Anthropic, &[sse.as_bytes()]) {
+        Ok(decoded) => (decoded.assembled.to_value(), true),
+        Err(palaver::decode::DecodeError::Stream { partial, .. }) => {
+            (partial.assembled.to_value(), false)
+        }
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
+fn written_the_general_way(sse: &str) -> String {
+    let mut out = String::new();
+    let mut decoder = palaver::sse::SseDecoder::new("anthropic");
+    let mut write = |event: &palaver::sse::SseEvent| {
+        if let Some(kind) = event.event {
+            out += &format!("event: {kind}\n");
+        }
+        let data = match serde_json::from_str::<Value>(event.data) {
+            Ok(mut value) => {
+                reverse_keys(&mut value);
+                if let Some(delta) = value.get_mut("delta") {
+                    reverse_keys(delta);
+                }
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            }
+            Err(_) => event.data.to_string(),
+        };
+        for line in data.lines() {
+            out += &format!("data: {line}\n");
+        }
+        out += "\n";
+        Ok(())
+    };
+    decoder.feed(sse.as_bytes(), &mut write).expect("framing");
+    decoder.finish(&mut write).expect("framing");
+    out
+}
+
+fn reverse_keys(value: &mut Value) {
+    if let Value::Object(map) = value {
+        let entries: Vec<_> = std::mem::take(map).into_iter().rev().collect();
+        map.extend(entries);
+    }
+}
+
+#[test]
+fn raw_json_is_equal_by_value_and_reads_from_text_or_value() {
+    use palaver::message::RawJson;
+    let spaced: RawJson = serde_json::from_str("{ \"a\" : [1, 2], \"b\": \"é\" }").expect("raw");
+    let compact = RawJson::from_value(&serde_json::json!({"a": [1, 2], "b": "é"}));
+    assert_eq!(compact.as_str(), r#"{"a":[1,2],"b":"é"}"#);
+    assert_eq!(spaced, compact);
+    assert_ne!(
+        compact,
+        RawJson::from_value(&serde_json::json!({"a": [2, 1]}))
+    );
+    // Written as it came, read back through a `Value` (how the engine's commands are read).
+    assert_eq!(
+        serde_json::to_string(&spaced).ok().as_deref(),
+        Some(spaced.as_str())
+    );
+    let from_value: RawJson =
+        serde_json::from_value(serde_json::json!({"a": [1, 2], "b": "é"})).expect("from value");
+    assert_eq!(from_value.as_str(), compact.as_str());
+}
