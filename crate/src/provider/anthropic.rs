@@ -324,7 +324,13 @@ impl State {
         let kind = block.kind();
         // Only the kinds whose fields are read are read as a value.
         let open = match kind.as_str() {
-            "text" => self.start_text(index, &block.into_value(), items),
+            "text" => match block.plain_text() {
+                Some(text) => {
+                    self.append_text(non_empty(&Some(text)), items);
+                    Block::Text
+                }
+                None => self.start_text(index, &block.into_value(), items),
+            },
             "thinking" => self.start_thinking(index, block.into_value(), items),
             "redacted_thinking" => {
                 merge_thinking_blocks(&mut self.thinking, block.into_value());
@@ -590,6 +596,19 @@ impl StartedBlock<'_> {
             Some(block) => block.kind.map(Cow::into_owned).unwrap_or_default(),
             None => kind_of_value(&serde_json::from_str(text).unwrap_or(Value::Null)),
         }
+    }
+
+    /// A text block as Anthropic starts every one, `{"type":"text","text":"…"}` (no citations):
+    /// its text, read by the literal path; `None` for any other block.
+    fn plain_text(&self) -> Option<Cow<'_, str>> {
+        let StartedBlock::Text(raw) = self else {
+            return None;
+        };
+        let mut cursor = Cursor::new(raw.get());
+        cursor.literal(r#"{"type":"text","text":"#)?;
+        let text = cursor.string()?;
+        cursor.literal("}")?;
+        cursor.end().map(|_| text)
     }
 
     fn into_value(self) -> Value {
