@@ -10,10 +10,28 @@ type Error = serde_json::Error;
 
 /// `value` as compact JSON text, equal to `serde_json::to_string(value)`.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
-    let mut writer = Writer { out: Vec::new() };
+    write(value, false).map(|(text, _)| text)
+}
+
+/// `value` as compact JSON text in pure ASCII: every character outside ASCII written as a
+/// `\uXXXX` escape (a surrogate pair above U+FFFF), the same JSON value; with how many bytes of
+/// UTF-8 those characters were. Why: a browser decodes an ASCII text from wasm memory on a fast
+/// path and `JSON.parse` reads it as a one-byte string; a single other character sends the whole
+/// text down the slow path, twice the time for a long message (issue 20).
+pub fn to_ascii_string<T: Serialize + ?Sized>(value: &T) -> Result<(String, usize), Error> {
+    write(value, true)
+}
+
+fn write<T: Serialize + ?Sized>(value: &T, ascii: bool) -> Result<(String, usize), Error> {
+    let mut writer = Writer {
+        out: Vec::new(),
+        ascii,
+        escaped_bytes: 0,
+    };
     value.serialize(&mut writer)?;
     // Only whole UTF-8 strings, ASCII escapes and serde_json's own output were written.
-    String::from_utf8(writer.out).map_err(ser::Error::custom)
+    let text = String::from_utf8(writer.out).map_err(ser::Error::custom)?;
+    Ok((text, writer.escaped_bytes))
 }
 
 /// serde_json's name for the struct a `RawValue` serializes as.
@@ -21,13 +39,75 @@ const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 struct Writer {
     out: Vec<u8>,
+    /// Characters outside ASCII are written as `\u` escapes.
+    ascii: bool,
+    /// How many bytes of UTF-8 were written as `\u` escapes.
+    escaped_bytes: usize,
 }
 
 impl Writer {
     fn string(&mut self, text: &str) {
         self.out.push(b'"');
-        escape_into(&mut self.out, text.as_bytes());
+        self.escaped(text);
         self.out.push(b'"');
+    }
+
+    /// A string's contents, escaped as serde_json escapes them (and outside ASCII in ASCII mode).
+    fn escaped(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        loop {
+            let at = next_special(bytes, start, self.ascii);
+            self.out.extend_from_slice(&bytes[start..at]);
+            let Some(&byte) = bytes.get(at) else { return };
+            start = at + 1;
+            match byte {
+                b'"' => self.out.extend_from_slice(b"\\\""),
+                b'\\' => self.out.extend_from_slice(b"\\\\"),
+                b'\n' => self.out.extend_from_slice(b"\\n"),
+                b'\r' => self.out.extend_from_slice(b"\\r"),
+                b'\t' => self.out.extend_from_slice(b"\\t"),
+                0x08 => self.out.extend_from_slice(b"\\b"),
+                0x0c => self.out.extend_from_slice(b"\\f"),
+                0x80.. => start = at + self.unicode_escape(text.get(at..).unwrap_or_default()),
+                _ => self.hex_escape(u16::from(byte)),
+            }
+        }
+    }
+
+    /// The text of a `RawValue` as it is; in ASCII mode with its characters outside ASCII
+    /// escaped (they can only be inside its strings).
+    fn raw(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        while self.ascii {
+            let Some(at) = next_non_ascii(bytes, start) else {
+                break;
+            };
+            self.out.extend_from_slice(&bytes[start..at]);
+            start = at + self.unicode_escape(text.get(at..).unwrap_or_default());
+        }
+        self.out
+            .extend_from_slice(bytes.get(start..).unwrap_or_default());
+    }
+
+    /// The first character of `rest` as `\u` escapes; its length in bytes (at least 1).
+    fn unicode_escape(&mut self, rest: &str) -> usize {
+        let c = rest.chars().next().unwrap_or(char::REPLACEMENT_CHARACTER);
+        let mut units = [0u16; 2];
+        for &unit in c.encode_utf16(&mut units).iter() {
+            self.hex_escape(unit);
+        }
+        self.escaped_bytes += c.len_utf8();
+        c.len_utf8()
+    }
+
+    fn hex_escape(&mut self, unit: u16) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        self.out.extend_from_slice(b"\\u");
+        for shift in [12, 8, 4, 0] {
+            self.out.push(HEX[usize::from((unit >> shift) & 0xf)]);
+        }
     }
 
     /// A number as serde_json writes it (the same digits, `null` for a float that is not finite).
@@ -57,85 +137,25 @@ fn byte_needs_escape(byte: u8) -> bool {
 /// The index of the first byte at or after `from` that must be escaped, or `bytes.len()`.
 /// Also the end of a JSON string's plain run when reading one (`provider::literal`).
 pub fn next_escape(bytes: &[u8], from: usize) -> usize {
+    next_special(bytes, from, false)
+}
+
+/// The first byte to escape, a byte outside ASCII counting as one when `ascii`.
+fn next_special(bytes: &[u8], from: usize, ascii: bool) -> usize {
+    let highs = if ascii { HIGHS } else { 0 };
     let mut at = from;
     while let Some(chunk) = bytes.get(at..at + 8) {
         let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-        if word_needs_escape(word) {
+        if word_needs_escape(word) || word & highs != 0 {
             break;
         }
         at += 8;
     }
-    at + bytes[at..]
+    let rest = bytes.get(at..).unwrap_or_default();
+    at + rest
         .iter()
-        .position(|&b| byte_needs_escape(b))
-        .unwrap_or(bytes.len() - at)
-}
-
-fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
-    let mut start = 0;
-    loop {
-        let at = next_escape(bytes, start);
-        out.extend_from_slice(&bytes[start..at]);
-        let Some(&byte) = bytes.get(at) else { return };
-        match byte {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            _ => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(byte >> 4)]);
-                out.push(HEX[usize::from(byte & 0xf)]);
-            }
-        }
-        start = at + 1;
-    }
-}
-
-/// How many bytes of `text` are not ASCII (counted a word at a time).
-pub fn non_ascii_bytes(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let mut words = bytes.chunks_exact(8);
-    let mut count = 0;
-    for chunk in &mut words {
-        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-        count += (word & HIGHS).count_ones() as usize;
-    }
-    count + words.remainder().iter().filter(|&&b| b >= 0x80).count()
-}
-
-/// JSON text with every character outside ASCII written as a `\uXXXX` escape (a surrogate
-/// pair above U+FFFF): the same JSON value, in pure ASCII. Outside strings JSON text is ASCII,
-/// so only string contents change. Why: a browser decodes an ASCII text from wasm memory on a
-/// fast path and `JSON.parse` reads it as a one-byte string; a single other character sends the
-/// whole text down the slow path, twice the time for a long message (issue 20).
-pub fn escape_non_ascii(text: &str) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(text.len() + 8 * non_ascii_bytes(text));
-    let mut start = 0;
-    while let Some(at) = next_non_ascii(bytes, start) {
-        out.extend_from_slice(&bytes[start..at]);
-        let mut chars = text[at..].chars();
-        let c = chars.next().unwrap_or(char::REPLACEMENT_CHARACTER);
-        let mut units = [0u16; 2];
-        for &unit in c.encode_utf16(&mut units).iter() {
-            out.extend_from_slice(b"\\u");
-            out.extend(
-                (0..4)
-                    .rev()
-                    .map(|i| HEX[usize::from((unit >> (4 * i)) & 0xf)]),
-            );
-        }
-        start = at + c.len_utf8();
-    }
-    out.extend_from_slice(&bytes[start..]);
-    // Only ASCII was added, at character boundaries of a `str`.
-    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+        .position(|&b| byte_needs_escape(b) || (ascii && b >= 0x80))
+        .unwrap_or(rest.len())
 }
 
 /// The index of the first byte at or after `from` that is not ASCII.
@@ -343,7 +363,7 @@ impl<'a> Compound<'a> {
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
         if self.raw {
-            return value.serialize(RawText(&mut self.writer.out));
+            return value.serialize(RawText(&mut *self.writer));
         }
         self.separate();
         self.writer.string(key);
@@ -578,7 +598,7 @@ impl Serializer for MapKey<'_> {
 }
 
 /// The text of a `RawValue`, written as it is (serde_json hands it over as a string).
-struct RawText<'a>(&'a mut Vec<u8>);
+struct RawText<'a>(&'a mut Writer);
 
 impl RawText<'_> {
     fn refuse<T>(self, _: T) -> Result<(), Error> {
@@ -596,7 +616,7 @@ impl Serializer for RawText<'_> {
         serialize_char(char));
 
     fn serialize_str(self, v: &str) -> Result<(), Error> {
-        self.0.extend_from_slice(v.as_bytes());
+        self.0.raw(v);
         Ok(())
     }
     fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), Error> {

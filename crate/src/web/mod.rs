@@ -112,22 +112,19 @@ fn js_error(name: &str, message: &str) -> JsValue {
 /// time) instead of a second serde-wasm-bindgen copy of each (issue 20: a sixth of the wasm), and
 /// V8 builds the objects faster than one boundary call per field would.
 fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
-    let text =
-        crate::json_text::to_string(value).map_err(|e| js_error("Internal", &e.to_string()))?;
-    js_sys::JSON::parse(&ascii_when_sparse(text))
-}
-
-/// A text whose characters outside ASCII are few (at most an eighth of its bytes: an English
-/// message with an emoji or an accent) is handed over in pure ASCII, `\u` escapes for the few:
-/// the browser's decoder and `JSON.parse` each take their one-byte fast path, about half the
-/// time. A text written mostly in another script is faster as UTF-8 (measured both ways, Node
-/// and Chromium, issue 20).
-fn ascii_when_sparse(text: String) -> String {
-    let others = crate::json_text::non_ascii_bytes(&text);
-    if others == 0 || others * 8 > text.len() {
-        return text;
-    }
-    crate::json_text::escape_non_ascii(&text)
+    let internal = |e: serde_json::Error| js_error("Internal", &e.to_string());
+    let (ascii, escaped_bytes) = crate::json_text::to_ascii_string(value).map_err(internal)?;
+    // A text whose characters outside ASCII are few (an English message with an emoji or an
+    // accent) is handed over in pure ASCII: the browser's decoder and `JSON.parse` each take
+    // their one-byte fast path, about half the time. A text mostly in another script (more
+    // than an eighth of it escaped) is faster as UTF-8, so it is written again that way
+    // (measured both ways in Node and Chromium, issue 20).
+    let text = if escaped_bytes * 8 > ascii.len() {
+        crate::json_text::to_string(value).map_err(internal)?
+    } else {
+        ascii
+    };
+    js_sys::JSON::parse(&text)
 }
 
 /// A JS value read as `T` through `JSON.stringify` (the reverse of [`to_js`]); `undefined` reads

@@ -163,20 +163,19 @@ proptest! {
     }
 }
 
-/// `escape_non_ascii`: the same JSON value, in pure ASCII (what the page is handed when few
-/// characters are outside ASCII), with `non_ascii_bytes` counting what it replaced.
-fn ascii_same_value(value: &Value) {
+/// `to_ascii_string`: the same JSON value as `to_string`, in pure ASCII, counting the UTF-8
+/// bytes it escaped (what the page is handed when few characters are outside ASCII).
+fn ascii_same_value<T: Serialize + ?Sized>(value: &T) {
     let text = to_string(value).expect("text");
-    let ascii = palaver::json_text::escape_non_ascii(&text);
+    let (ascii, escaped) = palaver::json_text::to_ascii_string(value).expect("ascii text");
     assert!(ascii.is_ascii(), "{ascii}");
     // Compared with the text read back, not `value`: serde_json's float reading may differ in a
     // last digit from the float written, either way.
     let read = |t: &str| serde_json::from_str::<Value>(t).ok();
     assert_eq!(read(&ascii), read(&text));
     assert!(read(&text).is_some());
-    let others = text.bytes().filter(|b| !b.is_ascii()).count();
-    assert_eq!(palaver::json_text::non_ascii_bytes(&text), others);
-    if others == 0 {
+    assert_eq!(escaped, text.bytes().filter(|b| !b.is_ascii()).count());
+    if escaped == 0 {
         assert_eq!(ascii, text);
     }
 }
@@ -184,8 +183,14 @@ fn ascii_same_value(value: &Value) {
 #[test]
 fn escaping_outside_ascii_keeps_the_value() {
     ascii_same_value(&json!({"é": "naïve café 👋 \u{ffff} \u{10ffff}", "n": [1, "日本語", null]}));
-    let escaped = palaver::json_text::escape_non_ascii(r#"["é👋"]"#);
-    assert_eq!(escaped, r#"["\u00e9\ud83d\udc4b"]"#);
+    let (text, escaped) = palaver::json_text::to_ascii_string(&json!(["é👋\n"])).expect("text");
+    assert_eq!(text, r#"["\u00e9\ud83d\udc4b\n"]"#);
+    assert_eq!(escaped, 6);
+    // A raw value's characters outside ASCII are escaped too; its text is otherwise kept.
+    let raw = RawValue::from_string(r#"{ "a": "é" }"#.to_string()).expect("raw");
+    ascii_same_value(&raw);
+    let (text, _) = palaver::json_text::to_ascii_string(&raw).expect("text");
+    assert_eq!(text, r#"{ "a": "\u00e9" }"#);
 }
 
 proptest! {
