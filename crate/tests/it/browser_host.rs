@@ -116,9 +116,11 @@ fn saved(snap: &Value) -> bool {
     snap["runtime"].get("storage_error").is_none()
 }
 
-const CASES: [(&str, &str); 4] = [
+const CASES: [(&str, &str); 5] = [
     ("openai-chat", "text_include_usage_gpt41"),
     ("anthropic", "cache_read_usage"),
+    // Server blocks (two web search results of 16 and 23 KB) and citations, kept as their text.
+    ("anthropic", "web_search_citations"),
     ("gemini", "text"),
     ("openai-responses", "text"),
 ];
@@ -160,6 +162,10 @@ async fn a_whole_turn_through_fetch_for_each_provider_survives_a_reload() {
             .to_value();
         let reply = &snap["messages"][1];
         assert_eq!(reply["content"], expected["content"], "{kind}: {reply}");
+        for key in ["server_content_blocks", "citations"] {
+            let got = reply.get(key).cloned().unwrap_or(json!([]));
+            assert_eq!(got, expected[key], "{kind}/{case}: {key}");
+        }
         assert!(
             reply["usage"]["prompt_tokens"]
                 .as_u64()
