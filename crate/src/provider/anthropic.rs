@@ -228,7 +228,7 @@ impl<'a> TypedBlockDelta<'a> {
     }
 
     /// The delta as Anthropic writes every one — `{"type":"content_block_delta","index":N,
-    /// "delta":{"type":"…","text"|"thinking"|"partial_json":"…"}}` — read without serde's
+    /// "delta":{"type":"…","text"|"thinking"|"partial_json"|"signature":"…"}}` — read without serde's
     /// general reader (`literal`); `None` for any other text, which is then read the general way.
     fn read_literal(data: &'a str) -> Option<Self> {
         let mut cursor = Cursor::new(data);
@@ -326,7 +326,7 @@ impl State {
         let open = match kind.as_str() {
             "text" => match block.plain_text() {
                 Some(text) => {
-                    self.append_text(non_empty(&Some(text)), items);
+                    self.append_text(Some(text.as_ref()).filter(|t| !t.is_empty()), items);
                     Block::Text
                 }
                 None => self.start_text(index, &block.into_value(), items),
@@ -564,13 +564,6 @@ enum StartedBlock<'a> {
     Value(Value),
 }
 
-/// A block's `type`, read without the rest of it (`IgnoredAny`-style: derive skips unknown keys).
-#[derive(Deserialize)]
-struct BlockKind<'a> {
-    #[serde(borrow, rename = "type", default)]
-    kind: Option<Cow<'a, str>>,
-}
-
 impl StartedBlock<'_> {
     /// The block's `type` (`""` when it has none, or is not an object). A block that starts
     /// with its `type`, as Anthropic writes every one, is not read further: a 20 KB search
@@ -582,18 +575,8 @@ impl StartedBlock<'_> {
             StartedBlock::Text(raw) => raw.get(),
         };
         let mut cursor = Cursor::new(text);
-        if let Some(kind) = cursor.literal(r#"{"type":"#).and_then(|_| cursor.string()) {
-            return kind.into_owned();
-        }
-        // Only an object has keys (derive would read an array by position); a repeated `type`
-        // (which derive refuses) is read as a value reads it, the last one winning.
-        let typed = text
-            .trim_start()
-            .starts_with('{')
-            .then(|| serde_json::from_str::<BlockKind>(text).ok())
-            .flatten();
-        match typed {
-            Some(block) => block.kind.map(Cow::into_owned).unwrap_or_default(),
+        match cursor.literal(r#"{"type":"#).and_then(|_| cursor.string()) {
+            Some(kind) => kind.into_owned(),
             None => kind_of_value(&serde_json::from_str(text).unwrap_or(Value::Null)),
         }
     }
