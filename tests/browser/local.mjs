@@ -160,7 +160,9 @@ async function deleteTheModel(page) {
   const before = (await transcript(page)).length;
   await page.fill('[data-testid=composer]', 'Are you there?');
   await page.click('[data-testid=send]');
-  await page.waitForFunction(() => globalThis.palaverApp.chat.runtime.state === 'error', null, { timeout: 60_000 });
+  // The status line is drawn with the frame after the state changes: wait for both.
+  await page.waitForFunction(() => globalThis.palaverApp.chat.runtime.state === 'error' &&
+    document.querySelector('[data-testid=status]')?.textContent.trim() !== '', null, { timeout: 60_000 });
   const said = await page.textContent('[data-testid=status]');
   check(/not stored in this browser/.test(said) && (await transcript(page)).length === before + 1, `a chat with a deleted model fails at once, saying to download it again; the chat keeps its messages (${said})`);
 }
