@@ -53,6 +53,7 @@ mod native {
             mirror: true,
             reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
             token: TOKEN.into(),
+            vault: None,
         };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

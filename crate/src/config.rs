@@ -5,6 +5,7 @@
 use crate::provider::ProviderKind;
 use crate::request::ProviderConfig;
 use crate::retry::RetryPolicy;
+use crate::thread::ToolRules;
 use crate::tools::ToolSpec;
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +38,10 @@ pub struct EngineConfig {
     /// How long a request may go without its first byte; defaults to `stall_timeout_ms`.
     #[serde(default)]
     pub first_byte_timeout_ms: Option<u64>,
+    /// The user's approval rules (Settings): the only source of a tool's rule; a chat's own
+    /// policy may only make it stricter (SECURITY F2).
+    #[serde(default)]
+    pub tool_rules: ToolRules,
 }
 
 fn default_stall_timeout() -> u64 {
@@ -65,6 +70,7 @@ impl Default for EngineConfig {
             retry: RetryPolicy::default(),
             first_byte_timeout_ms: None,
             compact_at: default_compact_at(),
+            tool_rules: ToolRules::new(),
         }
     }
 }

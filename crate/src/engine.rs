@@ -262,6 +262,11 @@ impl Engine {
         self.config.workspace_tools = tools;
     }
 
+    /// The user's approval rules from the next tool step on (Settings changed; SECURITY F2).
+    pub fn set_tool_rules(&mut self, rules: crate::thread::ToolRules) {
+        self.config.tool_rules = rules;
+    }
+
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }

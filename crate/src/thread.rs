@@ -56,6 +56,10 @@ pub struct ThreadParams {
     /// This chat's system prompt, replacing the host's (SPEC §7); `None`: the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
+    /// A system prompt that came with the chat from outside (an import, the workspace, a pull):
+    /// shown to the user, never sent until they accept it (SECURITY F2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposed_system_prompt: Option<String>,
     #[serde(default = "default_max_tool_rounds")]
     pub max_tool_rounds: u32,
     #[serde(default)]
@@ -84,6 +88,10 @@ pub struct ThreadParams {
     pub fallback_models: Vec<ModelRef>,
     #[serde(default)]
     pub composer_draft: String,
+    /// The workspace (`palaver serve`'s `workspace_id`) this chat was last used with: its copy
+    /// is kept there and nowhere else (SECURITY F4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -113,6 +121,7 @@ impl Default for ThreadParams {
             thinking_budget: None,
             context_tokens_cap: None,
             system_prompt: None,
+            proposed_system_prompt: None,
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             tool_policy: LiteMap::new(),
             parent_id: None,
@@ -124,6 +133,7 @@ impl Default for ThreadParams {
             allowed_tools: None,
             fallback_models: Vec::new(),
             composer_draft: String::new(),
+            workspace_id: None,
             extra: Map::new(),
         })
     }
@@ -148,6 +158,7 @@ impl ThreadParams {
             thinking_budget: f.or_default("thinking_budget")?,
             context_tokens_cap: f.or_default("context_tokens_cap")?,
             system_prompt: f.or_default("system_prompt")?,
+            proposed_system_prompt: f.or_default("proposed_system_prompt")?,
             max_tool_rounds: f.or_else("max_tool_rounds", default_max_tool_rounds)?,
             tool_policy: f.or_default("tool_policy")?,
             parent_id: f.or_default("parent_id")?,
@@ -159,6 +170,7 @@ impl ThreadParams {
             allowed_tools: f.or_default("allowed_tools")?,
             fallback_models: f.or_default("fallback_models")?,
             composer_draft: f.or_default("composer_draft")?,
+            workspace_id: f.or_default("workspace_id")?,
             extra: f.rest(),
         })
     }
@@ -192,19 +204,84 @@ impl ThreadParams {
             .is_none_or(|allowed| allowed.iter().any(|t| t == name))
     }
 
-    /// The rule for a tool: the thread's policy by name, then `*`, then the default (SPEC §8.4;
-    /// `read_only`: the tool's server marks it so).
-    pub fn rule_for(&self, tool_name: &str, read_only: bool) -> ToolRule {
-        self.tool_policy
-            .get(tool_name)
-            .or_else(|| self.tool_policy.get("*"))
-            .copied()
-            .unwrap_or_else(|| default_rule(tool_name, read_only))
+    /// The rule for a tool (SECURITY F2): the host's rule — its settings by name, then `*`, then
+    /// SPEC §8.4's default (`read_only`: a server the user trusts marks the tool so) — made
+    /// stricter, never looser, by this chat's own policy. Approval never comes from chat data.
+    pub fn rule_for(&self, host: &ToolRules, tool_name: &str, read_only: bool) -> ToolRule {
+        let host_rule =
+            lookup(host, tool_name).unwrap_or_else(|| default_rule(tool_name, read_only));
+        match lookup(&self.tool_policy, tool_name) {
+            Some(chat_rule) => host_rule.stricter(chat_rule),
+            None => host_rule,
+        }
     }
 }
 
+/// The approval rules the host sets (Settings → tool rules): by tool name, `*` for the rest.
+pub type ToolRules = LiteMap<String, ToolRule>;
+
+fn lookup(rules: &ToolRules, tool_name: &str) -> Option<ToolRule> {
+    rules.get(tool_name).or_else(|| rules.get("*")).copied()
+}
+
+impl ToolRule {
+    /// The stricter of two rules: deny over ask over auto.
+    pub fn stricter(self, other: ToolRule) -> ToolRule {
+        let rank = |rule: ToolRule| match rule {
+            ToolRule::Auto => 0,
+            ToolRule::Ask => 1,
+            ToolRule::Deny => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// The thread params that never come with a chat from outside (SECURITY F2): the steering params
+/// but the chat's place among others (`parent_id`, `root_chat_id`, `link_type`, `depth`) and its
+/// unsent text.
+fn dropped_from_outside(key: &str) -> bool {
+    STEERING_PARAMS.contains(&key)
+        && !matches!(
+            key,
+            "parent_id" | "root_chat_id" | "link_type" | "depth" | "composer_draft"
+        )
+}
+
+/// A thread as it may come from outside — an import, a restore from the workspace, a sync pull
+/// (SECURITY F2): its own keys, but what steers the agent is this browser's (`local`, the thread
+/// the chat has here, or nothing for a new chat). A system prompt the local thread does not have
+/// becomes `proposed_system_prompt`: shown, and used only once the user accepts it.
+pub fn from_outside(outside: &Value, local: &Value) -> Value {
+    let empty = Map::new();
+    let outside = outside.as_object().unwrap_or(&empty);
+    let local = local.as_object().unwrap_or(&empty);
+    let mut thread: Map<String, Value> = outside
+        .iter()
+        .filter(|(key, _)| !dropped_from_outside(key) && key.as_str() != "proposed_system_prompt")
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    for (key, value) in local {
+        if dropped_from_outside(key) || key == "proposed_system_prompt" {
+            thread.insert(key.clone(), value.clone());
+        }
+    }
+    let proposed = outside
+        .get("system_prompt")
+        .or_else(|| outside.get("proposed_system_prompt"))
+        .filter(|prompt| prompt.as_str().is_some_and(|p| !p.is_empty()))
+        .filter(|prompt| local.get("system_prompt") != Some(*prompt));
+    if let Some(prompt) = proposed {
+        thread.insert("proposed_system_prompt".into(), prompt.clone());
+    }
+    Value::Object(thread)
+}
+
 /// The thread params a tool's `session_metadata` may not set (SPEC §8.3): what steers the agent.
-pub const STEERING_PARAMS: [&str; 20] = [
+pub const STEERING_PARAMS: [&str; 21] = [
     "model",
     "provider",
     "mode",
@@ -214,6 +291,7 @@ pub const STEERING_PARAMS: [&str; 20] = [
     "thinking_budget",
     "context_tokens_cap",
     "system_prompt",
+    "proposed_system_prompt",
     "max_tool_rounds",
     "tool_policy",
     "parent_id",
@@ -227,8 +305,9 @@ pub const STEERING_PARAMS: [&str; 20] = [
     "fallback_models",
 ];
 
-/// SPEC §8.4's defaults; an MCP server's tool asks, unless its server marks it read-only
-/// (issue 17: another program's tool may do anything).
+/// SPEC §8.4's defaults; an MCP server's tool asks, unless a server the user trusts marks it
+/// read-only (issue 17, SECURITY F8: another program's tool may do anything, and its annotations
+/// are its own word).
 pub fn default_rule(tool_name: &str, read_only: bool) -> ToolRule {
     match tool_name {
         "write_file" | "edit_file" | "fetch_url" | "run_command" => ToolRule::Ask,

@@ -41,6 +41,10 @@ pub struct ToolSpec {
     /// provider, read for the default approval rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
+    /// Whether the user trusts the server's annotations (`trust_annotations` in their MCP config,
+    /// SECURITY F8): only then does `readOnlyHint` make the tool auto-approved by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trust_annotations: bool,
 }
 
 impl ToolSpec {
@@ -50,16 +54,19 @@ impl ToolSpec {
             description: description.into(),
             parameters,
             annotations: None,
+            trust_annotations: false,
         }
     }
 
-    /// The server says the tool only reads (MCP `readOnlyHint: true`).
+    /// A server the user trusts says the tool only reads (MCP `readOnlyHint: true`).
     pub fn is_read_only(&self) -> bool {
-        self.annotations
-            .as_ref()
-            .and_then(|a| a.get("readOnlyHint"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+        self.trust_annotations
+            && self
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("readOnlyHint"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
     }
 }
 

@@ -32,6 +32,9 @@ enum Command {
     /// Internal: run a program as `run_command`'s process reaper (see `proxy::reaper`).
     #[command(hide = true)]
     Reap {
+        /// `namespace` (a PID namespace when the kernel grants one) or `group`.
+        #[arg(long, default_value = "namespace")]
+        isolation: String,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         argv: Vec<String>,
     },
@@ -44,6 +47,8 @@ pub fn main() -> ExitCode {
         Command::Mcp(args) => crate::proxy::run_mcp(args),
         Command::Decode(args) => decode::run(args),
         Command::Linearize(args) => linearize::run(args),
-        Command::Reap { argv } => crate::proxy::reaper::run(&argv),
+        Command::Reap { isolation, argv } => {
+            crate::proxy::reaper::run(&argv, crate::proxy::reaper::Isolation::parse(&isolation))
+        }
     }
 }

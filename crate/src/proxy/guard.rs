@@ -172,7 +172,7 @@ fn preflight(origin: Option<&str>) -> Response {
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
         HeaderValue::from_static(
-            "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id",
+            "authorization, content-type, accept, range, mcp-session-id, mcp-protocol-version, last-event-id",
         ),
     );
     headers.insert(
@@ -190,7 +190,9 @@ fn with_cors(mut response: Response, origin: Option<&str>) -> Response {
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
         headers.insert(
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("mcp-session-id, mcp-protocol-version"),
+            HeaderValue::from_static(
+                "mcp-session-id, mcp-protocol-version, content-length, content-range",
+            ),
         );
     }
     response
@@ -221,35 +223,6 @@ pub const MODEL_WORKER_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-
 /// The path of the model worker's script as `palaver serve` serves `www/`.
 pub const MODEL_WORKER_PATH: &str = "/local/worker.js";
 
-/// `/models/`: a GET from an allowed origin (the extension) may read the file; no token (the
-/// models are public files, not the workspace), no credentials.
-pub async fn allow_listed_origins(
-    State(config): State<Arc<GuardConfig>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let origin = request
-        .headers()
-        .get(header::ORIGIN)
-        .and_then(|o| o.to_str().ok())
-        .filter(|o| config.allowed_origins.iter().any(|a| a == o))
-        .and_then(|o| HeaderValue::from_str(o).ok());
-    let mut response = next.run(request).await;
-    if let Some(origin) = origin {
-        let headers = response.headers_mut();
-        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-        headers.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("content-length, content-range"),
-        );
-        headers.insert(
-            "cross-origin-resource-policy",
-            HeaderValue::from_static("cross-origin"),
-        );
-    }
-    response
-}
-
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let path = request.uri().path();
     // The tools API and the MCP endpoint answer JSON or event streams, never a page.
@@ -263,7 +236,7 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    // Same-origin unless a route opened itself to the allowed origins (`allow_listed_origins`).
+    // Same-origin for every answer (an allowed origin reads through CORS, with the token).
     headers
         .entry("cross-origin-resource-policy")
         .or_insert(HeaderValue::from_static("same-origin"));

@@ -7,10 +7,12 @@ pub mod chat_files;
 pub mod confine;
 mod guard;
 pub mod mcp;
+mod models;
 pub mod reaper;
 mod server;
 mod token;
 pub mod tools;
+pub mod vault;
 mod walk;
 mod workspace;
 
@@ -167,6 +169,11 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
 }
 
 async fn bind_and_serve(port: u16, config: ServeConfig) -> std::io::Result<()> {
+    // Orphans of a child that killed its reaper come back here and are swept (SECURITY F3's
+    // fallback where no PID namespace is granted). Only the binary does this: an embedder's other
+    // children are not ours to kill.
+    reaper::orphans::become_subreaper();
+    tokio::spawn(reaper::orphans::run_sweeper());
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let port = listener.local_addr()?.port();
     println!("http://127.0.0.1:{port}/#token={}", config.token);
@@ -216,7 +223,28 @@ fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
         reaper: std::env::current_exe().ok(),
         mcp,
         token,
+        vault: vault_secret(),
     })
+}
+
+/// The vault secret in the user's config folder (F7); without one the page cannot remember keys
+/// (it says so), and `palaver serve` says why here.
+fn vault_secret() -> Option<std::sync::Arc<vault::VaultSecret>> {
+    let folder = vault::default_folder()?;
+    match vault::VaultSecret::load_or_create(&folder) {
+        Ok(secret) => Some(std::sync::Arc::new(secret)),
+        Err(e) => {
+            eprintln!("palaver serve: remembered keys cannot be unlocked: {e}");
+            None
+        }
+    }
+}
+
+/// `PATH` with only its absolute entries (SECURITY F1): a relative entry (`.`, an empty one,
+/// `node_modules/.bin`) would find programs in whatever folder a child runs in — a workspace's.
+pub fn absolute_path_var() -> Option<std::ffi::OsString> {
+    let path = std::env::var_os("PATH")?;
+    std::env::join_paths(std::env::split_paths(&path).filter(|dir| dir.is_absolute())).ok()
 }
 
 /// Whether an environment variable looks like a secret (provider keys, tokens, passwords).

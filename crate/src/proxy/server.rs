@@ -78,6 +78,8 @@ pub struct ServeConfig {
     /// The user's MCP servers (issue 17), from their own config file.
     pub mcp: McpConfig,
     pub token: String,
+    /// The secret that locks the page's remembered keys (F7; `None`: not offered).
+    pub vault: Option<Arc<super::vault::VaultSecret>>,
 }
 
 /// What the API's handlers share: the workspace tools and the user's MCP servers.
@@ -85,6 +87,8 @@ pub struct Api {
     pub tools: Arc<Tools>,
     pub mcp: Arc<McpHub>,
     pub chats: Arc<ChatFiles>,
+    /// The vault secret (F7), handed to the page behind the token.
+    pub vault: Option<Arc<super::vault::VaultSecret>>,
 }
 
 /// Refuses to serve the app from inside the workspace, or the workspace from inside the app: the
@@ -144,6 +148,7 @@ fn router_with(
         tools: tools.clone(),
         mcp: hub,
         chats: Arc::new(ChatFiles::new(workspace, config.mirror)),
+        vault: config.vault.clone(),
     });
     // Mirror files are whole trajectories: their own, larger body limit.
     let chat_routes = Router::new()
@@ -157,6 +162,7 @@ fn router_with(
         .layer(RequestBodyLimitLayer::new(chat_files::MAX_FILE as usize));
     let api_routes = Router::new()
         .route("/health", get(health))
+        .route("/vault", get(vault_secret))
         .route("/tools", get(list_tools))
         .route("/tools/{name}", post(call_tool))
         .route("/mcp", get(mcp_status))
@@ -175,8 +181,13 @@ fn router_with(
             guard::check_api,
         ));
     // Palaver's tools for any MCP client, behind the same guard as /api (token, Host, Origin).
+    let (mcp_service, sessions) = mcp::serve::http_service(tools, port);
     let mcp_endpoint = Router::new()
-        .fallback_service(mcp::serve::http_service(tools, port))
+        .fallback_service(mcp_service)
+        .layer(middleware::from_fn_with_state(
+            sessions,
+            mcp::serve::cap_sessions,
+        ))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(
@@ -188,12 +199,19 @@ fn router_with(
         .nest_service("/mcp", mcp_endpoint);
     if let Some(models) = &config.models {
         // Large files, fetched once and kept by the page: ranges (a cut download resumes), no
-        // compression (GGUF does not shrink), readable by the allowed origins (the extension).
-        app = app.nest_service(
+        // compression (GGUF does not shrink), behind the API's guard (token, Origin: F9).
+        app = app.nest(
             "/models",
-            Router::new().fallback_service(ServeDir::new(models)).layer(
-                middleware::from_fn_with_state(guard_config.clone(), guard::allow_listed_origins),
-            ),
+            Router::new()
+                .route("/{name}", get(super::models::model_file))
+                .fallback(|| async {
+                    json_error(StatusCode::NOT_FOUND, "not_found", "no such model file")
+                })
+                .with_state(Arc::new(models.clone()))
+                .layer(middleware::from_fn_with_state(
+                    guard_config.clone(),
+                    guard::check_api,
+                )),
         );
     }
     Ok(app
@@ -324,12 +342,29 @@ async fn json_error_bodies(response: Response) -> Response {
 }
 
 async fn health(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
+    let chats = api.chats.clone();
+    // Made on first use (it writes `.palaver/workspace-id`): off the async workers.
+    let workspace_id = tokio::task::spawn_blocking(move || chats.workspace_id())
+        .await
+        .ok()
+        .flatten();
     Json(
-        serde_json::json!({"ok": true, "version": crate::VERSION, "running_tools": api.tools.running()}),
+        serde_json::json!({"ok": true, "version": crate::VERSION, "running_tools": api.tools.running(), "workspace_id": workspace_id}),
     )
 }
 
-/// The workspace tools, then the tools of the user's MCP servers (`mcp__{server}__{tool}`).
+/// `GET /api/vault`: the secret that locks the page's remembered keys (F7), behind the token.
+async fn vault_secret(State(api): State<Arc<Api>>) -> Response {
+    match &api.vault {
+        Some(vault) => Json(serde_json::json!({"secret": vault.encoded()})).into_response(),
+        None => json_error(
+            StatusCode::NOT_FOUND,
+            "no_vault",
+            "this palaver serve keeps no vault secret (no user config folder)",
+        ),
+    }
+}
+
 fn mirror_error(e: MirrorError) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json_error(status, e.code(), &e.to_string())

@@ -196,7 +196,8 @@ fn ignored(stack: &[Rules], relative: &str, is_dir: bool) -> bool {
 }
 
 /// Walks `start` (already checked) depth-first. `visit` returns `false` to stop. The `.git`
-/// directory is skipped; hidden files are walked; symlinks are reported, never followed.
+/// and `.palaver` directories are skipped; hidden files are walked; symlinks are reported, never
+/// followed.
 pub fn walk(
     root: &Dir,
     start: &RelPath,
@@ -272,7 +273,9 @@ impl Walker<'_> {
             if let Some(stop) = self.budget.spent() {
                 return Err(Some(stop));
             }
-            if name == ".git" {
+            // `.git` is not the project's text; `.palaver` holds the user's chats, which the
+            // model's tools never see (SECURITY F4).
+            if name == ".git" || name.eq_ignore_ascii_case(crate::proxy::chat_files::DIR) {
                 continue;
             }
             let path = join(prefix, &name);

@@ -431,10 +431,16 @@ impl ChatSession {
             Err(refusal) => return self.refuse(client_request_id, &refusal),
         };
         self.truncate_at(0);
-        // The trajectory's own title, model and tool policy come back with it.
-        if let Ok(Value::Object(patch)) = serde_json::to_value(&loaded.thread) {
-            if loaded.thread != self.thread {
-                self.patch_thread(patch, loaded.thread.clone());
+        // A trajectory comes from outside (an import, the workspace): its title and links come
+        // back with it, but what steers the agent stays this chat's, and its own system prompt
+        // waits for the user's yes (SECURITY F2).
+        let outside = crate::thread::from_outside(&loaded.thread.to_json(), &self.thread.to_json());
+        if let (Value::Object(patch), Ok(thread)) = (
+            outside.clone(),
+            serde_json::from_value::<crate::thread::ThreadParams>(outside),
+        ) {
+            if thread != self.thread {
+                self.patch_thread(patch, thread);
             }
         }
         for message in loaded.messages {

@@ -90,7 +90,8 @@ impl ChatSession {
                     .workspace_tools
                     .iter()
                     .any(|t| &t.name == name && t.is_read_only());
-                self.thread.rule_for(name, read_only)
+                self.thread
+                    .rule_for(&ctx.config.tool_rules, name, read_only)
             }
         };
         if !matches!(kind, ToolKind::Engine(_)) && rule == ToolRule::Auto {

@@ -7,6 +7,11 @@
 //! copy becomes `conflict` and the page offers the choice (`keepBrowserCopy`, or opening the
 //! workspace's copy as a new chat). Restoring takes a workspace copy into this browser under its
 //! own id, once: a chat already here is never duplicated or replaced.
+//!
+//! One origin serves every workspace `palaver serve` is started in (the same port), so this
+//! browser's chats are many projects' chats (SECURITY F4): a chat is copied only into the
+//! workspace it was last used with (`thread.workspace_id`, set when a message is sent while
+//! paired), and the hashes of the copies are kept per workspace.
 
 use super::shared::*;
 use super::storage::trajectory_of;
@@ -35,6 +40,8 @@ pub enum CopyState {
     Failed { error: String },
     /// The workspace copy changed elsewhere; nothing is written until the user chooses.
     Conflict,
+    /// The chat belongs to another workspace (or was never used with one): not copied here.
+    OtherWorkspace,
 }
 
 #[derive(Default)]
@@ -45,8 +52,12 @@ pub(super) struct ChatFilesState {
     /// Chats saved again while their write was under way: written once more after it.
     again: HashSet<String>,
     listener: Option<Function>,
-    /// `localStorage` keys of the hashes are `{prefix}{chat_id}`.
+    /// `localStorage` keys of the hashes are `{prefix}{workspace_id}.{chat_id}`.
     prefix: String,
+    /// The paired workspace's id, once `/api/health` said it.
+    workspace: Option<String>,
+    /// Chats the user sent a message in since the pairing: they belong to this workspace.
+    used: HashSet<String>,
 }
 
 impl ChatFilesState {
@@ -69,6 +80,66 @@ pub(super) fn state_of(shared: &Handle, chat_id: &str) -> CopyState {
         .get(chat_id)
         .cloned()
         .unwrap_or(CopyState::Pending)
+}
+
+/// A message was sent in `chat_id` while paired: the chat is this workspace's from now on.
+pub(super) fn used(shared: &Handle, chat_id: &str) {
+    shared
+        .borrow_mut()
+        .chat_files
+        .used
+        .insert(chat_id.to_string());
+}
+
+/// The pairing changed: the workspace is asked its id again.
+pub(super) fn paired(shared: &Handle) {
+    let mut s = shared.borrow_mut();
+    s.chat_files.workspace = None;
+    s.chat_files.used.clear();
+    s.chat_files.states.clear();
+}
+
+/// The paired workspace's id (asked of `/api/health` once per pairing).
+async fn workspace_id(shared: &Handle) -> Result<String, String> {
+    if let Some(id) = shared.borrow().chat_files.workspace.clone() {
+        return Ok(id);
+    }
+    let Some((url, token)) = shared.borrow().proxy.clone() else {
+        return Err("not paired with palaver serve".into());
+    };
+    let response = fetch(&url, &token, "GET", "/api/health", &[], None).await?;
+    let body = body_text(&response).await;
+    let id = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["workspace_id"].as_str().map(String::from))
+        .ok_or_else(|| "palaver serve did not name its workspace (the mirror is off, or an older palaver serve)".to_string())?;
+    shared.borrow_mut().chat_files.workspace = Some(id.clone());
+    Ok(id)
+}
+
+/// Whether `chat_id` is the paired workspace's: bound to it, or used here since the pairing
+/// (then bound now, by a `set_params` the next save carries).
+fn belongs(shared: &Handle, chat_id: &str, workspace: &str) -> bool {
+    let bound = shared
+        .borrow()
+        .engine
+        .session(chat_id)
+        .and_then(|session| session.thread.workspace_id.clone());
+    if bound.as_deref() == Some(workspace) {
+        return true;
+    }
+    if !shared.borrow().chat_files.used.contains(chat_id) {
+        return false;
+    }
+    let command = serde_json::json!({"type": "set_params", "client_request_id": format!("bind-{}", now()), "patch": {"workspace_id": workspace}});
+    handle(
+        shared,
+        crate::engine::Input::Command {
+            chat_id: chat_id.to_string(),
+            command,
+        },
+    );
+    true
 }
 
 pub(super) fn set_listener(shared: &Handle, listener: Option<Function>) {
@@ -141,8 +212,8 @@ pub(super) async fn keep_browser_copy(shared: &Handle, chat_id: &str) -> CopySta
     state
 }
 
-fn hash_key(shared: &Handle, chat_id: &str) -> String {
-    format!("{}{chat_id}", shared.borrow().chat_files.prefix)
+fn hash_key(shared: &Handle, workspace: &str, chat_id: &str) -> String {
+    format!("{}{workspace}.{chat_id}", shared.borrow().chat_files.prefix)
 }
 
 /// Writes the chat's trajectory as the Refact export has it; says where the copy stands after.
@@ -150,6 +221,13 @@ async fn write(shared: &Handle, chat_id: &str, force: bool) -> CopyState {
     let Some((url, token)) = shared.borrow().proxy.clone() else {
         return CopyState::Off;
     };
+    let workspace = match workspace_id(shared).await {
+        Ok(id) => id,
+        Err(error) => return CopyState::Failed { error },
+    };
+    if !belongs(shared, chat_id, &workspace) {
+        return CopyState::OtherWorkspace;
+    }
     let Some(snapshot) = shared.borrow().engine.snapshot(chat_id) else {
         return CopyState::Pending;
     };
@@ -160,7 +238,7 @@ async fn write(shared: &Handle, chat_id: &str, force: bool) -> CopyState {
         Ok(text) => text,
         Err(e) => return CopyState::Failed { error: e },
     };
-    let key = hash_key(shared, chat_id);
+    let key = hash_key(shared, &workspace, chat_id);
     let mut headers = vec![("content-type", "application/json".to_string())];
     if !force {
         match local_storage_get(&key) {
@@ -193,7 +271,20 @@ pub(super) async fn check(shared: &Handle, chat_id: &str) -> CopyState {
     let Some((url, token)) = shared.borrow().proxy.clone() else {
         return CopyState::Off;
     };
-    let Some(mine) = local_storage_get(&hash_key(shared, chat_id)) else {
+    let workspace = match workspace_id(shared).await {
+        Ok(id) => id,
+        Err(error) => return CopyState::Failed { error },
+    };
+    let bound = shared
+        .borrow()
+        .engine
+        .session(chat_id)
+        .and_then(|session| session.thread.workspace_id.clone());
+    if bound.as_deref() != Some(workspace.as_str()) {
+        set_state(shared, chat_id, CopyState::OtherWorkspace);
+        return CopyState::OtherWorkspace;
+    }
+    let Some(mine) = local_storage_get(&hash_key(shared, &workspace, chat_id)) else {
         // Never written from here (saved before the pairing): its first copy now.
         saved(shared, chat_id);
         return state_of(shared, chat_id);
@@ -204,7 +295,7 @@ pub(super) async fn check(shared: &Handle, chat_id: &str) -> CopyState {
         // Gone from the workspace (deleted there, or .palaver removed): written again at the
         // next save, as a first copy.
         Ok(None) => {
-            remove_hash(shared, chat_id);
+            remove_hash(shared, &workspace, chat_id);
             CopyState::Pending
         }
         Err(e) => CopyState::Failed { error: e },
@@ -230,8 +321,8 @@ async fn head_hash(url: &str, token: &str, chat_id: &str) -> Result<Option<Strin
     }
 }
 
-fn remove_hash(shared: &Handle, chat_id: &str) {
-    let key = hash_key(shared, chat_id);
+fn remove_hash(shared: &Handle, workspace: &str, chat_id: &str) {
+    let key = hash_key(shared, workspace, chat_id);
     if let Some(storage) = js_sys::global()
         .dyn_into::<web_sys::Window>()
         .ok()
@@ -246,7 +337,16 @@ pub(super) fn deleted(shared: &Handle, chat_id: &str) {
     let Some((url, token)) = shared.borrow().proxy.clone() else {
         return;
     };
-    remove_hash(shared, chat_id);
+    // Only from the workspace the chat belonged to (its thread is gone: the one it was bound to
+    // when it was deleted, which the page's engine knew).
+    let Some(workspace) = shared.borrow().chat_files.workspace.clone() else {
+        return;
+    };
+    let key = hash_key(shared, &workspace, chat_id);
+    if local_storage_get(&key).is_none() {
+        return; // never copied into this workspace
+    }
+    remove_hash(shared, &workspace, chat_id);
     shared.borrow_mut().chat_files.states.remove(chat_id);
     let chat_id = chat_id.to_string();
     spawn_local(async move {
@@ -304,9 +404,15 @@ pub(super) async fn read(shared: &Handle, chat_id: &str) -> Result<(String, Stri
     Ok((body, hash))
 }
 
-/// After a restore, the copy read is the one this browser holds: later saves replace it.
-pub(super) fn adopt(shared: &Handle, chat_id: &str, hash: &str) {
-    local_storage_set(&hash_key(shared, chat_id), hash);
+/// After a restore, the copy read is the one this browser holds: later saves replace it. The
+/// chat came from this workspace: it is this workspace's.
+pub(super) async fn adopt(shared: &Handle, chat_id: &str, hash: &str) {
+    let Ok(workspace) = workspace_id(shared).await else {
+        return;
+    };
+    used(shared, chat_id);
+    belongs(shared, chat_id, &workspace);
+    local_storage_set(&hash_key(shared, &workspace, chat_id), hash);
     set_state(shared, chat_id, CopyState::Current);
 }
 

@@ -159,6 +159,7 @@ impl Host {
     #[wasm_bindgen(js_name = setProxy)]
     pub fn set_proxy(&self, url: String, token: String) {
         self.shared.borrow_mut().proxy = Some((url.trim_end_matches('/').to_string(), token));
+        chat_files::paired(&self.shared);
     }
 
     /// How requests of the `local` kind are sent: a function of `fetch`'s shape `(url, init) →
@@ -185,6 +186,19 @@ impl Host {
         let tools: Vec<crate::tools::ToolSpec> =
             from_js(&tools).map_err(|e| error("BadInput", &e))?;
         self.shared.borrow_mut().engine.set_workspace_tools(tools);
+        Ok(())
+    }
+
+    /// The user's approval rules (Settings → tool rules: `{tool or "*": "auto" | "ask" | "deny"}`),
+    /// from the next tool step on; a chat's own policy can only make them stricter (SECURITY F2).
+    /// Throws `BadInput` for anything else.
+    #[wasm_bindgen(js_name = setToolRules)]
+    pub fn set_tool_rules(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Record<string, ToolRule>")] rules: JsValue,
+    ) -> Result<(), JsValue> {
+        let rules: crate::thread::ToolRules = from_js(&rules).map_err(|e| error("BadInput", &e))?;
+        self.shared.borrow_mut().engine.set_tool_rules(rules);
         Ok(())
     }
 
@@ -383,6 +397,10 @@ impl Host {
             tabs::post(&channel, &json!({"kind": "command", "command": command}));
             return Ok(to_js(&Vec::<Value>::new()));
         }
+        // A message sent while paired makes the chat this workspace's (its copy goes there).
+        if command["type"] == "user_message" {
+            chat_files::used(&self.shared, &chat_id);
+        }
         let step = handle(&self.shared, Input::Command { chat_id, command });
         Ok(to_js(&step.events))
     }
@@ -509,7 +527,7 @@ impl Host {
                 ));
             }
             import_as(&shared, &chat_id, &text).await?;
-            chat_files::adopt(&shared, &chat_id, &hash);
+            chat_files::adopt(&shared, &chat_id, &hash).await;
             Ok(JsValue::from_str(&chat_id))
         })
     }

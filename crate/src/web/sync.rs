@@ -618,7 +618,8 @@ async fn store(shared: &Handle, pulled: &[Pulled], pushed: &[Pushed]) -> Result<
             || json!({"id": chat_id, "thread": {}, "title": "", "updated_at": now()}),
         );
         if let Some(body) = chat_docs.get(chat_id) {
-            record["thread"] = body["thread"].clone();
+            // What steers the agent never comes from another device's document (SECURITY F2).
+            record["thread"] = crate::thread::from_outside(&body["thread"], &record["thread"]);
             record["title"] = body["title"].clone();
             record["updated_at"] = body["updated_at"].clone();
         }

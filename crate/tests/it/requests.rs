@@ -320,33 +320,39 @@ fn tool_result_images_reach_each_provider_in_its_shape() {
     );
 }
 
-/// Issue 17: an MCP server's tool asks before it runs, unless its server marks it read-only;
-/// the user's rule wins either way; the workspace tools keep SPEC §8.4's defaults.
+/// Issue 17, SECURITY F8: an MCP server's tool asks before it runs, unless a server the user
+/// trusts marks it read-only; the user's rule wins either way; the workspace tools keep SPEC
+/// §8.4's defaults.
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn mcp_tools_ask_unless_read_only() {
-    use palaver::thread::ToolRule;
+    use palaver::thread::{ToolRule, ToolRules};
+    let host = ToolRules::new();
     let mut thread = ThreadParams::default();
     assert_eq!(
-        thread.rule_for("mcp__everything__echo", false),
+        thread.rule_for(&host, "mcp__everything__echo", false),
         ToolRule::Ask
     );
     assert_eq!(
-        thread.rule_for("mcp__memory__read_graph", true),
+        thread.rule_for(&host, "mcp__memory__read_graph", true),
         ToolRule::Auto
     );
-    assert_eq!(thread.rule_for("read_file", false), ToolRule::Auto);
-    assert_eq!(thread.rule_for("write_file", true), ToolRule::Ask);
+    assert_eq!(thread.rule_for(&host, "read_file", false), ToolRule::Auto);
+    assert_eq!(thread.rule_for(&host, "write_file", true), ToolRule::Ask);
     thread
         .tool_policy
         .insert("mcp__memory__read_graph".into(), ToolRule::Deny);
     assert_eq!(
-        thread.rule_for("mcp__memory__read_graph", true),
+        thread.rule_for(&host, "mcp__memory__read_graph", true),
         ToolRule::Deny
     );
-    let spec: ToolSpec = serde_json::from_value(
+    // F8: the hint is the server's own word; only a server the user trusts sets a default.
+    let untrusted: ToolSpec = serde_json::from_value(
         serde_json::json!({"name": "mcp__a__b", "annotations": {"readOnlyHint": true}}),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    assert!(spec.is_read_only());
+    assert!(!untrusted.is_read_only());
+    let trusted: ToolSpec = serde_json::from_value(serde_json::json!({"name": "mcp__a__b", "annotations": {"readOnlyHint": true}, "trust_annotations": true}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(trusted.is_read_only());
 }

@@ -17,6 +17,7 @@ mod proxy_tools;
 mod second_round;
 mod serve;
 mod support;
+mod third_round;
 
 use serde_json::json;
 use std::os::unix::fs::symlink;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `tests/mcp/` with its npm packages: the tests need them (the test script installs them).
-fn mcp_dir() -> PathBuf {
+pub(crate) fn mcp_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp");
     let installed = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(
@@ -19,7 +19,7 @@ fn mcp_dir() -> PathBuf {
     dir
 }
 
-fn npm_server(package: &str) -> String {
+pub(crate) fn npm_server(package: &str) -> String {
     mcp_dir()
         .join(format!(
             "node_modules/@modelcontextprotocol/{package}/dist/index.js"
@@ -28,15 +28,15 @@ fn npm_server(package: &str) -> String {
         .to_string()
 }
 
-fn faulty() -> String {
+pub(crate) fn faulty() -> String {
     mcp_dir().join("faulty.mjs").display().to_string()
 }
 
 /// A real `palaver serve` with `servers` as its MCP config; the child is killed on drop.
-struct Served {
-    child: std::process::Child,
-    port: u16,
-    root: PathBuf,
+pub(crate) struct Served {
+    pub(crate) child: std::process::Child,
+    pub(crate) port: u16,
+    pub(crate) root: PathBuf,
 }
 
 impl Drop for Served {
@@ -47,7 +47,7 @@ impl Drop for Served {
     }
 }
 
-fn serve_with_mcp(name: &str, servers: Value, env: &[(&str, &str)]) -> Served {
+pub(crate) fn serve_with_mcp(name: &str, servers: Value, env: &[(&str, &str)]) -> Served {
     let dir = temp_dir(name);
     let root = dir.0.clone();
     std::mem::forget(dir); // removed by `Served`
@@ -59,7 +59,7 @@ fn serve_with_mcp(name: &str, servers: Value, env: &[(&str, &str)]) -> Served {
     Served { child, port, root }
 }
 
-fn get_json(port: u16, path: &str) -> Value {
+pub(crate) fn get_json(port: u16, path: &str) -> Value {
     request(
         port,
         "GET",
@@ -70,14 +70,14 @@ fn get_json(port: u16, path: &str) -> Value {
     .body
 }
 
-fn status_of(port: u16, server: &str) -> Value {
+pub(crate) fn status_of(port: u16, server: &str) -> Value {
     get_json(port, "/api/mcp")["servers"]
         .as_array()
         .and_then(|all| all.iter().find(|s| s["name"] == server).cloned())
         .unwrap_or(Value::Null)
 }
 
-fn wait_state(port: u16, server: &str, states: &[&str], seconds: u64) -> Value {
+pub(crate) fn wait_state(port: u16, server: &str, states: &[&str], seconds: u64) -> Value {
     eventually(seconds, || {
         states
             .iter()
@@ -86,7 +86,7 @@ fn wait_state(port: u16, server: &str, states: &[&str], seconds: u64) -> Value {
     status_of(port, server)
 }
 
-fn post(port: u16, path: &str, body: Value) -> Reply {
+pub(crate) fn post(port: u16, path: &str, body: Value) -> Reply {
     request(
         port,
         "POST",
@@ -97,7 +97,7 @@ fn post(port: u16, path: &str, body: Value) -> Reply {
 }
 
 /// NDJSON lines of a streamed MCP call.
-fn streamed(port: u16, name: &str, args: Value) -> Vec<Value> {
+pub(crate) fn streamed(port: u16, name: &str, args: Value) -> Vec<Value> {
     let body = args.to_string();
     let text = format!(
         "POST /api/tools/{name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -537,7 +537,7 @@ fn faulty_servers_fail_clearly_and_leave_nothing_behind() {
 }
 
 /// The pids of live processes whose command line or environment names `marker`.
-fn leftovers(marker: &str) -> Vec<String> {
+pub(crate) fn leftovers(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let pid = entry.file_name().to_string_lossy().to_string();

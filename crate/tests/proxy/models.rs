@@ -1,8 +1,10 @@
-//! `/models/` (issue 16): the GGUF files of the model in the page, served beside the app with
-//! ranges (a cut download resumes), readable by the allowed origins only, never from a folder the
-//! model can write; and the app cross-origin isolated (COOP + COEP) so the model runs on threads.
+//! `/models/` (issue 16, SECURITY F9): the GGUF files of the model in the page, served beside the
+//! app with ranges (a cut download resumes), behind the token, readable by the allowed origins
+//! only, only regular `*.gguf` files directly in the folder (no symlink, no dotfile), never from a
+//! folder the model can write; and the app cross-origin isolated (COOP + COEP) so the model runs
+//! on threads.
 
-use crate::support::{config_for, raw, start_with, temp_dir, TempDir};
+use crate::support::{config_for, raw, start_with, temp_dir, TempDir, TOKEN};
 use palaver::proxy::{Limits, ServeConfig, APP_CSP, MODEL_WORKER_CSP, MODEL_WORKER_PATH};
 
 fn models_server(name: &str, origins: &[&str]) -> (crate::support::Server, Vec<u8>) {
@@ -15,6 +17,13 @@ fn models_server(name: &str, origins: &[&str]) -> (crate::support::Server, Vec<u
         .chain((0..4096u32).map(|i| i as u8))
         .collect();
     std::fs::write(models.join("tiny.gguf"), &bytes).unwrap_or_default();
+    // F9: what is not a plain model file directly in the folder is never served.
+    std::fs::write(models.join(".hidden.gguf"), b"GGUF hidden").unwrap_or_default();
+    std::fs::write(models.join("notes.txt"), b"not a model").unwrap_or_default();
+    std::os::unix::fs::symlink("/etc/passwd", models.join("passwd.gguf")).unwrap_or_default();
+    std::os::unix::fs::symlink("/etc", models.join("etc")).unwrap_or_default();
+    std::fs::create_dir_all(models.join("sub")).unwrap_or_default();
+    std::fs::write(models.join("sub/inner.gguf"), b"GGUF inner").unwrap_or_default();
     let config = ServeConfig {
         models: Some(models),
         allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
@@ -27,7 +36,7 @@ fn models_server(name: &str, origins: &[&str]) -> (crate::support::Server, Vec<u
 fn models_are_served_with_ranges_and_the_app_is_cross_origin_isolated() {
     let (server, bytes) = models_server("models-serve", &["chrome-extension://abc"]);
     let port = server.port;
-    let get = |path: &str, extra: &str| {
+    let anonymous = |path: &str, extra: &str| {
         raw(
             port,
             &format!(
@@ -35,6 +44,29 @@ fn models_are_served_with_ranges_and_the_app_is_cross_origin_isolated() {
             ),
         )
     };
+    let get = |path: &str, extra: &str| {
+        anonymous(path, &format!("Authorization: Bearer {TOKEN}\r\n{extra}"))
+    };
+    // F9: the token, as for the API.
+    let (status, head, _) = anonymous("/models/tiny.gguf", "");
+    assert_eq!(status, 401, "{head}");
+    for path in [
+        "/models/passwd.gguf",
+        "/models/etc/passwd",
+        "/models/.hidden.gguf",
+        "/models/notes.txt",
+        "/models/sub/inner.gguf",
+        "/models/sub%2finner.gguf",
+        "/models/%2e%2e%2fws%2fsub%2ffile.txt",
+        "/models/",
+    ] {
+        let (status, head, body) = get(path, "");
+        assert_eq!(status, 404, "{path}: {head}");
+        assert!(
+            !String::from_utf8_lossy(&body).contains("root:"),
+            "{path} served /etc/passwd"
+        );
+    }
     let (status, head, body) = get("/models/tiny.gguf", "");
     assert_eq!(status, 200, "{head}");
     assert_eq!(body, bytes, "the whole file");
@@ -56,18 +88,12 @@ fn models_are_served_with_ranges_and_the_app_is_cross_origin_isolated() {
         "{head}"
     );
     assert!(
-        head.contains("cross-origin-resource-policy: cross-origin"),
+        head.contains("access-control-expose-headers") && head.contains("content-range"),
         "{head}"
     );
-    let (_, head, _) = get("/models/tiny.gguf", "Origin: https://evil.example\r\n");
-    assert!(
-        !head.contains("access-control-allow-origin"),
-        "another origin may not read: {head}"
-    );
-    assert!(
-        head.contains("cross-origin-resource-policy: same-origin"),
-        "{head}"
-    );
+    let (status, head, _) = get("/models/tiny.gguf", "Origin: https://evil.example\r\n");
+    assert_eq!(status, 403, "another origin may not read: {head}");
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
     let (status, _, _) = get("/models/../ws/sub/file.txt", "");
     assert_ne!(status, 200, "no way out of the models folder");
     let (status, _, _) = get("/models/tiny.gguf", "Host: evil.example\r\n");

@@ -93,6 +93,7 @@ fn e3_serving_the_app_from_inside_the_workspace_is_refused() {
         mirror: true,
         reaper: None,
         token: TOKEN.into(),
+        vault: None,
     };
     let inside = config(ws.join("www"), ws.join("pkg"), ws.clone());
     let refused = palaver::proxy::router(&inside, 1, Limits::default()).err();

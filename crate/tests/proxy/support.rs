@@ -90,6 +90,7 @@ pub fn config_for(dir: &TempDir, allow_shell: bool) -> ServeConfig {
         mirror: true,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
+        vault: None,
     }
 }
 
@@ -288,6 +289,7 @@ pub fn first_line_of_serve() -> String {
     let dir = temp_dir("firstline");
     let root = dir.0.clone();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
+        .env("XDG_CONFIG_HOME", root.join("config"))
         .args(["serve", "--port", "0", "--www"])
         .arg(root.join("www"))
         .arg("--pkg")
@@ -338,7 +340,21 @@ pub fn serve_binary(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (std::process::Child, u16) {
+    serve_binary_in(root, &std::env::temp_dir(), extra, env)
+}
+
+/// `serve_binary` started in `cwd` (as a person starts it: in the workspace). Its config folder
+/// (`XDG_CONFIG_HOME`) is `root/config` unless `env` names another: a test never touches the
+/// user's own.
+pub fn serve_binary_in(
+    root: &std::path::Path,
+    cwd: &std::path::Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, u16) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
+        .current_dir(cwd)
+        .env("XDG_CONFIG_HOME", root.join("config"))
         .args(["serve", "--port", "0", "--token-file"])
         .arg(write_token_file(root))
         .arg("--www")
@@ -445,6 +461,7 @@ pub fn symlink_fixture(name: &str, allow_shell: bool, origins: &[&str]) -> (Serv
         mirror: true,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
+        vault: None,
     };
     (start_with(config, dir), t)
 }

@@ -66,6 +66,11 @@ pub struct Connection {
     peer: RwLock<Option<Peer<RoleClient>>>,
     /// The server's tools as it lists them (MCP JSON: name, description, inputSchema, …).
     tools: RwLock<Vec<Value>>,
+    /// Why its last tool listing stopped early (F5), shown in its status.
+    tools_cut: RwLock<Option<String>>,
+    /// A tool listing is under way / another was asked for meanwhile (list_changed coalesced).
+    refreshing: std::sync::atomic::AtomicBool,
+    refresh_again: std::sync::atomic::AtomicBool,
     protocol: RwLock<Option<String>>,
     pub stderr: Arc<Mutex<StderrTail>>,
     /// Progress token → where the call's progress lines go.
@@ -91,6 +96,9 @@ impl Connection {
             state: RwLock::new(State::Starting),
             peer: RwLock::new(None),
             tools: RwLock::new(Vec::new()),
+            tools_cut: RwLock::new(None),
+            refreshing: std::sync::atomic::AtomicBool::new(false),
+            refresh_again: std::sync::atomic::AtomicBool::new(false),
             protocol: RwLock::new(None),
             stderr: Arc::new(Mutex::new(StderrTail::default())),
             progress: Mutex::new(HashMap::new()),
@@ -233,7 +241,7 @@ impl Connection {
         else {
             return Err(RunError::Fatal("not a stdio server".into()));
         };
-        if !program_exists(command) {
+        if !program_exists(command, cwd) {
             return Err(RunError::Fatal(format!(
                 "its command `{command}` is not installed (not found{})",
                 if command.contains('/') {
@@ -246,7 +254,9 @@ impl Connection {
         let mut process = match reaper {
             Some(reaper) => {
                 let mut process = tokio::process::Command::new(reaper);
-                process.arg("reap").arg("--").arg(command);
+                process.args(crate::proxy::reaper::reap_args(std::slice::from_ref(
+                    command,
+                )));
                 process
             }
             None => tokio::process::Command::new(command),
@@ -257,15 +267,23 @@ impl Connection {
                 process.env(key, value);
             }
         }
-        process.envs(env);
-        if let Some(cwd) = cwd {
-            process.current_dir(cwd);
+        // A relative PATH entry (`.`, `node_modules/.bin`, an empty one) would find programs in
+        // whatever folder the server runs in (SECURITY F1).
+        if let Some(path) = crate::proxy::absolute_path_var() {
+            process.env("PATH", path);
         }
+        process.envs(env);
+        // Never palaver serve's own directory, which is usually the workspace (F1).
+        process.current_dir(cwd);
         process.process_group(0);
-        let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(process)
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| RunError::Failed(format!("it could not be started: {e}")))?;
+        let (transport, stderr) = crate::proxy::reaper::orphans::spawn_registered(|| {
+            let spawned = rmcp::transport::TokioChildProcess::builder(process)
+                .stderr(Stdio::piped())
+                .spawn()?;
+            let pid = spawned.0.id();
+            Ok((spawned, pid))
+        })
+        .map_err(|e| RunError::Failed(format!("it could not be started: {e}")))?;
         *lock(&self.pid) = transport.id().map(|id| id as i32);
         if let Some(stderr) = stderr {
             tokio::spawn(super::read_stderr(stderr, self.stderr.clone()));
@@ -292,6 +310,7 @@ impl Connection {
     pub fn kill_process(&self) {
         if let Some(pid) = lock(&self.pid).take() {
             crate::proxy::reaper::kill_tree(pid);
+            crate::proxy::reaper::orphans::forget(pid);
             // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
             unsafe {
                 libc::kill(-pid, libc::SIGKILL);
@@ -303,22 +322,60 @@ impl Connection {
         let _ = self.stop.send(true);
     }
 
-    /// Asks the server for its tools again (at start, and on `tools/list_changed`).
+    /// A message about this server as it may be shown: an HTTP server's URL redacted (F6).
+    fn scrub(&self, text: &str) -> String {
+        match &self.config.transport {
+            Transport::Http { url, .. } => super::config::redact_text(text, url),
+            Transport::Stdio { .. } => text.to_string(),
+        }
+    }
+
+    pub fn tools_cut(&self) -> Option<String> {
+        read(&self.tools_cut).clone()
+    }
+
+    /// Asks the server for its tools again (at start, and on `tools/list_changed`), within the
+    /// listing caps (F5).
     pub async fn refresh_tools(&self) {
         let Some(peer) = self.peer() else { return };
-        match peer.list_all_tools().await {
-            Ok(tools) => {
-                let tools = tools
-                    .iter()
-                    .filter_map(|t| serde_json::to_value(t).ok())
-                    .collect();
-                *write(&self.tools) = tools;
+        let listed = super::listing::list("tools", super::listing::CAPS, |cursor| {
+            let peer = peer.clone();
+            async move {
+                let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+                let page = peer
+                    .list_tools(Some(params))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok((super::listing::values(&page.tools), page.next_cursor))
             }
-            Err(e) => lock(&self.stderr).push(&format!("[palaver] tools/list failed: {e}")),
+        })
+        .await;
+        if let Some(cut) = &listed.cut {
+            lock(&self.stderr).push(&format!("[palaver] {cut}"));
         }
+        *write(&self.tools) = listed.items;
+        *write(&self.tools_cut) = listed.cut;
         self.tools_version
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _ = self.events.send(HubEvent::Tools);
+    }
+
+    /// `tools/list_changed`: one listing at a time, and one more after it when changes came
+    /// meanwhile — a server sending thousands of notifications gets two listings, not thousands.
+    pub async fn refresh_tools_coalesced(self: Arc<Self>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.refresh_again.store(true, SeqCst);
+        if self.refreshing.swap(true, SeqCst) {
+            return;
+        }
+        while self.refresh_again.swap(false, SeqCst) {
+            self.refresh_tools().await;
+        }
+        self.refreshing.store(false, SeqCst);
+        // A notification between the last swap and the store above would otherwise wait.
+        if self.refresh_again.load(SeqCst) {
+            Box::pin(self.refresh_tools_coalesced()).await;
+        }
     }
 
     /// Calls `tool`; progress notifications become lines on `progress`. Dropping the future
@@ -340,14 +397,20 @@ impl Connection {
         let handle = peer
             .send_cancellable_request(request, options)
             .await
-            .map_err(|e| CallError::Failed(e.to_string()))?;
+            .map_err(|e| CallError::Failed(self.scrub(&e.to_string())))?;
         let token = handle.progress_token.0.to_string();
         let _route = progress.map(|sender| ProgressRoute::new(self, token, sender));
         let cancel = CancelOnDrop {
             peer: peer.clone(),
             id: Some(handle.id.clone()),
         };
-        let result = handle.await_response().await;
+        // Progress resets the timeout, but never past the hard deadline (F10): a server sending
+        // progress for ever would keep a call — and the turn waiting on it — alive for ever.
+        let hard = self.config.hard_timeout;
+        let result = match tokio::time::timeout(hard, handle.await_response()).await {
+            Ok(result) => result,
+            Err(_) => return Err(CallError::Timeout(hard)), // `cancel` sends notifications/cancelled
+        };
         cancel.disarm();
         if _route.is_some() {
             // rmcp hands notifications to the handler on their own tasks: a progress sent just
@@ -365,7 +428,7 @@ impl Connection {
             Err(ServiceError::Timeout { timeout }) => Err(CallError::Timeout(timeout)),
             Err(ServiceError::McpError(error)) => Err(CallError::Refused(describe_error(&error))),
             Err(ServiceError::TransportClosed) => Err(CallError::Crashed(self.ended("during the call".into()))),
-            Err(e) => Err(CallError::Failed(e.to_string())),
+            Err(e) => Err(CallError::Failed(self.scrub(&e.to_string()))),
         }
     }
 }
@@ -474,34 +537,57 @@ async fn start_http(
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
     crate::proxy::install_tls();
+    // Its headers and the query of its URL are secrets (F6): no redirect to another origin
+    // (reqwest would carry the custom headers along), and no Referer naming the URL.
     let client = reqwest::Client::builder()
         .no_proxy()
+        .referer(false)
+        .redirect(reqwest::redirect::Policy::custom(same_origin_redirects))
         .build()
         .map_err(|e| RunError::Failed(e.to_string()))?;
     let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
     match tokio::time::timeout(START_TIMEOUT, handler.serve(transport)).await {
         Ok(Ok(running)) => Ok(running),
         Ok(Err(e)) => Err(RunError::Failed(format!(
-            "{url} did not complete the MCP handshake: {e}"
+            "{} did not complete the MCP handshake: {}",
+            super::config::redact_url(url),
+            super::config::redact_text(&e.to_string(), url)
         ))),
         Err(_) => Err(RunError::Failed(format!(
-            "{url} did not answer the MCP handshake within {} s",
+            "{} did not answer the MCP handshake within {} s",
+            super::config::redact_url(url),
             START_TIMEOUT.as_secs()
         ))),
     }
 }
 
-/// Whether `program` can be run: a path to an executable, or a name found on `PATH`.
-fn program_exists(program: &str) -> bool {
+/// Follows a redirect only within the origin of the first request, at most five times.
+fn same_origin_redirects(attempt: reqwest::redirect::Attempt) -> reqwest::redirect::Action {
+    let first = attempt.previous().first().map(reqwest::Url::origin);
+    if attempt.previous().len() > 5 {
+        attempt.error("too many redirects")
+    } else if first.is_some_and(|origin| origin == attempt.url().origin()) {
+        attempt.follow()
+    } else {
+        let to = super::config::redact_url(attempt.url().as_str());
+        attempt.error(format!(
+            "it redirects to another origin ({to}), which would receive its headers; not followed"
+        ))
+    }
+}
+
+/// Whether `program` can be run from `cwd`: a path to an executable (relative to `cwd`), or a
+/// name found on the absolute entries of `PATH`.
+fn program_exists(program: &str, cwd: &std::path::Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     let executable = |path: &std::path::Path| {
         path.metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if program.contains('/') {
-        return executable(std::path::Path::new(program));
+        return executable(&cwd.join(program));
     }
-    std::env::var_os("PATH")
+    crate::proxy::absolute_path_var()
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
 }
 
@@ -536,7 +622,7 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         if let Some(connection) = self.connection.upgrade() {
-            tokio::spawn(async move { connection.refresh_tools().await });
+            tokio::spawn(connection.refresh_tools_coalesced());
         }
     }
 
@@ -572,6 +658,9 @@ pub fn status(connection: &Connection) -> Value {
         "restarts": connection.restarts(),
         "stderr_tail": lock(&connection.stderr).last_lines(20),
     });
+    if let Some(cut) = connection.tools_cut() {
+        out["tools_cut"] = json!(cut);
+    }
     match state {
         State::Restarting {
             attempt,

@@ -7,6 +7,7 @@
 
 mod config;
 mod connection;
+mod listing;
 mod results;
 pub mod serve;
 
@@ -217,7 +218,13 @@ impl McpHub {
                 let Some(name) = offered_name(&connection.config.name, &tool) else {
                     continue;
                 };
-                specs.push(spec(&connection.config.name, &name, &tool));
+                let mut spec = spec(&connection.config.name, &name, &tool);
+                // Its annotations are the server's own word: they set a default rule only when
+                // the user's config trusts this server (F8).
+                if connection.config.trust_annotations {
+                    spec["trust_annotations"] = json!(true);
+                }
+                specs.push(spec);
             }
         }
         specs
@@ -281,13 +288,21 @@ impl McpHub {
             if !serves(&peer, "resources") {
                 continue;
             }
-            if let Ok(resources) = peer.list_all_resources().await {
-                for resource in resources {
-                    if let Ok(mut value) = serde_json::to_value(&resource) {
-                        value["server"] = json!(connection.config.name);
-                        all.push(value);
-                    }
+            let listed = listing::list("resources", listing::CAPS, |cursor| {
+                let peer = peer.clone();
+                async move {
+                    let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+                    let page = peer
+                        .list_resources(Some(params))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok((listing::values(&page.resources), page.next_cursor))
                 }
+            })
+            .await;
+            for mut value in listed.items {
+                value["server"] = json!(connection.config.name);
+                all.push(value);
             }
         }
         all
@@ -341,13 +356,21 @@ impl McpHub {
             if !serves(&peer, "prompts") {
                 continue;
             }
-            if let Ok(prompts) = peer.list_all_prompts().await {
-                for prompt in prompts {
-                    if let Ok(mut value) = serde_json::to_value(&prompt) {
-                        value["server"] = json!(connection.config.name);
-                        all.push(value);
-                    }
+            let listed = listing::list("prompts", listing::CAPS, |cursor| {
+                let peer = peer.clone();
+                async move {
+                    let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+                    let page = peer
+                        .list_prompts(Some(params))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok((listing::values(&page.prompts), page.next_cursor))
                 }
+            })
+            .await;
+            for mut value in listed.items {
+                value["server"] = json!(connection.config.name);
+                all.push(value);
             }
         }
         all

@@ -12,6 +12,9 @@ pub const TEXT_CAP: usize = 256 * 1024;
 /// One image's base64, and all of a result's images together, at most.
 pub const IMAGE_CAP: usize = 4 * 1024 * 1024;
 pub const IMAGES_CAP: usize = 8 * 1024 * 1024;
+/// `structuredContent` kept in `data` (stored with the chat, mirrored, synced), at most, as JSON
+/// text (F10): a larger one is left out with a note, its text still reaching the model capped.
+pub const STRUCTURED_CAP: usize = 256 * 1024;
 
 pub fn reply(server: &str, tool: &str, result: &Value) -> ToolReply {
     let mut text = String::new();
@@ -55,7 +58,16 @@ pub fn reply(server: &str, tool: &str, result: &Value) -> ToolReply {
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
     let mut data = json!({"server": server, "tool": tool});
     if let Some(structured) = structured {
-        data["structured_content"] = structured.clone();
+        let size = structured.to_string().len();
+        if size <= STRUCTURED_CAP {
+            data["structured_content"] = structured.clone();
+        } else {
+            data["structured_content_left_out"] = json!(format!(
+                "{} KB of structured content, over the {} KB kept with a chat",
+                size / 1024,
+                STRUCTURED_CAP / 1024
+            ));
+        }
     }
     if truncated {
         data["truncated"] = json!(true);

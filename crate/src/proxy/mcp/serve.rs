@@ -137,16 +137,79 @@ pub async fn serve_stdio(tools: Arc<Tools>) -> Result<(), String> {
         .map_err(|e| format!("the MCP server stopped: {e}"))
 }
 
-/// `/mcp` on `palaver serve`: the Streamable HTTP endpoint (its guard is the server's).
+/// At most this many `/mcp` sessions are kept (F10): a new one past it closes the oldest.
+pub const MAX_SESSIONS: usize = 64;
+
+type Manager = rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+/// The `/mcp` sessions in the order they began, so the oldest can be closed to make room.
+pub struct Sessions {
+    manager: Arc<Manager>,
+    order: std::sync::Mutex<std::collections::VecDeque<Arc<str>>>,
+}
+
+impl Sessions {
+    /// Closes the oldest sessions until one more fits (sessions closed by their clients or
+    /// timed out are forgotten first).
+    async fn make_room(&self) {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let live: std::collections::HashSet<Arc<str>> =
+            self.manager.sessions.read().await.keys().cloned().collect();
+        let evicted: Vec<Arc<str>> = {
+            let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+            order.retain(|id| live.contains(id));
+            let excess = (order.len() + 1).saturating_sub(MAX_SESSIONS);
+            order.drain(..excess).collect()
+        };
+        for id in evicted {
+            let _ = self.manager.close_session(&id).await;
+        }
+    }
+
+    fn began(&self, id: &str) {
+        self.order
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(Arc::from(id));
+    }
+}
+
+/// The guard's middleware for `/mcp`: a request without a session id starts one (an
+/// `initialize`), so room is made first and its id remembered after.
+pub async fn cap_sessions(
+    axum::extract::State(sessions): axum::extract::State<Arc<Sessions>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let starts = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if starts {
+        sessions.make_room().await;
+    }
+    let response = next.run(request).await;
+    if starts {
+        if let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            sessions.began(id);
+        }
+    }
+    response
+}
+
+/// `/mcp` on `palaver serve`: the Streamable HTTP endpoint (its guard is the server's), and its
+/// sessions, capped by `cap_sessions`.
 pub fn http_service(
     tools: Arc<Tools>,
     port: u16,
-) -> rmcp::transport::streamable_http_server::StreamableHttpService<
-    PalaverTools,
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-> {
+) -> (
+    rmcp::transport::streamable_http_server::StreamableHttpService<PalaverTools, Manager>,
+    Arc<Sessions>,
+) {
     use rmcp::transport::streamable_http_server::{
-        session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+        StreamableHttpServerConfig, StreamableHttpService,
     };
     let mut config = StreamableHttpServerConfig::default();
     // The server's own guard checks Host and Origin first; rmcp checks them again.
@@ -156,9 +219,15 @@ pub fn http_service(
         "127.0.0.1".into(),
         "localhost".into(),
     ];
-    StreamableHttpService::new(
+    let manager = Arc::new(Manager::default());
+    let service = StreamableHttpService::new(
         move || Ok(PalaverTools::new(tools.clone())),
-        LocalSessionManager::default().into(),
+        manager.clone(),
         config,
-    )
+    );
+    let sessions = Arc::new(Sessions {
+        manager,
+        order: std::sync::Mutex::new(std::collections::VecDeque::new()),
+    });
+    (service, sessions)
 }

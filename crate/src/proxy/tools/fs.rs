@@ -122,12 +122,16 @@ pub fn list_dir(ws: &Workspace, args: &Value) -> ToolReply {
         Ok(path) => path,
         Err(reply) => return reply,
     };
+    if let Err(reply) = refuse_private(ws, &path) {
+        return reply;
+    }
     let entries = match ws.dir().read_dir(path.as_str()) {
         Ok(entries) => entries,
         Err(e) => return io_error(&path, &e).into(),
     };
     let mut listed: Vec<(String, &'static str, u64)> = entries
         .flatten()
+        .filter(|entry| !private_name(&entry.file_name().to_string_lossy()))
         .map(|entry| {
             let name = entry.file_name().to_string_lossy().to_string();
             let (kind, size) = match entry.file_type() {
@@ -213,6 +217,7 @@ pub fn read_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply
 }
 
 fn read_bytes(ws: &Workspace, policy: &ToolPolicy, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
+    refuse_private(ws, path)?;
     // Non-blocking open: a FIFO without a writer would otherwise hang a blocking thread forever.
     let mut options = OpenOptions::new();
     options.read(true).custom_flags(libc::O_NONBLOCK);
@@ -369,6 +374,31 @@ fn is_protected(ws: &Workspace, path: &RelPath) -> bool {
         ancestor = dir.parent();
     }
     false
+}
+
+/// `.palaver` holds the user's chats (the workspace copy): the model's tools do not read it
+/// either (SECURITY F4), by any name or through any in-workspace symlink.
+fn private_name(name: &str) -> bool {
+    name.eq_ignore_ascii_case(crate::proxy::chat_files::DIR)
+}
+
+fn refuse_private(ws: &Workspace, path: &RelPath) -> Result<(), ToolReply> {
+    let named = path.as_str().split('/').any(private_name);
+    let reached = ws.dir().canonicalize(path.as_str()).is_ok_and(|real| {
+        real.iter()
+            .any(|part| part.to_str().is_none_or(private_name))
+    });
+    if named || reached {
+        return Err(ToolReply::refused(
+            403,
+            "private_path",
+            format!(
+                "`{}` is private: .palaver holds the user's chats, which the tools do not read",
+                path.as_str()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn refuse_protected(ws: &Workspace, path: &RelPath) -> Result<(), ToolReply> {

@@ -66,7 +66,7 @@ fn spawn(
                 ));
             }
             let mut command = Command::new(reaper);
-            command.arg("reap").arg("--").args(argv);
+            command.args(reaper::reap_args(argv));
             command
         }
         None => {
@@ -87,10 +87,17 @@ fn spawn(
             command.env(key, value);
         }
     }
+    // A program is found on PATH's absolute entries only (a `.` entry would run the workspace's).
+    if let Some(path) = crate::proxy::absolute_path_var() {
+        command.env("PATH", path);
+    }
     command.process_group(0);
-    command
-        .spawn()
-        .map_err(|e| ToolReply::failed("spawn_failed", format!("cannot run `{}`: {e}", argv[0])))
+    reaper::orphans::spawn_registered(|| {
+        let child = command.spawn()?;
+        let pid = child.id();
+        Ok((child, pid))
+    })
+    .map_err(|e| ToolReply::failed("spawn_failed", format!("cannot run `{}`: {e}", argv[0])))
 }
 
 /// Whether `program` names an executable file: by path (relative to the workspace) when it has a
@@ -104,7 +111,7 @@ fn program_exists(ws: &Workspace, program: &str) -> bool {
     if program.contains('/') {
         return executable(&ws.root().join(program));
     }
-    std::env::var_os("PATH")
+    crate::proxy::absolute_path_var()
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
 }
 
@@ -257,6 +264,7 @@ impl Drop for GroupKiller {
 fn kill_group(pgid: Option<i32>) {
     if let Some(pgid) = pgid.filter(|p| *p > 1) {
         reaper::kill_tree(pgid);
+        reaper::orphans::forget(pgid);
         // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
         unsafe {
             libc::kill(-pgid, libc::SIGKILL);

@@ -7,7 +7,16 @@
 //! outside the workspace is touched. Reads take regular files only, opened non-blocking, up to
 //! `MAX_FILE`. `.palaver/` gets a `.gitignore` ignoring everything, which the user may delete to
 //! commit chats with the code. `palaver serve --no-mirror` turns all of it off.
-//! The model's file tools cannot write here: `.palaver` is a protected name (`tools::fs`).
+//! The model's file tools can neither write nor read here (`tools::fs`, the walker): the copies
+//! are the user's chats, not the project's (SECURITY F4).
+//!
+//! Each workspace has an id (`.palaver/workspace-id`, made once, returned by `/api/health`): the
+//! page mirrors a chat only into the workspace it was used with, and keeps the hashes of its
+//! copies per workspace. The mirror writes only while git ignores `.palaver/chats/` (`git`), so a
+//! repository's own `.palaver/.gitignore` cannot get the chats committed. Files are written
+//! 0600; a mirror file with several hard links is not read (A48: one may be an outside file).
+
+mod git;
 
 use super::workspace::Workspace;
 use cap_fs_ext::DirExt;
@@ -47,6 +56,12 @@ pub enum MirrorError {
     NotFound(String),
     #[error("the workspace copy of chat `{0}` changed since this browser wrote it (another browser or a person); it is not overwritten")]
     Conflict(String),
+    #[error("git does not ignore .palaver/chats/ in this workspace (a .gitignore of the repository un-ignores it), so `git add -A` would commit your chats: they are not written here. Add `.palaver/` to .gitignore to keep copies of your chats in the workspace")]
+    NotIgnored,
+    #[error(
+        "`{0}` has several hard links (one may be a file outside the workspace); it is not read"
+    )]
+    HardLinked(String),
     #[error("{0}")]
     Io(String),
 }
@@ -62,6 +77,8 @@ impl MirrorError {
             MirrorError::BadTrajectory(_) => "bad_trajectory",
             MirrorError::NotFound(_) => "not_found",
             MirrorError::Conflict(_) => "conflict",
+            MirrorError::NotIgnored => "not_ignored_by_git",
+            MirrorError::HardLinked(_) => "hard_link",
             MirrorError::Io(_) => "io_error",
         }
     }
@@ -75,6 +92,8 @@ impl MirrorError {
             MirrorError::TooLarge { .. } => 413,
             MirrorError::NotFound(_) => 404,
             MirrorError::Conflict(_) => 412,
+            MirrorError::NotIgnored => 409,
+            MirrorError::HardLinked(_) => 403,
             MirrorError::Io(_) => 500,
         }
     }
@@ -119,11 +138,51 @@ pub fn hash(bytes: &[u8]) -> String {
 pub struct ChatFiles {
     ws: Arc<Workspace>,
     enabled: bool,
+    id: std::sync::OnceLock<Option<String>>,
 }
+
+/// The file that names the workspace (`.palaver/workspace-id`).
+const ID_FILE: &str = "workspace-id";
 
 impl ChatFiles {
     pub fn new(ws: Arc<Workspace>, enabled: bool) -> Self {
-        ChatFiles { ws, enabled }
+        ChatFiles {
+            ws,
+            enabled,
+            id: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// This workspace's id (made once, kept in `.palaver/workspace-id`); `None` when the mirror
+    /// is off or `.palaver` cannot be used (a symlink, not a directory).
+    pub fn workspace_id(&self) -> Option<String> {
+        if !self.enabled {
+            return None;
+        }
+        self.id.get_or_init(|| self.read_or_make_id()).clone()
+    }
+
+    fn read_or_make_id(&self) -> Option<String> {
+        let palaver = self.palaver_dir(true).ok()?;
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        if let Ok(file) = palaver.open_with(ID_FILE, &options) {
+            let mut text = String::new();
+            let meta = file.metadata().ok()?;
+            if !meta.is_file() {
+                return None;
+            }
+            file.into_std().take(128).read_to_string(&mut text).ok()?;
+            let id = text.trim();
+            let valid = (8..=64).contains(&id.len())
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            return valid.then(|| id.to_string());
+        }
+        let id = format!("ws-{}{}", nonce(), nonce());
+        write_new(&palaver, ID_FILE, format!("{id}\n").as_bytes()).ok()?;
+        Some(id)
     }
 
     /// Writes chat `id`'s trajectory (JSON text: an object with a `messages` array whose `id`,
@@ -142,6 +201,9 @@ impl ChatFiles {
         let lock = self.ws.lock_for(&relpath(&path)?);
         let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
         let dir = self.chats_dir(true)?;
+        if !git::ignores(self.ws.root(), &path) {
+            return Err(MirrorError::NotIgnored);
+        }
         let exists = match dir.symlink_metadata(&name) {
             Ok(meta) if meta.file_type().is_symlink() => return Err(MirrorError::Symlink(path)),
             Ok(meta) if !meta.is_file() => return Err(MirrorError::NotAFile(path)),
@@ -196,6 +258,9 @@ impl ChatFiles {
         let meta = file.metadata().map_err(io)?;
         if !meta.is_file() {
             return Err(MirrorError::NotAFile(path));
+        }
+        if cap_std::fs::MetadataExt::nlink(&meta) > 1 {
+            return Err(MirrorError::HardLinked(path));
         }
         if meta.len() > MAX_FILE {
             return Err(MirrorError::TooLarge {
@@ -286,11 +351,18 @@ impl ChatFiles {
     /// `.palaver/chats`, opened without following symlinks; created (with the `.gitignore`)
     /// when `create`.
     fn chats_dir(&self, create: bool) -> Result<Dir, MirrorError> {
+        let palaver = self.palaver_dir(create)?;
+        open_dir(&palaver, CHATS, &format!("{DIR}/{CHATS}"), create)
+    }
+
+    /// `.palaver`, opened without following symlinks; created (0700, with the `.gitignore`)
+    /// when `create`.
+    fn palaver_dir(&self, create: bool) -> Result<Dir, MirrorError> {
         let palaver = open_dir(self.ws.dir(), DIR, DIR, create)?;
         if create && palaver.symlink_metadata(".gitignore").is_err() {
             let _ = write_new(&palaver, ".gitignore", GITIGNORE.as_bytes());
         }
-        open_dir(&palaver, CHATS, &format!("{DIR}/{CHATS}"), create)
+        Ok(palaver)
     }
 }
 
@@ -298,7 +370,9 @@ fn open_dir(parent: &Dir, name: &str, shown: &str, create: bool) -> Result<Dir, 
     match parent.open_dir_nofollow(name) {
         Ok(dir) => Ok(dir),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-            match parent.create_dir(name) {
+            let mut builder = cap_std::fs::DirBuilder::new();
+            cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            match parent.create_dir_with(name, &builder) {
                 Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io(e)),
                 _ => {}
             }
@@ -317,9 +391,10 @@ fn is_symlink(dir: &Dir, name: &str) -> bool {
         .is_ok_and(|m| m.file_type().is_symlink())
 }
 
+/// A new file, readable by its owner only (0600): the chats are private.
 fn write_new(dir: &Dir, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
+    options.write(true).create_new(true).mode(0o600);
     let mut file = dir.open_with(name, &options)?.into_std();
     file.write_all(bytes).and_then(|()| file.sync_all())
 }

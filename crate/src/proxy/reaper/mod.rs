@@ -1,6 +1,21 @@
-//! The process reaper of `run_command` (SECURITY E7). A process group alone does not hold a
-//! command: a child that calls `setsid` leaves it, and a SIGKILLed server leaves everything
-//! running. So every command runs under `palaver reap -- ARGV…`, a small supervisor that
+//! The process reaper of `run_command` and of every stdio MCP server (SECURITY E7, F3). A process
+//! group alone does not hold a command: a child that calls `setsid` leaves it, and a SIGKILLed
+//! server leaves everything running. So every command runs under `palaver reap -- ARGV…`.
+//!
+//! **A PID namespace first** (`namespace`): the reaper makes a new PID namespace (with a user
+//! namespace mapping the caller's own ids when it is not root) whose init is a second reaper
+//! process. Nothing inside can leave it, and nothing inside can kill that init — the kernel drops
+//! a SIGKILL its namespace's own processes send it — so a child's `kill -9 $PPID` after starting
+//! `setsid` children kills nothing; when the init ends, the kernel kills everything left in the
+//! namespace. The outer reaper kills the init when it is told to stop or when `palaver serve` is
+//! gone (even SIGKILLed).
+//!
+//! **Where namespaces are refused** (a kernel or policy without unprivileged user namespaces), the
+//! reaper is the supervisor itself, as before, and `palaver serve` is a child subreaper whose
+//! sweep (`orphans`) kills and reaps whatever comes back to it: a child that killed its reaper
+//! cannot leave its tree for init while `palaver serve` lives.
+//!
+//! The supervisor
 //! - makes itself a *child subreaper*: every orphaned descendant, `setsid` or not, is re-parented
 //!   to it, so the whole tree stays below it;
 //! - kills that whole tree when the program ends, when it is told to stop (SIGTERM/SIGINT/SIGHUP),
@@ -12,9 +27,62 @@
 //! walks `/proc` for every descendant while the subreaper still holds them, kills them, then the
 //! reaper. Linux only, like the rest of the proxy's process handling.
 
+mod namespace;
+pub mod orphans;
+
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
+
+/// Set in `palaver serve`'s environment to `group` to run every reaper without a namespace (the
+/// fallback, for its tests); passed on to the reaper as `--isolation`.
+pub const ISOLATION_ENV: &str = "PALAVER_REAP_ISOLATION";
+
+/// How a reaper holds its program's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// A PID namespace when the kernel grants one, else `Group`.
+    Namespace,
+    /// A subreaper supervisor in the caller's namespace (the fallback).
+    Group,
+}
+
+impl Isolation {
+    /// What `palaver serve`'s environment asks for (`PALAVER_REAP_ISOLATION=group`).
+    pub fn from_env() -> Isolation {
+        match std::env::var(ISOLATION_ENV).as_deref() {
+            Ok("group") => Isolation::Group,
+            _ => Isolation::Namespace,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Namespace => "namespace",
+            Isolation::Group => "group",
+        }
+    }
+
+    pub fn parse(text: &str) -> Isolation {
+        if text == "group" {
+            Isolation::Group
+        } else {
+            Isolation::Namespace
+        }
+    }
+}
+
+/// The arguments that run `argv` under the reaper: `reap --isolation I -- ARGV…`.
+pub fn reap_args(argv: &[String]) -> Vec<String> {
+    let mut args = vec![
+        "reap".to_string(),
+        "--isolation".to_string(),
+        Isolation::from_env().name().to_string(),
+        "--".to_string(),
+    ];
+    args.extend(argv.iter().cloned());
+    args
+}
 
 /// How often the reaper checks that its parent is alive.
 const PARENT_POLL: Duration = Duration::from_millis(100);
@@ -132,13 +200,45 @@ fn signal_set(signals: &[i32]) -> libc::sigset_t {
     }
 }
 
+/// How the supervisor learns that the one it answers to is gone.
+#[derive(Debug, Clone, Copy)]
+enum ParentWatch {
+    /// `palaver serve`'s pid: gone when `getppid` changes.
+    Pid(i32),
+    /// The read end of a pipe whose write end only the outer reaper holds: gone at its hang-up
+    /// (a namespace's init sees no parent pid: `getppid` is 0 there).
+    Pipe(i32),
+}
+
+impl ParentWatch {
+    fn gone(self) -> bool {
+        match self {
+            ParentWatch::Pid(parent) => std::os::unix::process::parent_id() as i32 != parent,
+            ParentWatch::Pipe(fd) => namespace::hung_up(fd),
+        }
+    }
+}
+
 /// Runs `argv` under supervision and returns its exit code (see the module comment).
-pub fn run(argv: &[String]) -> std::process::ExitCode {
-    let Some((program, args)) = argv.split_first() else {
+pub fn run(argv: &[String], isolation: Isolation) -> std::process::ExitCode {
+    if argv.is_empty() {
         eprintln!("palaver reap: no program given");
         return std::process::ExitCode::from(2);
-    };
+    }
     let parent = std::os::unix::process::parent_id() as i32;
+    if isolation == Isolation::Namespace {
+        if let Some(code) = namespace::run_isolated(argv, parent) {
+            return code;
+        }
+    }
+    let status = supervise_program(argv, ParentWatch::Pid(parent));
+    kill_tree_below_self();
+    exit_like(status)
+}
+
+/// Starts `argv` and supervises it (see `supervise`); `None`: stopped, or its parent went away.
+fn supervise_program(argv: &[String], parent: ParentWatch) -> Option<i32> {
+    let (program, args) = argv.split_first()?;
     let watched = signal_set(&[libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]);
     // SAFETY: process-wide settings of this single-threaded supervisor; no memory is shared.
     unsafe {
@@ -161,17 +261,15 @@ pub fn run(argv: &[String]) -> std::process::ExitCode {
         Ok(child) => child,
         Err(e) => {
             eprintln!("cannot run `{program}`: {e}");
-            return std::process::ExitCode::from(127);
+            // As a shell says it: exit code 127.
+            return Some(127 << 8);
         }
     };
-    let main = child.id() as i32;
-    let status = supervise(main, parent, &watched);
-    kill_tree_below_self();
-    exit_like(status)
+    supervise(child.id() as i32, parent, &watched)
 }
 
 /// Waits for the program to end, or for a stop signal, or for the parent to go away.
-fn supervise(main: i32, parent: i32, watched: &libc::sigset_t) -> Option<i32> {
+fn supervise(main: i32, parent: ParentWatch, watched: &libc::sigset_t) -> Option<i32> {
     let timeout = libc::timespec {
         tv_sec: 0,
         tv_nsec: PARENT_POLL.as_nanos() as libc::c_long,
@@ -180,7 +278,7 @@ fn supervise(main: i32, parent: i32, watched: &libc::sigset_t) -> Option<i32> {
         if let Some(status) = reap_children(main) {
             return Some(status);
         }
-        if std::os::unix::process::parent_id() as i32 != parent {
+        if parent.gone() {
             return None;
         }
         // SAFETY: sigtimedwait reads the set and the timeout; no info is requested.
