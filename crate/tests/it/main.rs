@@ -16,6 +16,7 @@ mod literal;
 mod render;
 #[cfg(not(target_arch = "wasm32"))]
 mod replication;
+mod outside;
 mod requests;
 mod security_streams;
 #[cfg(not(target_arch = "wasm32"))]
