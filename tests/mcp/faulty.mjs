@@ -21,7 +21,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ListToolsRequestSchema, ListResourcesRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 
@@ -85,10 +85,13 @@ const work = {
   },
   structured: async () => ({ content: [{ type: 'text', text: 'big' }], structuredContent: { blob: 'z'.repeat(12 * 1024 * 1024) } }),
   spawner: async () => {
-    // `detached`: its own session (setsid), out of the server's process group.
-    const child = spawn('sleep', ['1000'], { detached: true, stdio: 'ignore', env: { ...process.env, FAULTY_MARKER: markers } });
+    // `detached`: its own session (setsid), out of the server's process group. It writes its own
+    // pid as the machine numbers it (the server may run in a PID namespace, where `child.pid` is
+    // the namespace's number): /proc is the host's mount.
+    const file = join(markers, 'spawned');
+    const child = spawn('sh', ['-c', `read -r p rest < /proc/self/stat; printf %s $p > ${file}.part; mv ${file}.part ${file}; exec sleep 1000`], { detached: true, stdio: 'ignore', env: { ...process.env, FAULTY_MARKER: markers } });
     child.unref();
-    writeFileSync(join(markers, 'spawned'), String(child.pid));
+    for (let i = 0; i < 100 && !existsSync(file); i += 1) await new Promise((resolve) => setTimeout(resolve, 20));
     return text(`started ${child.pid}`);
   },
 };

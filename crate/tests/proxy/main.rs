@@ -81,7 +81,10 @@ fn static_files_have_the_right_mime_types() {
 fn a27_a59_a_dropped_buffered_run_command_kills_the_whole_group() {
     let fx = fixture("dropped", true);
     let port = fx.server.port;
-    let script = "sleep 300 & echo $! > bg.pid; sleep 300";
+    let script = format!(
+        "{} sleep 300",
+        support::background_with_pid("sleep 300", "bg.pid")
+    );
     let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 100000}).to_string();
     let request = format!(
         "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -116,7 +119,11 @@ fn a27_stopping_the_server_kills_running_commands_and_their_children() {
     for accept in ["application/json", "application/x-ndjson"] {
         let fx = fixture("shutdown", true);
         let port = fx.server.port;
-        let body = json!({"argv": ["sh", "-c", "sleep 300 & echo $! > bg.pid; echo go; sleep 300"], "timeout_ms": 100000})
+        let script = format!(
+            "{} echo go; sleep 300",
+            support::background_with_pid("sleep 300", "bg.pid")
+        );
+        let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 100000})
             .to_string();
         let request = format!(
             "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nAccept: {accept}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",

@@ -434,7 +434,10 @@ fn a59_a61_a62_run_command_argv_env_timeout_and_cap() {
         "A62: secrets leaked: {text}"
     );
     let pid_file = std::env::temp_dir().join(format!("palaver-sleep-{}", std::process::id()));
-    let script = format!("sleep 30 & echo $! > {}; sleep 30", pid_file.display());
+    let script = format!(
+        "{} sleep 30",
+        crate::support::background_with_pid("sleep 30", &pid_file.display().to_string())
+    );
     let started = std::time::Instant::now();
     let slow = tool(
         port,
@@ -682,8 +685,8 @@ fn a27_a_client_that_goes_away_kills_the_streamed_command() {
     let port = server.port;
     let pid_file = std::env::temp_dir().join(format!("palaver-gone-{}", std::process::id()));
     let script = format!(
-        "sleep 30 & echo $! > {}; echo started; wait",
-        pid_file.display()
+        "{} sleep 0.2; echo started; wait",
+        crate::support::background_with_pid("sleep 30", &pid_file.display().to_string())
     );
     let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 60000}).to_string();
     let text = format!(

@@ -333,7 +333,10 @@ fn read_pid(path: &std::path::Path) -> String {
 #[test]
 fn e7_a_setsid_child_dies_at_the_timeout() {
     let fx = fixture("e7", true);
-    let script = "setsid sleep 300 & echo $! > escaped.pid; echo begun; sleep 300";
+    let script = format!(
+        "setsid {} echo begun; sleep 300",
+        support::background_with_pid("sleep 300", "escaped.pid")
+    );
     let reply = tool(
         fx.server.port,
         "run_command",
@@ -361,7 +364,12 @@ fn e7_a_sigkilled_server_leaves_no_command_running() {
     let dir = support::temp_dir("e7kill");
     let root = dir.0.clone();
     let (mut server, port) = serve_binary(&root, &["--allow-shell"], &[]);
-    let body = json!({"argv": ["sh", "-c", "setsid sleep 300 & echo $! > escaped.pid; sleep 300 & echo $! > plain.pid; sleep 300"], "timeout_ms": 100000}).to_string();
+    let script = format!(
+        "setsid {} {} sleep 300",
+        support::background_with_pid("sleep 300", "escaped.pid"),
+        support::background_with_pid("sleep 300", "plain.pid")
+    );
+    let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 100000}).to_string();
     let request = format!(
         "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()

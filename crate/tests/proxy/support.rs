@@ -239,6 +239,14 @@ pub fn tool(port: u16, name: &str, args: Value) -> Reply {
     tool_with(port, TOKEN, name, &args)
 }
 
+/// A shell fragment that starts `program` in the background and writes its pid to `file` *as
+/// this machine numbers it*: a command runs in its own PID namespace (SECURITY F3), where `$!` is
+/// the namespace's number; `/proc` is the host's mount, so `/proc/self/stat` read by the shell
+/// itself names it as the host does, and `exec` keeps that pid for `program`.
+pub fn background_with_pid(program: &str, file: &str) -> String {
+    format!("sh -c 'read -r p rest < /proc/self/stat; echo $p > {file}; exec {program}' &")
+}
+
 /// Whether a process exists and is not a zombie.
 pub fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
