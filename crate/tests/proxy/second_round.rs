@@ -260,18 +260,70 @@ fn e5_an_oversized_pattern_is_a_clear_error() {
         json!({"pattern": "\\w{1000}{1000}"}),
     );
     assert_eq!(reply.body["error"]["kind"], "bad_pattern", "{}", reply.body);
+    // The memory cap itself (8 MiB of compiled pattern): `\w{400}` compiles to about 40 MiB,
+    // within grep's own default (100 MiB), so only the cap refuses it; `\w{100}` fits under it.
+    let capped = tool(fx.server.port, "search", json!({"pattern": "\\w{400}"}));
+    assert_eq!(
+        capped.body["error"]["kind"], "bad_pattern",
+        "E5: the 8 MiB cap: {}",
+        capped.body
+    );
+    let fits = tool(fx.server.port, "search", json!({"pattern": "\\w{100}"}));
+    assert_eq!(fits.status, 200, "E5: under the cap: {}", fits.body);
 }
 
 // ---- E6: the machine's own addresses and the documentation ranges are refused ----
 
+/// E6 must not pass for want of an address to refuse: it runs in a network namespace of its own
+/// (its own thread, so the rest of the suite keeps the machine's) with an interface (a veth pair)
+/// holding 10.77.0.1, and asserts that address is among those refused. Making the namespace needs root
+/// (CI is); elsewhere the machine's own non-loopback addresses are used, and their absence fails.
 #[test]
 fn e6_fetch_url_refuses_this_machines_own_addresses_in_every_spelling() {
+    let outcome = std::thread::spawn(e6_with_a_dummy_address).join();
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn e6_with_a_dummy_address() {
     use palaver::proxy::tools::{is_forbidden_ip, is_own_address, own_addresses};
+    // SAFETY: unshare(2) of this thread's network namespace; only this thread (and the server
+    // threads it starts below) see it.
+    let isolated = unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0;
+    let dummy: std::net::IpAddr = [10, 77, 0, 1].into();
+    if isolated {
+        let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or("ip");
+        for args in [
+            &["link", "set", "lo", "up"][..],
+            // A veth pair: the `dummy` module is not in every kernel (not in this CI's).
+            &["link", "add", "e6a", "type", "veth", "peer", "name", "e6b"],
+            &["addr", "add", "10.77.0.1/24", "dev", "e6a"],
+            &["link", "set", "e6a", "up"],
+            &["link", "set", "e6b", "up"],
+        ] {
+            let status = std::process::Command::new(ip).args(args).status();
+            assert!(
+                status.is_ok_and(|s| s.success()),
+                "ip {args:?} failed in the test's network namespace"
+            );
+        }
+    }
     let own = own_addresses();
     assert!(
         own.iter().any(|ip| ip.is_loopback()),
         "getifaddrs works here: {own:?}"
     );
+    assert!(
+        own.iter().any(|ip| !ip.is_loopback()),
+        "E6 needs an address that is not loopback to refuse: run as root (the test then makes one in a network namespace) or on a machine with one ({own:?})"
+    );
+    if isolated {
+        assert!(own.contains(&dummy), "{own:?}");
+    }
     for ip in &own {
         assert!(is_own_address(*ip), "{ip}");
     }
@@ -479,22 +531,32 @@ fn e10_a_directory_swapped_for_a_symlink_into_git_hooks_never_receives_a_file() 
     let (port, ws) = (fx.server.port, fx.ws());
     std::fs::create_dir_all(ws.join(".git/hooks")).unwrap_or_default();
     std::fs::create_dir_all(ws.join("d")).unwrap_or_default();
-    let (stop, flipper) = support::swap_with_symlink(&ws, "d", std::path::Path::new(".git/hooks"));
+    let swapper = support::Swapper::start(&ws, "d", std::path::Path::new(".git/hooks"));
+    // A write "overlapped" the race when the swapper turned `d` into the symlink and back at
+    // least once while the write was in flight: the test shows the race really ran.
+    let (mut overlapped, mut written, mut refused) = (0, 0, 0);
     for i in 0..300 {
+        let before = swapper.flips();
         let reply = tool(
             port,
             "write_file",
             json!({"path": "d/post-checkout", "content": format!("#!/bin/sh\necho {i}\n")}),
         );
+        overlapped += usize::from(swapper.flips() > before);
         // Mid-swap a write may also fail (the directory is briefly gone); it always says why.
-        assert!(
-            reply.body["is_error"] == false || reply.body["error"]["kind"].is_string(),
-            "{}",
-            reply.body
-        );
+        if reply.body["is_error"] == false {
+            written += 1;
+        } else {
+            assert!(reply.body["error"]["kind"].is_string(), "{}", reply.body);
+            refused += 1;
+        }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = flipper.join();
+    swapper.finish();
+    assert!(
+        overlapped >= 30,
+        "E10: only {overlapped} of 300 writes overlapped a swap: the race did not run"
+    );
+    assert!(written > 0, "E10: no write landed at all ({refused} refused)");
     let hooks: Vec<String> = std::fs::read_dir(ws.join(".git/hooks"))
         .map(|entries| {
             entries

@@ -414,20 +414,51 @@ pub fn swap_with_symlink(
     std::sync::Arc<std::sync::atomic::AtomicBool>,
     std::thread::JoinHandle<()>,
 ) {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (real, parked, link) = (ws.join(dir), ws.join("parked"), ws.join("link"));
-    let _ = std::os::unix::fs::symlink(target, &link);
-    let flag = stop.clone();
-    let handle = std::thread::spawn(move || {
-        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-            let _ = std::fs::rename(&real, &parked);
-            let _ = std::fs::rename(&link, &real);
-            std::thread::yield_now();
-            let _ = std::fs::rename(&real, &link);
-            let _ = std::fs::rename(&parked, &real);
+    let swapper = Swapper::start(ws, dir, target);
+    (swapper.stop, swapper.handle)
+}
+
+/// A thread that swaps a directory for a symlink and back, counting its swaps (`flips`), so a
+/// test can show that a request overlapped one (E10).
+pub struct Swapper {
+    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub flips: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub handle: std::thread::JoinHandle<()>,
+}
+
+impl Swapper {
+    pub fn start(ws: &std::path::Path, dir: &str, target: &std::path::Path) -> Swapper {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flips = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (real, parked, link) = (ws.join(dir), ws.join("parked"), ws.join("link"));
+        let _ = std::os::unix::fs::symlink(target, &link);
+        let (flag, count) = (stop.clone(), flips.clone());
+        let handle = std::thread::spawn(move || {
+            while !flag.load(Relaxed) {
+                let _ = std::fs::rename(&real, &parked);
+                let _ = std::fs::rename(&link, &real);
+                std::thread::yield_now();
+                let _ = std::fs::rename(&real, &link);
+                let _ = std::fs::rename(&parked, &real);
+                count.fetch_add(1, Relaxed);
+            }
+        });
+        Swapper {
+            stop,
+            flips,
+            handle,
         }
-    });
-    (stop, handle)
+    }
+
+    pub fn flips(&self) -> u64 {
+        self.flips.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn finish(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.handle.join();
+    }
 }
 
 /// A workspace `T/ws` with a sibling `T/ws-secret`, an outside file, and the symlinks of A.4.6.
