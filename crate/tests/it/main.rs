@@ -13,10 +13,10 @@ mod context;
 mod json_text;
 #[cfg(not(target_arch = "wasm32"))]
 mod literal;
+mod outside;
 mod render;
 #[cfg(not(target_arch = "wasm32"))]
 mod replication;
-mod outside;
 mod requests;
 mod security_streams;
 #[cfg(not(target_arch = "wasm32"))]

@@ -123,8 +123,7 @@ fn a27_stopping_the_server_kills_running_commands_and_their_children() {
             "{} echo go; sleep 300",
             support::background_with_pid("sleep 300", "bg.pid")
         );
-        let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 100000})
-            .to_string();
+        let body = json!({"argv": ["sh", "-c", script], "timeout_ms": 100000}).to_string();
         let request = format!(
             "POST /api/tools/run_command HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nAccept: {accept}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()

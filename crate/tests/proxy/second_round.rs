@@ -276,8 +276,10 @@ fn e5_an_oversized_pattern_is_a_clear_error() {
 
 /// E6 must not pass for want of an address to refuse: it runs in a network namespace of its own
 /// (its own thread, so the rest of the suite keeps the machine's) with an interface (a veth pair)
-/// holding 10.77.0.1, and asserts that address is among those refused. Making the namespace needs root
-/// (CI is); elsewhere the machine's own non-loopback addresses are used, and their absence fails.
+/// holding 11.77.0.1 — a public address, which only the own-address check refuses (a private one
+/// is refused anyway) — and asserts that address is among those refused. Making the namespace
+/// needs root (CI is); elsewhere the machine's own non-loopback addresses are used, and their
+/// absence fails.
 #[test]
 fn e6_fetch_url_refuses_this_machines_own_addresses_in_every_spelling() {
     let outcome = std::thread::spawn(e6_with_a_dummy_address).join();
@@ -291,7 +293,7 @@ fn e6_with_a_dummy_address() {
     // SAFETY: unshare(2) of this thread's network namespace; only this thread (and the server
     // threads it starts below) see it.
     let isolated = unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0;
-    let dummy: std::net::IpAddr = [10, 77, 0, 1].into();
+    let dummy: std::net::IpAddr = [11, 77, 0, 1].into();
     if isolated {
         let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"]
             .into_iter()
@@ -301,7 +303,7 @@ fn e6_with_a_dummy_address() {
             &["link", "set", "lo", "up"][..],
             // A veth pair: the `dummy` module is not in every kernel (not in this CI's).
             &["link", "add", "e6a", "type", "veth", "peer", "name", "e6b"],
-            &["addr", "add", "10.77.0.1/24", "dev", "e6a"],
+            &["addr", "add", "11.77.0.1/24", "dev", "e6a"],
             &["link", "set", "e6a", "up"],
             &["link", "set", "e6b", "up"],
         ] {
@@ -556,7 +558,10 @@ fn e10_a_directory_swapped_for_a_symlink_into_git_hooks_never_receives_a_file() 
         overlapped >= 30,
         "E10: only {overlapped} of 300 writes overlapped a swap: the race did not run"
     );
-    assert!(written > 0, "E10: no write landed at all ({refused} refused)");
+    assert!(
+        written > 0,
+        "E10: no write landed at all ({refused} refused)"
+    );
     let hooks: Vec<String> = std::fs::read_dir(ws.join(".git/hooks"))
         .map(|entries| {
             entries

@@ -38,7 +38,10 @@ fn plant(root: &Path) -> Vec<std::path::PathBuf> {
     let hit = |name: &str| root.join(format!("ran-{name}"));
     write(
         &ws.join("planted_mod.py"),
-        &format!("open({:?}, 'w').write('x')\n", hit("python").display().to_string()),
+        &format!(
+            "open({:?}, 'w').write('x')\n",
+            hit("python").display().to_string()
+        ),
     );
     write(
         &ws.join("x.js"),
@@ -104,7 +107,10 @@ fn f1_stdio_servers_never_run_where_the_repository_is() {
         &conf,
         &json!({"mcpServers": planted_servers(&root, None)}).to_string(),
     );
-    let path = format!(".:node_modules/.bin:{}", std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        ".:node_modules/.bin:{}",
+        std::env::var("PATH").unwrap_or_default()
+    );
     let conf_arg = conf.display().to_string();
     let (child, port) = serve_binary_in(
         &root,
@@ -244,7 +250,10 @@ fn escaping_server(isolation: &str) {
     let port = served.port;
     assert_eq!(wait_state(port, "esc", &["ready"], 30)["state"], "ready");
     let _ = tool(port, "mcp__esc__work", json!({}));
-    assert!(markers.join("spawned").exists(), "the server started its child");
+    assert!(
+        markers.join("spawned").exists(),
+        "the server started its child"
+    );
     if isolation == "group" {
         // The reaper is dead: the sweep kills the server and its escaped child; the server is
         // started again.
@@ -327,9 +336,16 @@ fn f4_f11_the_workspace_copy_is_the_users_alone() {
         assert_eq!(reply.body["is_error"], true, "{path}: {}", reply.body);
     }
     let root = tool(port, "list_dir", json!({"path": "."}));
-    assert!(!root.body["content"].as_str().unwrap_or("").contains(".palaver"));
+    assert!(!root.body["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains(".palaver"));
     let found = tool(port, "search", json!({"pattern": secret}));
-    assert!(!found.body.to_string().contains("c1.json"), "{}", found.body);
+    assert!(
+        !found.body.to_string().contains("c1.json"),
+        "{}",
+        found.body
+    );
     let tree = tool(port, "file_tree", json!({}));
     assert!(!tree.body.to_string().contains("c1.json"), "{}", tree.body);
     // F11: private modes; a hard-linked copy is not read.
@@ -366,7 +382,12 @@ fn f4_the_copy_is_written_only_while_git_ignores_it() {
         ("ours", None, Some("*\n"), true),
         ("unignored", None, Some("*\n!chats/\n!chats/*\n"), false),
         ("root-wins", Some(".palaver/\n"), Some("!*\n"), true),
-        ("root-negated", Some("!.palaver/\n"), Some("!chats\n!chats/**\n"), false),
+        (
+            "root-negated",
+            Some("!.palaver/\n"),
+            Some("!chats\n!chats/**\n"),
+            false,
+        ),
     ];
     for (name, root_ignore, palaver_ignore, written) in cases {
         let fx = fixture(&format!("f4-git-{name}"), false);
@@ -659,7 +680,9 @@ fn f10_mcp_sessions_are_capped() {
             port,
             "POST",
             "/mcp",
-            &format!("Authorization: Bearer {TOKEN}\r\nAccept: application/json, text/event-stream\r\n"),
+            &format!(
+                "Authorization: Bearer {TOKEN}\r\nAccept: application/json, text/event-stream\r\n"
+            ),
             &initialize,
         );
         let id = reply
