@@ -638,11 +638,17 @@ impl ClientHandler for Handler {
         }
     }
 
+    /// The handshake names the newest protocol version that has one (2025-11-25): rmcp's newest
+    /// (2026-07-28) replaced `initialize` altogether, so naming it in an `initialize` asks for a
+    /// revision the handshake itself does not belong to (the official conformance suite's
+    /// client scenarios refuse it).
     fn get_info(&self) -> InitializeRequestParams {
-        InitializeRequestParams::new(
+        let mut info = InitializeRequestParams::new(
             ClientCapabilities::default(),
             Implementation::new("palaver", crate::VERSION),
-        )
+        );
+        info.protocol_version = rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE;
+        info
     }
 }
 
