@@ -143,7 +143,8 @@ impl<'de> Deserialize<'de> for Input {
 }
 
 impl Input {
-    const VARIANTS: &'static [&'static str] = &[
+    /// The `input` tags, in the order the TypeScript union lists them (a test compares them).
+    pub const VARIANTS: &'static [&'static str] = &[
         "open_chat",
         "close_chat",
         "reload_chat",
@@ -260,6 +261,22 @@ impl Engine {
     /// server's tools changed); a round under way keeps what it was sent with.
     pub fn set_workspace_tools(&mut self, tools: Vec<crate::tools::ToolSpec>) {
         self.config.workspace_tools = tools;
+    }
+
+    /// New settings from the host (Settings saved): providers, the prompt, tools, rules, windows,
+    /// from the next request on — no reopening, so nothing the user does meanwhile waits or is
+    /// lost (issue 34). Open chats report what changed for them (a window, say) in this step.
+    /// The id prefix stays the one the engine was made with: ids already given out keep theirs.
+    pub fn reconfigure(&mut self, now: u64, mut config: EngineConfig) -> Step {
+        config.id_prefix = self.config.id_prefix.clone();
+        self.config = config;
+        let mut step = Step::default();
+        let chats: Vec<String> = self.sessions.keys().cloned().collect();
+        for chat_id in chats {
+            self.to_chat(now, &chat_id, &mut step, |_, _| {});
+        }
+        self.track_requests(&step);
+        step
     }
 
     /// The user's approval rules from the next tool step on (Settings changed; SECURITY F2).
@@ -449,7 +466,10 @@ impl Engine {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
-                self.session_or_new(chat_id);
+                // A refused command changes nothing: an unknown chat is not made for it.
+                if !self.sessions.contains_key(chat_id) {
+                    return step.errors.push(refusal);
+                }
                 return self.to_chat(now, chat_id, step, |s, _| s.refuse(&id, &refusal));
             }
         };

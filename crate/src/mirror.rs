@@ -76,14 +76,25 @@ impl ChatMirror {
                 self.draft = draft.clone();
             }
             Event::StreamStarted { message_id } => {
-                self.draft = Some(Draft::new(message_id.clone()))
+                self.draft = Some(Draft::new(message_id.clone()));
+                self.runtime.apply_live("thinking", 0);
             }
-            Event::StreamDelta { ops, .. } => {
+            Event::StreamDelta {
+                ops,
+                phase,
+                draft_tokens,
+                ..
+            } => {
                 if let Some(draft) = self.draft.as_mut() {
                     ops.iter().for_each(|op| draft.apply(op));
                 }
+                self.runtime.apply_live(phase, *draft_tokens);
             }
-            Event::StreamFinished { .. } => self.draft = None,
+            Event::StreamFinished { .. } => {
+                // Still generating (a retry, the next round) until a `runtime_updated` says not.
+                self.draft = None;
+                self.runtime.apply_live("thinking", 0);
+            }
             Event::MessageAdded { message, index } => {
                 let at = (*index).min(self.messages.len());
                 self.messages.insert(at, message.clone());

@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, VecDeque};
 pub const MAX_PARALLEL_TOOLS: usize = 8;
 pub const DENIED_BY_USER: &str = "Tool call denied by user.";
 pub const SKIPPED_AFTER_REJECT: &str = "Skipped: a related tool call was rejected.";
+pub const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
 
 pub const WORKSPACE_TOOLS: [&str; 8] = [
     "list_dir",

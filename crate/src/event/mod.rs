@@ -7,7 +7,9 @@ mod runtime;
 
 pub use crate::queue::QueuedItemSummary;
 use crate::tagged::{self, Fields};
-pub use runtime::{ContextUsage, ErrorInfo, PauseReason, RetryStatus, Runtime, SubagentView};
+pub use runtime::{
+    ContextUsage, ErrorInfo, PauseReason, RetryStatus, Runtime, SubagentView, ToolCallView,
+};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
@@ -36,6 +38,10 @@ pub enum Event {
     StreamDelta {
         message_id: String,
         ops: Vec<DeltaOp>,
+        /// The turn's phase after these ops (`thinking` until the answer has text, `streaming`).
+        phase: String,
+        /// The answer's tokens so far (`runtime.context_usage.draft_tokens`).
+        draft_tokens: u64,
     },
     StreamFinished {
         message_id: String,
@@ -180,6 +186,8 @@ impl Event {
             "stream_delta" => Event::StreamDelta {
                 message_id: f.take("message_id")?,
                 ops: f.take("ops")?,
+                phase: f.or_default("phase")?,
+                draft_tokens: f.or_default("draft_tokens")?,
             },
             "stream_finished" => Event::StreamFinished {
                 message_id: f.take("message_id")?,

@@ -42,6 +42,18 @@ pub struct ContextUsage {
     pub n_ctx: u64,
     pub message_count: usize,
     pub pressure: f64,
+    /// The answer streaming now, counted as the history is: the gauge shows
+    /// `estimated_tokens + draft_tokens` while it streams (it travels in `stream_delta`).
+    #[serde(default)]
+    pub draft_tokens: u64,
+}
+
+/// A tool call of the current turn and where it stands (`ChatSession::tool_calls`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ToolCallView {
+    pub id: String,
+    pub name: String,
+    pub status: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -89,6 +101,17 @@ pub struct Runtime {
     /// In `waiting_user_input` after `wait_agents`: the subagents the turn waits for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for_agents: Vec<String>,
+    /// The turn's phase (seed 004): `thinking`, `streaming`, `working`, `compacting` or `done`
+    /// (it changes within `generating` through `stream_delta`).
+    #[serde(default)]
+    pub phase: String,
+    /// What the user can do now: `send` or `queue`, `stop`, `regenerate`, `answer`, `approve`,
+    /// `reject`, `resume_queue` (the page offers exactly these).
+    #[serde(default)]
+    pub offers: Vec<String>,
+    /// The current turn's tool calls with their status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallView>,
 }
 
 /// A subagent as its parent shows it: what it was asked, where it is, what it cost.
@@ -136,5 +159,21 @@ impl Runtime {
             queued_items: Vec::new(),
             ..self.clone()
         }
+    }
+
+    /// The runtime without what `stream_delta` carries (the answer's tokens, thinking turning
+    /// into streaming), so a delta does not make a `runtime_updated` of its own.
+    pub fn without_live(mut self) -> Runtime {
+        self.context_usage.draft_tokens = 0;
+        if self.phase == "streaming" {
+            self.phase = "thinking".into();
+        }
+        self
+    }
+
+    /// What a `stream_delta` says of the runtime.
+    pub fn apply_live(&mut self, phase: &str, draft_tokens: u64) {
+        self.phase = phase.to_string();
+        self.context_usage.draft_tokens = draft_tokens;
     }
 }

@@ -370,12 +370,21 @@ impl ChatSession {
             self.push_message(message);
         }
         let content = with_attachments(content, attachments.unwrap_or_default());
+        let title = self.thread.title.is_empty().then(|| title_from(&content));
         let mut message = self.new_message(ctx, Role::User, content);
         if let Some(id) = message_id.filter(|id| !id.is_empty() && self.message_index(id).is_none())
         {
             message.message_id = id;
         }
         self.push_message(message);
+        // A chat without a title is named by its first message (the engine names it, issue 34).
+        if let Some(title) = title.filter(|t| !t.is_empty()) {
+            let mut patch = serde_json::Map::new();
+            patch.insert("title".into(), Value::String(title.clone()));
+            let mut next = self.thread.clone();
+            next.title = title;
+            self.patch_thread(patch, next);
+        }
     }
 
     fn update_message(
@@ -509,4 +518,25 @@ fn edits_history_only(command: &Command) -> bool {
                 ..
             }
     )
+}
+
+/// A title from a first message: its first line that has text, at most 60 characters (cut at a
+/// word when one ends near there).
+pub(crate) fn title_from(content: &Content) -> String {
+    const MAX: usize = 60;
+    let text = content.text();
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= MAX {
+        return line.to_string();
+    }
+    let cut: String = line.chars().take(MAX).collect();
+    let at_word = cut
+        .rfind(' ')
+        .filter(|at| *at >= MAX / 2)
+        .unwrap_or(cut.len());
+    format!("{}…", cut[..at_word].trim_end())
 }

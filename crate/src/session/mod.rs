@@ -7,6 +7,7 @@
 
 mod commands;
 mod compaction;
+mod report;
 pub mod state;
 mod tool_step;
 mod turn;
@@ -86,6 +87,8 @@ pub struct ChatSession {
     queue: CommandQueue,
     event_seq: u64,
     draft: Option<Draft>,
+    /// Characters of the streaming answer so far (`draft_tokens` is a quarter of it).
+    draft_chars: u64,
     book: TrajectoryBook,
     /// Set by `abort`: the queue waits for the next command before it is popped again.
     hold_queue: bool,
@@ -122,7 +125,7 @@ pub struct ChatSession {
     effects: Vec<Effect>,
 }
 
-/// See `ChatSession::derived`.
+/// See `ChatSession::derived` (`report`).
 #[derive(Debug)]
 struct Derived {
     estimated_tokens: u64,
@@ -152,6 +155,7 @@ impl ChatSession {
             queue: CommandQueue::default(),
             event_seq: 0,
             draft: None,
+            draft_chars: 0,
             book,
             hold_queue: false,
             last_runtime: None,
@@ -345,129 +349,6 @@ impl ChatSession {
 
     pub(crate) fn effect(&mut self, effect: Effect) {
         self.effects.push(effect);
-    }
-
-    pub(super) fn emit_status_changes(&mut self, ctx: &Ctx) {
-        let queue = self.queue.summary();
-        if queue != self.last_queue {
-            self.last_queue.clone_from(&queue);
-            self.emit(Event::QueueUpdated {
-                queue_size: queue.len(),
-                queued_items: queue,
-            });
-        }
-        let runtime = self.runtime(ctx.config).without_queue();
-        if self.last_runtime.as_ref() != Some(&runtime) {
-            self.last_runtime = Some(runtime.clone());
-            self.emit(Event::RuntimeUpdated {
-                runtime: self.runtime(ctx.config),
-            });
-        }
-    }
-
-    pub fn runtime(&self, config: &EngineConfig) -> Runtime {
-        let queued_items = self.queue.summary();
-        let derived = self.derived();
-        Runtime {
-            state: self.state.name().to_string(),
-            error: match &self.state {
-                SessionState::Error(info) => Some(info.clone()),
-                _ => None,
-            },
-            pause_reasons: match &self.state {
-                SessionState::Paused(paused) => paused.reasons.clone(),
-                _ => Vec::new(),
-            },
-            queue_size: queued_items.len(),
-            queued_items,
-            queue_held: self.queue_held(),
-            context_usage: self.context_usage(config),
-            is_compressing: matches!(&self.state, SessionState::Generating(g) if g.compaction.is_some()),
-            compression_phase: self.compression_phase.clone(),
-            compression_reason: self.compression_reason.clone(),
-            storage_error: self.book.storage_error().map(str::to_string),
-            retry: self.retry_status(config),
-            compression_strength: self.last_strength,
-            busy: self.state.is_busy(),
-            plan: derived.plan.clone(),
-            questions: match self.state {
-                SessionState::WaitingUserInput if self.waiting_for_agents.is_empty() => {
-                    Some(derived.questions.clone().unwrap_or_default())
-                }
-                _ => None,
-            },
-            subagents: self.subagents.clone(),
-            waiting_for_agents: match self.state {
-                SessionState::WaitingUserInput => self.waiting_for_agents.clone(),
-                _ => Vec::new(),
-            },
-        }
-    }
-
-    /// The history-derived part of the runtime, from the cache or computed once.
-    fn derived(&self) -> &Derived {
-        self.derived.get_or_init(|| Derived {
-            estimated_tokens: self.estimate_history(),
-            plan: crate::plan::current_plan(&self.messages, &[]),
-            questions: crate::tools::pending_questions(&self.messages),
-        })
-    }
-
-    /// SPEC §5's estimate: characters / 4 + 10 per message, 1000 per image, anchored to the
-    /// provider's last reported `prompt_tokens` when there is one.
-    fn context_usage(&self, config: &EngineConfig) -> ContextUsage {
-        let estimated_tokens = self.derived().estimated_tokens;
-        let n_ctx = self.n_ctx(config);
-        ContextUsage {
-            estimated_tokens,
-            n_ctx,
-            message_count: self.messages.len(),
-            pressure: (estimated_tokens as f64 / n_ctx as f64 * 1000.0).round() / 1000.0,
-        }
-    }
-
-    fn estimate_history(&self) -> u64 {
-        let anchor = self
-            .messages
-            .iter()
-            .rposition(|m| m.usage.as_ref().and_then(|u| u.prompt_tokens).is_some());
-        let (base, from) = match anchor {
-            Some(i) => (
-                self.messages[i]
-                    .usage
-                    .as_ref()
-                    .and_then(|u| u.prompt_tokens)
-                    .unwrap_or(0),
-                i,
-            ),
-            None => (0, 0),
-        };
-        // A summary after the report means the report counted messages no longer sent.
-        let last_summary = self.messages.iter().rposition(|m| m.is_compression());
-        if last_summary.is_some_and(|s| anchor.is_none_or(|a| s > a)) {
-            return crate::history_limit::estimate_history(&self.messages);
-        }
-        base + self.messages[from..]
-            .iter()
-            .map(estimate_tokens)
-            .sum::<u64>()
-    }
-
-    /// The context window: the thread's cap, else its provider's window, else the engine default;
-    /// never more than a window a provider reported in a context-too-long error.
-    pub(crate) fn n_ctx(&self, config: &EngineConfig) -> u64 {
-        let configured = self
-            .thread
-            .context_tokens_cap
-            .or_else(|| {
-                config
-                    .provider_for(self.thread.provider)
-                    .and_then(|p| p.n_ctx)
-            })
-            .unwrap_or(config.default_n_ctx);
-        self.learned_n_ctx
-            .map_or(configured, |learned| configured.min(learned))
-            .max(1)
     }
 
     /// The system prompt of this chat: its own (`set_params`), else the host's.

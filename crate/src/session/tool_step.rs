@@ -105,7 +105,10 @@ impl ChatSession {
         match rule {
             ToolRule::Auto => step.to_run.push_back(call.id.clone()),
             ToolRule::Deny => {
-                step.record(&call.id, ToolOutcome::failed("Tool call denied by policy."));
+                step.record(
+                    &call.id,
+                    ToolOutcome::failed(crate::tools::DENIED_BY_POLICY),
+                );
                 step.hidden.push(decision_event(
                     self.next_message_id(ctx),
                     ctx.now,

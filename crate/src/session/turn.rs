@@ -108,6 +108,7 @@ impl ChatSession {
         if self.draft.is_none() {
             let message_id = self.next_message_id(ctx);
             self.draft = Some(Draft::new(message_id.clone()));
+            self.draft_chars = 0;
             self.draft_checkpoint_at = ctx.now;
             self.emit(Event::StreamStarted { message_id });
         }
@@ -270,9 +271,20 @@ impl ChatSession {
         };
         for op in &ops {
             draft.apply(op);
+            self.draft_chars += op_chars(op);
         }
         let message_id = draft.message_id.clone();
-        self.emit(Event::StreamDelta { message_id, ops });
+        // Only a reply's stream has ops, so the phase is the reply's (the state itself is out
+        // of its slot while `transition` runs).
+        let text = !draft.content.is_empty() || !draft.reasoning_content.is_empty();
+        let phase = if text { "streaming" } else { "thinking" }.to_string();
+        let draft_tokens = self.draft_chars / 4;
+        self.emit(Event::StreamDelta {
+            message_id,
+            ops,
+            phase,
+            draft_tokens,
+        });
     }
 
     /// The stream ended cleanly: the draft becomes a message; tool calls start the tool step.
@@ -766,4 +778,14 @@ fn foreign_thinking_dropped(
             })
             .collect(),
     )
+}
+
+/// The characters an op adds to the answer (what `draft_tokens` counts, as the history does).
+fn op_chars(op: &DeltaOp) -> u64 {
+    match op {
+        DeltaOp::AppendContent { text } | DeltaOp::AppendReasoning { text } => {
+            text.chars().count() as u64
+        }
+        _ => 0,
+    }
 }

@@ -5,6 +5,7 @@
 //! API keys live only in this object's memory: never in IndexedDB, never in an export.
 
 use super::chat_files;
+use super::chat_list;
 use super::idb;
 use super::ownership::*;
 use super::shared::*;
@@ -138,6 +139,7 @@ impl Host {
             fail_saves: None,
             last_requests: HashMap::new(),
             closed: false,
+            chats_listener: None,
             sync: Default::default(),
             chat_files: chat_files::ChatFilesState::new(format!(
                 "palaver.workspace_copy.{name}."
@@ -189,6 +191,33 @@ impl Host {
         Ok(())
     }
 
+    /// New settings (Settings saved: providers and their windows, the prompt, the tools, the
+    /// rules): applied to the open engine from its next request on — nothing is closed or
+    /// reopened, so a message sent right after Save goes with them (issue 34). Throws `BadConfig`
+    /// for a value that is not an `EngineConfig`.
+    pub fn configure(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "EngineConfig")] config: JsValue,
+    ) -> Result<(), JsValue> {
+        let config: EngineConfig = from_js(&config).map_err(|e| error("BadConfig", &e))?;
+        let step = self.shared.borrow_mut().engine.reconfigure(now(), config);
+        run_step(&self.shared, step);
+        Ok(())
+    }
+
+    /// `listener({changed: ChatSummary[], deleted: string[]})` whenever the chat list changes:
+    /// a save, a new or deleted chat, a pull (the page's list follows it; no timers).
+    #[wasm_bindgen(js_name = onChatsChanged)]
+    pub fn on_chats_changed(
+        &self,
+        #[wasm_bindgen(
+            unchecked_param_type = "((change: { changed: ChatSummary[]; deleted: string[] }) => void) | null"
+        )]
+        listener: Option<Function>,
+    ) {
+        chat_list::set_listener(&self.shared, listener);
+    }
+
     /// The user's approval rules (Settings → tool rules: `{tool or "*": "auto" | "ask" | "deny"}`),
     /// from the next tool step on; a chat's own policy can only make them stricter (SECURITY F2).
     /// Throws `BadInput` for anything else.
@@ -225,8 +254,7 @@ impl Host {
             let mut chats: Vec<Value> = js_sys::Array::from(&all)
                 .iter()
                 .filter_map(|c| idb::from_js(&c))
-                .map(|c| json!({"id": c["id"], "title": c["title"], "message_count": c["message_count"], "updated_at": c["updated_at"],
-                    "parent_id": c["thread"]["parent_id"], "root_chat_id": c["thread"]["root_chat_id"], "link_type": c["thread"]["link_type"]}))
+                .map(|c| chat_list::summary(&c))
                 .collect();
             chats.sort_by(|a, b| {
                 b["updated_at"]
@@ -250,7 +278,8 @@ impl Host {
             let tx = idb::write_transaction(&db)?;
             idb::store(&tx, idb::CHATS)?.put(&idb::to_js(&record)?)?;
             idb::transaction_done(&tx).await?;
-            shared.borrow_mut().chats.insert(id.clone(), record);
+            shared.borrow_mut().chats.insert(id.clone(), record.clone());
+            chat_list::changed(&shared, &[record], &[]);
             Ok(JsValue::from_str(&id))
         })
     }
@@ -284,6 +313,7 @@ impl Host {
             shared.borrow_mut().chats.remove(&chat_id);
             chat_files::deleted(&shared, &chat_id);
             sync::local_change(&shared);
+            chat_list::changed(&shared, &[], std::slice::from_ref(&chat_id));
             Ok(JsValue::UNDEFINED)
         })
     }

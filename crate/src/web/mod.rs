@@ -9,6 +9,7 @@
 #[cfg(feature = "bench")]
 mod bench;
 mod chat_files;
+mod chat_list;
 #[cfg(feature = "bench")]
 mod decoder;
 pub mod host;
@@ -43,11 +44,12 @@ export type ErrorClass = "overloaded" | "rate_limited" | "quota" | "auth" | "net
 export type Input =
   | { input: "open_chat"; chat_id: string; trajectory?: unknown; stored?: { message_id: string; position: number }[] }
   | { input: "close_chat"; chat_id: string }
+  | { input: "reload_chat"; chat_id: string; trajectory: unknown; stored?: { message_id: string; position: number }[] }
   | { input: "command"; chat_id: string; command: { type: string; client_request_id: string; priority?: boolean; [key: string]: unknown } }
   | { input: "stream_bytes"; request_id: string; bytes: string | number[] }
   | { input: "stream_end"; request_id: string }
   | { input: "request_failed"; request_id: string; status?: number; error_type?: string; message?: string; retry_after_ms?: number; headers?: Record<string, string>; context_window?: number }
-  | { input: "tool_result"; chat_id: string; tool_call_id: string; content: string; tool_failed?: boolean; data?: unknown }
+  | { input: "tool_result"; chat_id: string; tool_call_id: string; content: string; tool_failed?: boolean; data?: unknown; session_metadata?: Record<string, unknown>; parts?: unknown[] }
   | { input: "tool_progress"; chat_id: string; tool_call_id: string; stream?: string; text: string }
   | { input: "save_acked"; chat_id: string; version: number }
   | { input: "save_failed"; chat_id: string; version: number; reason?: string }
@@ -63,7 +65,8 @@ export interface Runtime {
   queue_size: number;
   queued_items: { client_request_id: string; type: string; priority: boolean; preview?: string }[];
   queue_held?: boolean;
-  context_usage: { estimated_tokens: number; n_ctx: number; message_count: number; pressure: number };
+  /** The gauge: the history's estimate, the window, and the answer streaming now (`draft_tokens`, also in `stream_delta`). */
+  context_usage: { estimated_tokens: number; n_ctx: number; message_count: number; pressure: number; draft_tokens: number };
   is_compressing: boolean;
   compression_phase?: "checking" | "running" | "applied" | "skipped" | "failed";
   compression_reason?: string;
@@ -74,6 +77,16 @@ export interface Runtime {
   plan?: { message_id: string; mode: string; version: number; body: string; updates: [number, string][] };
   /** In `waiting_user_input`: the questions of the `ask_questions` call the turn waits on. */
   questions?: string[];
+  /** The subagents this chat started, as they stand (the subagent tree). */
+  subagents?: { chat_id: string; title: string; task: string; tool_call_id: string; status: "queued" | "running" | "paused" | "waiting" | "done" | "failed" | "stopped"; model: string; tokens: number; started_at_ms: number; ended_at_ms?: number; pause_reasons?: { tool_call_id: string; tool_name: string; args: unknown; rule: string }[] }[];
+  /** In `waiting_user_input` after `wait_agents`: the subagents the turn waits for. */
+  waiting_for_agents?: string[];
+  /** The turn's phase (also in `stream_delta`). */
+  phase: "thinking" | "streaming" | "working" | "compacting" | "done";
+  /** What the user can do now: the page offers exactly these. */
+  offers: ("send" | "queue" | "stop" | "regenerate" | "answer" | "approve" | "reject" | "resume_queue")[];
+  /** The current turn's tool calls and where each stands. */
+  tool_calls?: { id: string; name: string; status: "pending" | "queued" | "running" | "awaiting_approval" | "waiting_host" | "done" | "failed" | "denied" | "rejected" | "skipped" | "stopped" }[];
 }
 export type Effect =
   | { effect: "start_request"; chat_id: string; request_id: string; purpose: "chat" | "compaction"; request: { provider: string; url: string; headers: Record<string, string>; body: unknown } }
@@ -96,7 +109,9 @@ export interface ChatPeek { chat_id: string; title: string; message_count: numbe
 /** Where a chat's workspace copy stands (`workspaceCopy`, issue 21). */
 /** Sync through CouchDB (issue 21). `state`: off, connecting, pushing, pulling, live, retrying, offline or stopped. */
 export interface SyncStatus { state: string; error?: { code: "unauthorized" | "forbidden" | "not_couch_db" | "no_database" | "server" | "network" | "storage"; message: string }; retry_at?: number; pushed: number; pulled: number; synced_at?: number; }
-export type WorkspaceCopy = { state: "off" | "pending" | "current" | "conflict" } | { state: "failed"; error: string };
+export type WorkspaceCopy = { state: "off" | "pending" | "current" | "conflict" | "other_workspace" } | { state: "failed"; error: string };
+/** `Palaver.onChatsChanged`: what changed in the chat list. */
+export interface ChatsChanged { changed: ChatSummary[]; deleted: string[]; }
 /** `workspaceChats()`: the chats kept in `.palaver/chats/`. */
 export interface WorkspaceChats { enabled: boolean; chats: { id: string; bytes: number; modified_ms: number }[]; skipped: string[]; }
 /** `Palaver.lastRequest(chatId)`: the request as sent, the auth header's value `[redacted]`. */

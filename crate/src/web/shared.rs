@@ -63,6 +63,8 @@ pub(super) struct Shared {
     pub(super) chat_files: super::chat_files::ChatFilesState,
     /// Sync through CouchDB (issue 21): the replication when configured, its listener.
     pub(super) sync: super::sync::SyncHost,
+    /// The page's `onChatsChanged` listener (`chat_list`).
+    pub(super) chats_listener: Option<Function>,
     /// Set by `close`: late inputs (a tool's answer, a timer) are dropped instead of reaching an
     /// engine whose database is closed.
     pub(super) closed: bool,
@@ -90,6 +92,11 @@ pub(super) fn handle(shared: &Handle, input: Input) -> Step {
         return Step::default();
     }
     let step = shared.borrow_mut().engine.handle(now(), input);
+    run_step(shared, step)
+}
+
+/// Delivers a step's events and performs its effects.
+pub(super) fn run_step(shared: &Handle, step: Step) -> Step {
     deliver(shared, &step);
     for effect in step.effects.clone() {
         perform(shared, effect);

@@ -199,6 +199,10 @@ pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
                 if changes_chat(&save) {
                     super::chat_files::saved(&shared, &save.chat_id);
                     super::sync::local_change(&shared);
+                    let record = shared.borrow().chats.get(&save.chat_id).cloned();
+                    if let Some(record) = record {
+                        super::chat_list::changed(&shared, &[record], &[]);
+                    }
                 }
                 Input::SaveAcked {
                     chat_id: save.chat_id.clone(),

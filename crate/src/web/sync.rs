@@ -647,6 +647,16 @@ async fn store(shared: &Handle, pulled: &[Pulled], pushed: &[Pushed]) -> Result<
     for chat_id in &changed.deleted {
         shared.borrow_mut().chats.remove(chat_id);
     }
+    let records: Vec<Value> = {
+        let s = shared.borrow();
+        changed
+            .chats
+            .iter()
+            .filter_map(|id| s.chats.get(id).cloned())
+            .collect()
+    };
+    let deleted: Vec<String> = changed.deleted.iter().cloned().collect();
+    super::chat_list::changed(shared, &records, &deleted);
     Ok(changed)
 }
 

@@ -14,6 +14,7 @@ mod json_text;
 #[cfg(not(target_arch = "wasm32"))]
 mod literal;
 mod outside;
+mod refusals;
 mod render;
 #[cfg(not(target_arch = "wasm32"))]
 mod replication;
@@ -39,3 +40,5 @@ mod cli;
 mod props;
 #[cfg(not(target_arch = "wasm32"))]
 mod tidy;
+#[cfg(not(target_arch = "wasm32"))]
+mod types;

@@ -268,6 +268,8 @@ fn events() -> Vec<Event> {
         Event::StreamDelta {
             message_id: "m2".into(),
             ops: delta_ops(),
+            phase: "streaming".into(),
+            draft_tokens: 12,
         },
         Event::StreamFinished {
             message_id: "m2".into(),
