@@ -23,13 +23,17 @@ export const getPrompt = (proxy, server, name, args) => call(proxy, '/api/mcp/pr
 
 /**
  * Follows `GET /api/mcp/events` (NDJSON) and calls `onChange(event)` for each change
- * (`tools_changed`, `status`, …); reconnects after a break, stops when `signal` aborts.
+ * (`tools_changed`, `status`, …); reconnects after a break with backoff (3 s, doubling to a
+ * minute), and while the browser is offline waits for it to be online instead of retrying
+ * (issue 38: no stream of failed requests). Stops when `signal` aborts.
  */
 export async function watch(proxy, onChange, signal) {
+  let wait = 3000;
   while (!signal.aborted) {
     try {
       const response = await fetch(`${proxy.url}/api/mcp/events`, { headers: { authorization: `Bearer ${proxy.token}` }, signal });
       if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+      wait = 3000;
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let pending = '';
       for (;;) {
@@ -47,8 +51,24 @@ export async function watch(proxy, onChange, signal) {
     } catch {
       if (signal.aborted) return;
     }
-    await new Promise((resolve) => setTimeout(resolve, 3000));
+    await pause(wait, signal);
+    wait = Math.min(60_000, wait * 2);
   }
+}
+
+/** Waits `ms`, or until the browser is online again when it is offline now; ends early on abort. */
+function pause(ms, signal) {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      removeEventListener('online', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = navigator.onLine === false ? 0 : setTimeout(done, ms);
+    if (navigator.onLine === false) addEventListener('online', done);
+    signal.addEventListener('abort', done);
+  });
 }
 
 /** The MCP servers in Settings: state, tools, protocol; the error and stderr tail when failed. */
@@ -60,7 +80,7 @@ export function renderStatus(node, current) {
     return;
   }
   node.replaceChildren(
-    el('p', { class: 'hint', text: `From ${current.config}. Their tools ask before they run unless the server marks them read-only.` }),
+    el('p', { class: 'hint', text: `From ${current.config}. Their tools ask before they run; a server's own read-only marks count only when its entry says "trust_annotations": true.` }),
     el('ul', { class: 'mcp-servers' }, ...servers.map((server) => el('li', { 'data-server': server.name, 'data-state': server.state, testid: 'mcp-server' },
       el('strong', { text: server.name }), ' ',
       el('span', { class: `state ${server.state}`, testid: 'mcp-state', text: server.state }), ' ',

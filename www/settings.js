@@ -1,6 +1,5 @@
-// Settings: the provider, the proxy and the tool policy live in localStorage; API keys never do.
-// A key stays in this tab's memory unless the user ticks "remember", and then IndexedDB holds only
-// its AES-GCM ciphertext under a wrapping CryptoKey made non-extractable (SECURITY C16, C17).
+// Settings: the provider, the proxy and the tool rules live in localStorage; API keys never do
+// (they are `page/secrets.js`'s: the tab's memory, or the vault when "remember" is ticked).
 
 const SETTINGS_KEY = 'palaver.settings';
 export const PROVIDER_KINDS = ['openai-chat', 'anthropic', 'gemini', 'openai-responses', 'local'];
@@ -72,8 +71,8 @@ export function saveSettings(settings) {
 }
 
 /**
- * The tool policy for `set_params`: every workspace tool's rule, the engine's default (`defaults`,
- * from `Engine.defaultToolRules()`) where the user chose none.
+ * The user's tool rules for the engine (`EngineConfig.tool_rules`): every tool's rule, the
+ * engine's default (`defaults`, from `Engine.defaultToolRules()`) where the user chose none.
  */
 export function toolPolicy(settings, defaults) {
   const policy = {};
@@ -118,71 +117,6 @@ export function takeFragment(location, history) {
   if (params.get('base_url')) provider.base_url = params.get('base_url');
   if (params.get('model')) provider.model = params.get('model');
   return { provider, token: params.get('token') ?? null };
-}
-
-// --- the key vault ---
-
-const VAULT_DB = 'palaver-vault';
-
-function vault() {
-  return new Promise((resolve, reject) => {
-    const open = indexedDB.open(VAULT_DB, 1);
-    open.onupgradeneeded = () => open.result.createObjectStore('keys');
-    open.onsuccess = () => resolve(open.result);
-    open.onerror = () => reject(open.error);
-  });
-}
-
-async function inVault(mode, work) {
-  const db = await vault();
-  try {
-    return await new Promise((resolve, reject) => {
-      const tx = db.transaction('keys', mode);
-      const result = work(tx.objectStore('keys'));
-      tx.oncomplete = () => resolve(result.result);
-      tx.onerror = () => reject(tx.error);
-      tx.onabort = () => reject(tx.error);
-    });
-  } finally {
-    db.close();
-  }
-}
-
-async function wrappingKey() {
-  const existing = await inVault('readonly', (store) => store.get('wrapping-key'));
-  if (existing) return existing;
-  const key = await crypto.subtle.generateKey({ name: 'AES-GCM', length: 256 }, false, ['encrypt', 'decrypt']);
-  await inVault('readwrite', (store) => store.put(key, 'wrapping-key'));
-  return key;
-}
-
-/** Stores `secret` encrypted for provider `kind`, bound to the origin it is sent to (E1). */
-export async function rememberKey(kind, secret, origin) {
-  const key = await wrappingKey();
-  const iv = crypto.getRandomValues(new Uint8Array(12));
-  const ciphertext = await crypto.subtle.encrypt({ name: 'AES-GCM', iv }, key, new TextEncoder().encode(secret));
-  await inVault('readwrite', (store) => store.put({ iv, ciphertext, origin }, `key:${kind}`));
-}
-
-export async function forgetKey(kind) {
-  await inVault('readwrite', (store) => store.delete(`key:${kind}`));
-}
-
-/**
- * The remembered key for `kind` and the origin it is bound to: `{key, origin}`, or `{key: ''}`
- * (none, or it no longer decrypts). A record from before keys were bound has no origin; it is
- * bound to `fallbackOrigin`, the one its saved settings name.
- */
-export async function recallKey(kind, fallbackOrigin) {
-  try {
-    const record = await inVault('readonly', (store) => store.get(`key:${kind}`));
-    if (!record) return { key: '', origin: '' };
-    const key = await wrappingKey();
-    const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: record.iv }, key, record.ciphertext);
-    return { key: new TextDecoder().decode(plain), origin: record.origin ?? fallbackOrigin };
-  } catch {
-    return { key: '', origin: '' };
-  }
 }
 
 /**

@@ -14,6 +14,8 @@ pub struct Collector {
     pub failure: Option<StreamFailure>,
     /// The provider's explicit end marker arrived.
     pub done: bool,
+    /// The model the provider said answered, if it said.
+    pub model: Option<String>,
 }
 
 impl Collector {
@@ -28,6 +30,7 @@ impl Collector {
                 }
                 DecodeItem::Finish(reason) => self.finish_reason = Some(reason),
                 DecodeItem::Done => self.done = true,
+                DecodeItem::Model(model) => self.model = Some(model),
                 DecodeItem::Failure(failure) => {
                     self.failure = Some(failure);
                     break;

@@ -5,7 +5,7 @@
 use crate::provider::ProviderKind;
 use crate::request::ProviderConfig;
 use crate::retry::RetryPolicy;
-use crate::thread::ToolRules;
+use crate::thread::{ModelRef, ToolRules};
 use crate::tools::ToolSpec;
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +42,14 @@ pub struct EngineConfig {
     /// policy may only make it stricter (SECURITY F2).
     #[serde(default)]
     pub tool_rules: ToolRules,
+    /// The provider Settings make active: a chat answers with it (and its configured model)
+    /// unless the chat pinned a model of its own (`ThreadParams::pinned_model`). `None`: each
+    /// chat's own `provider`/`model` (the engine's behaviour before settings were global).
+    #[serde(default)]
+    pub active_provider: Option<ProviderKind>,
+    /// Settings' fallback models, for chats without a list of their own (issue 18).
+    #[serde(default)]
+    pub fallback_models: Vec<ModelRef>,
 }
 
 fn default_stall_timeout() -> u64 {
@@ -71,6 +79,8 @@ impl Default for EngineConfig {
             first_byte_timeout_ms: None,
             compact_at: default_compact_at(),
             tool_rules: ToolRules::new(),
+            active_provider: None,
+            fallback_models: Vec::new(),
         }
     }
 }

@@ -211,6 +211,7 @@ pub fn child_thread(
     thread.title = title.to_string();
     if let Some(model) = model {
         thread.model = model;
+        thread.pinned_model = true;
     }
     thread.parent_id = Some(parent_id.to_string());
     thread.root_chat_id = Some(

@@ -88,6 +88,10 @@ pub struct ThreadParams {
     pub fallback_models: Vec<ModelRef>,
     #[serde(default)]
     pub composer_draft: String,
+    /// The chat answers with its own `provider` and `model`, not the one Settings make active
+    /// (a subagent asked for a model, or the user chose one for this chat).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned_model: bool,
     /// The workspace (`palaver serve`'s `workspace_id`) this chat was last used with: its copy
     /// is kept there and nowhere else (SECURITY F4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,6 +137,7 @@ impl Default for ThreadParams {
             allowed_tools: None,
             fallback_models: Vec::new(),
             composer_draft: String::new(),
+            pinned_model: false,
             workspace_id: None,
             extra: Map::new(),
         })
@@ -170,6 +175,7 @@ impl ThreadParams {
             allowed_tools: f.or_default("allowed_tools")?,
             fallback_models: f.or_default("fallback_models")?,
             composer_draft: f.or_default("composer_draft")?,
+            pinned_model: f.or_default("pinned_model")?,
             workspace_id: f.or_default("workspace_id")?,
             extra: f.rest(),
         })
@@ -281,7 +287,7 @@ pub fn from_outside(outside: &Value, local: &Value) -> Value {
 }
 
 /// The thread params a tool's `session_metadata` may not set (SPEC §8.3): what steers the agent.
-pub const STEERING_PARAMS: [&str; 21] = [
+pub const STEERING_PARAMS: [&str; 22] = [
     "model",
     "provider",
     "mode",
@@ -292,6 +298,7 @@ pub const STEERING_PARAMS: [&str; 21] = [
     "context_tokens_cap",
     "system_prompt",
     "proposed_system_prompt",
+    "pinned_model",
     "max_tool_rounds",
     "tool_policy",
     "parent_id",

@@ -86,8 +86,8 @@ export class LocalModel {
    * Stores the GGUF at `url` as `model` (`expected`: `{size?, sha256?}` it must have), then loads
    * it once with a window of `n_ctx` to prove it works; progress has `phase: 'check'` then.
    */
-  download(url, model, expected, { n_ctx, ...options } = {}) {
-    return this.call('download', { url: new URL(url, location.href).href, model, expected, n_ctx }, options);
+  download(url, model, expected, { n_ctx, headers, ...options } = {}) {
+    return this.call('download', { url: new URL(url, location.href).href, model, expected, n_ctx, headers }, options);
   }
 
   /** Stores a GGUF the user picked, checked the same way. */

@@ -102,12 +102,13 @@ export async function checkRoom(size) {
 
 /**
  * Downloads `url` into the store as `id`. `expected`: `{size?, sha256?}` known in advance (the
- * default model). `onProgress({loaded, total})` is called as bytes arrive; `signal` cancels.
+ * default model). `headers`: `palaver serve`'s token for its `/models/` (F9). `onProgress({loaded,
+ * total})` is called as bytes arrive; `signal` cancels.
  */
-export async function download(url, id, { expected = {}, signal, onProgress } = {}) {
+export async function download(url, id, { expected = {}, headers = {}, signal, onProgress } = {}) {
   let response;
   try {
-    response = await fetch(url, { signal, cache: 'no-store' });
+    response = await fetch(url, { signal, cache: 'no-store', headers, credentials: 'omit' });
   } catch (error) {
     if (signal?.aborted) throw cancelled();
     throw new ModelError('network', `The model could not be downloaded from ${url}: ${error?.message ?? 'the network failed'}. Check the address and that the server allows this page (CORS).`);

@@ -51,7 +51,7 @@ async function operation(data, signal, onProgress) {
       await store.remove(data.model);
       return store.list();
     case 'download':
-      return checked(await store.download(data.url, data.model, { expected: data.expected ?? {}, signal, onProgress }), data.n_ctx, onProgress);
+      return checked(await store.download(data.url, data.model, { expected: data.expected ?? {}, headers: data.headers, signal, onProgress }), data.n_ctx, onProgress);
     case 'import':
       return checked(await store.importFile(data.file, { signal, onProgress }), data.n_ctx, onProgress);
     case 'load':

@@ -70,18 +70,18 @@ impl Events for State {
             return Ok(());
         }
         if let Some(typed) = TypedEvent::read(event.data) {
-            let (message, delta, usage, error) = (
-                typed.message.and_then(|m| m.usage),
-                typed.delta,
-                typed.usage,
-                typed.error,
-            );
+            let (model, message) = match typed.message {
+                Some(head) => (head.model, head.usage),
+                None => (None, None),
+            };
+            let (delta, usage, error) = (typed.delta, typed.usage, typed.error);
             let kind = typed.kind.as_deref().or(event.event).unwrap_or("");
             self.dispatch(
                 EventParts {
                     kind,
                     index: typed.index.unwrap_or(0),
                     message_usage: message,
+                    message_model: model,
                     content_block: typed.content_block.map(StartedBlock::Text),
                     delta: delta.as_ref(),
                     usage,
@@ -107,6 +107,10 @@ impl Events for State {
                 message_usage: part("message")
                     .and_then(|m| m.get("usage"))
                     .and_then(AnthropicReport::from_value),
+                message_model: part("message")
+                    .and_then(|m| m.get("model"))
+                    .and_then(Value::as_str)
+                    .map(String::from),
                 content_block,
                 delta: part("delta"),
                 usage: part("usage").and_then(AnthropicReport::from_value),
@@ -144,6 +148,7 @@ struct EventParts<'a> {
     kind: &'a str,
     index: u64,
     message_usage: Option<AnthropicReport>,
+    message_model: Option<String>,
     content_block: Option<StartedBlock<'a>>,
     delta: Option<&'a Value>,
     usage: Option<AnthropicReport>,
@@ -175,6 +180,8 @@ struct TypedEvent<'a> {
 struct MessageHead {
     #[serde(default)]
     usage: Option<AnthropicReport>,
+    #[serde(default)]
+    model: Option<String>,
 }
 
 impl<'a> TypedEvent<'a> {
@@ -293,6 +300,9 @@ impl State {
         let null = &Value::Null;
         match event.kind {
             "message_start" => {
+                if let Some(model) = event.message_model.filter(|m| !m.is_empty()) {
+                    items.push(DecodeItem::Model(model));
+                }
                 if let Some(usage) = event.message_usage {
                     self.take_usage(usage, items);
                 }

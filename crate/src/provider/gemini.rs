@@ -39,6 +39,7 @@ pub struct State {
     reasoning_by_index: LiteMap<u64, String>,
     signatures: u64,
     citations: Vec<Value>,
+    model_said: bool,
 }
 
 impl Events for State {
@@ -55,6 +56,12 @@ impl Events for State {
         if let Some(error) = chunk.get("error").filter(|e| e.is_object()) {
             items.push(DecodeItem::Failure(failure_from(error, "provider_error")));
             return Ok(());
+        }
+        if let Some(model) = chunk.get("modelVersion").and_then(Value::as_str) {
+            if !self.model_said && !model.is_empty() {
+                self.model_said = true;
+                items.push(DecodeItem::Model(model.to_string()));
+            }
         }
         if let Some(candidate) = first_candidate(&chunk) {
             self.candidate(candidate, items);

@@ -69,6 +69,10 @@ pub enum DecodeItem {
     Failure(StreamFailure),
     /// The provider's explicit end marker (`[DONE]`, `message_stop`, …).
     Done,
+    /// The model the provider says answered (the chunk's `model`, Anthropic's `message_start`,
+    /// Gemini's `modelVersion`, Responses' `response.model`): the answer is labelled with it
+    /// (issue 35), not with the name the user typed. Said once, when first seen.
+    Model(String),
 }
 
 /// A stream decoder for one provider kind.

@@ -32,6 +32,7 @@ pub type Decoder = Framed<State>;
 pub struct State {
     tool_calls: LiteMap<u64, ToolCall>,
     refusal_marked: bool,
+    model_said: bool,
 }
 
 impl Events for State {
@@ -75,6 +76,8 @@ impl Events for State {
 struct TypedChunk<'a> {
     #[serde(borrow)]
     choices: Vec<TypedChoice<'a>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
     /// Present (not null): the chunk is read as a `Value` instead.
     error: Option<IgnoredAny>,
     usage: Option<IgnoredAny>,
@@ -213,7 +216,16 @@ impl<'a> Delta<'a> {
 }
 
 impl State {
+    /// The model, from the first chunk that names one.
+    fn say_model(&mut self, model: Option<&str>, items: &mut Vec<DecodeItem>) {
+        if let Some(model) = model.filter(|m| !self.model_said && !m.is_empty()) {
+            self.model_said = true;
+            items.push(DecodeItem::Model(model.to_string()));
+        }
+    }
+
     fn decode_typed(&mut self, chunk: TypedChunk<'_>, items: &mut Vec<DecodeItem>) {
+        self.say_model(chunk.model.as_deref(), items);
         let Some(choice) = chunk.choices.iter().find(|c| c.index.unwrap_or(0) == 0) else {
             return;
         };
@@ -226,6 +238,7 @@ impl State {
     }
 
     fn decode_chunk(&mut self, chunk: &Value, items: &mut Vec<DecodeItem>) {
+        self.say_model(chunk.get("model").and_then(Value::as_str), items);
         if let Some(choice) = first_choice(chunk) {
             if let Some(delta) = choice.get("delta") {
                 self.decode_delta(Delta::from_value(delta), items);

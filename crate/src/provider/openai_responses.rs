@@ -57,6 +57,11 @@ impl Events for State {
             .and_then(Value::as_u64)
             .unwrap_or(0);
         match kind {
+            "response.created" => {
+                if let Some(model) = non_empty_str(data["response"].get("model")) {
+                    items.push(DecodeItem::Model(model.to_string()));
+                }
+            }
             "response.output_text.delta" => {
                 text(&data, items, |text| DeltaOp::AppendContent { text })
             }

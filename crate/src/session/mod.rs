@@ -89,6 +89,8 @@ pub struct ChatSession {
     draft: Option<Draft>,
     /// Characters of the streaming answer so far (`draft_tokens` is a quarter of it).
     draft_chars: u64,
+    /// The model the provider said answers this round (the answer is labelled with it).
+    reported_model: Option<String>,
     book: TrajectoryBook,
     /// Set by `abort`: the queue waits for the next command before it is popped again.
     hold_queue: bool,
@@ -156,6 +158,7 @@ impl ChatSession {
             event_seq: 0,
             draft: None,
             draft_chars: 0,
+            reported_model: None,
             book,
             hold_queue: false,
             last_runtime: None,

@@ -113,7 +113,7 @@ impl ChatSession {
             .context_tokens_cap
             .or_else(|| {
                 config
-                    .provider_for(self.thread.provider)
+                    .provider_for(self.answering_thread(config).provider)
                     .and_then(|p| p.n_ctx)
             })
             .unwrap_or(config.default_n_ctx);

@@ -22,22 +22,41 @@ impl ChatSession {
 
     /// The thread this turn's requests are built from: the chat's, on the fallback model once
     /// the preferred one failed (issue 18).
-    pub(crate) fn answering_thread(&self) -> std::borrow::Cow<'_, crate::thread::ThreadParams> {
-        match &self.turn_model {
-            None => std::borrow::Cow::Borrowed(&self.thread),
-            Some(model) => {
-                let mut thread = self.thread.clone();
-                thread.provider = model.provider;
-                thread.model.clone_from(&model.model);
-                std::borrow::Cow::Owned(thread)
-            }
+    pub(crate) fn answering_thread(
+        &self,
+        config: &crate::config::EngineConfig,
+    ) -> std::borrow::Cow<'_, crate::thread::ThreadParams> {
+        let model = match (&self.turn_model, config.active_provider) {
+            (Some(model), _) => model.clone(),
+            // Settings' active provider, with its configured model (the chat pinned none).
+            (None, Some(provider)) if !self.thread.pinned_model => crate::thread::ModelRef {
+                provider,
+                model: String::new(),
+            },
+            _ => return std::borrow::Cow::Borrowed(&self.thread),
+        };
+        let mut thread = self.thread.clone();
+        thread.provider = model.provider;
+        thread.model = model.model;
+        std::borrow::Cow::Owned(thread)
+    }
+
+    /// The fallback models of this turn: the chat's own list, else Settings'.
+    pub(crate) fn fallback_models<'a>(
+        &'a self,
+        config: &'a crate::config::EngineConfig,
+    ) -> &'a [crate::thread::ModelRef] {
+        if self.thread.fallback_models.is_empty() {
+            &config.fallback_models
+        } else {
+            &self.thread.fallback_models
         }
     }
 
     /// The provider kind and model that answer now (every assistant message records them; a
     /// parent's subagent tree shows them).
     pub fn answering_model(&self, config: &crate::config::EngineConfig) -> crate::thread::ModelRef {
-        let thread = self.answering_thread();
+        let thread = self.answering_thread(config);
         let model = if thread.model.is_empty() {
             config
                 .provider_for(thread.provider)
@@ -105,6 +124,7 @@ impl ChatSession {
                 ),
             );
         };
+        self.reported_model = None;
         if self.draft.is_none() {
             let message_id = self.next_message_id(ctx);
             self.draft = Some(Draft::new(message_id.clone()));
@@ -138,7 +158,7 @@ impl ChatSession {
         &self,
         ctx: &Ctx,
     ) -> Result<crate::request::ProviderRequest, ErrorInfo> {
-        let answering = self.answering_thread();
+        let answering = self.answering_thread(ctx.config);
         let Some(provider) = ctx.config.provider_for(answering.provider) else {
             let message = format!(
                 "no provider of kind {} is configured",
@@ -182,7 +202,7 @@ impl ChatSession {
     ) -> u64 {
         let max_tokens = self.thread.max_tokens.or_else(|| {
             ctx.config
-                .provider_for(self.thread.provider)
+                .provider_for(self.answering_thread(ctx.config).provider)
                 .and_then(|p| p.max_tokens)
         });
         crate::history_limit::history_budget(
@@ -247,6 +267,9 @@ impl ChatSession {
             return SessionState::Generating(g);
         };
         let ops = streaming.collected.collect(items);
+        if g.compaction.is_none() && self.reported_model != streaming.collected.model {
+            self.reported_model.clone_from(&streaming.collected.model);
+        }
         match g.compaction.as_mut() {
             Some(job) => ops.into_iter().for_each(|op| job.draft.apply_owned(op)),
             None if !ops.is_empty() => {
@@ -532,8 +555,7 @@ impl ChatSession {
         let reason = fallback_reason(failure)?;
         let preferred = self.answering_model(ctx.config);
         while let Some(next) = self
-            .thread
-            .fallback_models
+            .fallback_models(ctx.config)
             .get(self.fallbacks_used)
             .cloned()
         {
@@ -568,10 +590,12 @@ impl ChatSession {
         None
     }
 
-    /// Every assistant message records the provider kind and model that produced it.
+    /// Every assistant message records the provider kind and the model that produced it: the
+    /// one the provider said answered (`reported`), else the one asked for.
     fn record_model(&self, ctx: &Ctx, message: &mut ChatMessage) {
         let model = self.answering_model(ctx.config);
-        message.set_answered_by(json!(model.provider), &model.model);
+        let name = self.reported_model.as_deref().unwrap_or(&model.model);
+        message.set_answered_by(json!(model.provider), name);
     }
 
     pub(super) fn on_generating_tick(&mut self, ctx: &mut Ctx, g: Generating) -> SessionState {

@@ -37,7 +37,7 @@ export interface WorkspaceContext { instructions?: { path: string; text: string 
 export interface ToolSpec { name: string; description?: string; parameters?: object; annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; title?: string }; trust_annotations?: boolean; mcp?: { server: string; tool: string; title?: string }; }
 /** An approval rule (SPEC §8.4). */
 export type ToolRule = "auto" | "ask" | "deny";
-export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; compact_at?: number | null; tool_rules?: Record<string, ToolRule>; }
+export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; compact_at?: number | null; tool_rules?: Record<string, ToolRule>; active_provider?: ProviderConfig["kind"] | null; fallback_models?: { provider: ProviderConfig["kind"]; model: string }[]; }
 /** The error classes of SECURITY D24, in `runtime.error.class` and `runtime.retry.class`. */
 export type ErrorClass = "overloaded" | "rate_limited" | "quota" | "auth" | "network" | "truncated" | "idle_timeout" | "first_byte_timeout" | "request_too_large" | "bad_request" | "server_error" | "malformed" | "other";
 /** One input to `Engine.handle`; `input` names the variant (SPEC §0, ARCHITECTURE.md). */

@@ -1,0 +1,235 @@
+// The chat on screen: opening one (its stored last screen first for a long chat, then the
+// engine's snapshot and events in `seq` order), the render loop (at most once per animation
+// frame), the header (title, the model that answered, the window) and the controls the engine's
+// runtime offers (cards, queue, gauge, Send/Queue/Stop, status). Selections run one after another,
+// so quick clicks never interleave; the page's lifecycle knows a chat is opening.
+import { ChatMirror } from '../mirror.js';
+import { TranscriptView } from '../view.js';
+import * as markdown from '../markdown.js';
+import * as cards from '../cards/registry.js';
+import * as queueView from '../views/queue.js';
+import * as contextView from '../views/context.js';
+import * as statusView from '../views/status.js';
+import * as mcp from '../mcp.js';
+import { $, html } from '../page/dom.js';
+
+const OPEN_CHAT_KEY = 'palaver.open_chat';
+const scrollKey = (chatId) => `palaver.scroll.${chatId}`;
+/** Messages drawn from storage before the engine has a chat: about two screens. */
+const PREVIEW = 40;
+
+export function install(ctx) {
+  const view = new TranscriptView($('transcript'), html);
+  const current = { mirror: null, subscription: null, selecting: Promise.resolve(), frame: 0, restoreScroll: NaN, atEnd: true };
+
+  const palaver = () => ctx.engine.palaver;
+
+  /** Opens chat `id`; calls run one after another. */
+  function open(id) {
+    const mark = ctx.composer.mark();
+    ctx.store.dispatch({ type: 'chat_opening' });
+    const run = current.selecting.catch(() => {}).then(async () => {
+      await ctx.engine.ensure();
+      await show(id, mark);
+    });
+    current.selecting = run.finally(() => {
+      if (current.mirror) ctx.store.dispatch({ type: 'chat_open' });
+    });
+    return run;
+  }
+
+  async function show(id, mark) {
+    const renderer = markdown.load();
+    leave(mark);
+    // A long chat's last screen straight from storage, drawn while the engine loads the rest.
+    const peeking = palaver().tabRole(id).role === 'closed' ? palaver().peekChat(id, PREVIEW).catch(() => null) : null;
+    const [peek] = await Promise.all([peeking, renderer]);
+    const previewed = peek !== null && peek.message_count > peek.messages.length;
+    if (previewed) showPreview(id, peek);
+    await palaver().openChat(id);
+    current.mirror = new ChatMirror(id);
+    if (!previewed) view.reset();
+    localStorage.setItem(OPEN_CHAT_KEY, id);
+    current.restoreScroll = Number(localStorage.getItem(scrollKey(id)) ?? NaN);
+    subscribe();
+    ctx.composer.arrived(current.mirror, mark);
+    $('chat-actions').hidden = false;
+    ctx.workspace.showCopy(palaver().workspaceCopy(id));
+    palaver().checkWorkspaceCopy(id).then((state) => current.mirror?.id === id && ctx.workspace.showCopy(state)).catch(() => {});
+    ctx.chats.render();
+    schedule();
+  }
+
+  /** The chat left keeps what was typed in it (unless the words were meant for the next one). */
+  function leave(mark) {
+    if (current.subscription !== null) palaver()?.unsubscribe(current.subscription);
+    current.subscription = null;
+    if (current.mirror && !current.mirror.preview) ctx.composer.leaving(current.mirror, mark);
+  }
+
+  function showPreview(id, peek) {
+    current.mirror = ChatMirror.preview(id, peek);
+    view.reset();
+    cancelAnimationFrame(current.frame);
+    current.frame = 0;
+    render();
+    $('transcript').scrollTop = $('transcript').scrollHeight;
+  }
+
+  function subscribe() {
+    const chat = current.mirror;
+    current.subscription = palaver().subscribe(chat.id, (envelope) => {
+      if (current.mirror !== chat) return;
+      if (!chat.apply(envelope)) {
+        // A gap in seq: start again from a snapshot.
+        palaver().unsubscribe(current.subscription);
+        chat.seq = -1;
+        subscribe();
+        return;
+      }
+      if (envelope.type === 'thread_updated' && 'title' in (envelope.patch ?? {})) ctx.chats.render();
+      // Screen readers hear that an answer ended, not every streamed word.
+      if (envelope.type === 'stream_finished') $('announce').textContent = envelope.finish_reason === 'abort' ? 'Answer stopped.' : 'Answer complete.';
+      schedule();
+    });
+  }
+
+  /** A new chat, opened in the same line as the selections (a send waits for it). */
+  async function create() {
+    await ctx.engine.ensure();
+    const id = await palaver().createChat('');
+    await open(id);
+    return id;
+  }
+
+  /** The open chat is gone (deleted here or on another device). */
+  function close(sentence) {
+    leave(null);
+    current.mirror = null;
+    view.reset();
+    $('chat-title').textContent = '';
+    $('chat-title').title = '';
+    $('chat-model').textContent = '';
+    $('chat-actions').hidden = true;
+    $('workspace-copy').hidden = true;
+    for (const id of ['plan', 'queue']) $(id).hidden = true;
+    $('cards').replaceChildren();
+    contextView.render($('context-usage'), null);
+    localStorage.removeItem(OPEN_CHAT_KEY);
+    ctx.store.dispatch({ type: 'chat_closed' });
+    ctx.empty.show();
+    ctx.composer.buttons(null);
+    if (sentence) ctx.say(sentence);
+  }
+
+  function schedule() {
+    if (current.frame) return;
+    current.frame = requestAnimationFrame(() => {
+      current.frame = 0;
+      render();
+    });
+  }
+
+  function render() {
+    const chat = current.mirror;
+    if (!chat) return;
+    if (!markdown.settledLoad()) {
+      // The renderer comes with the first chat drawn: its first frame waits for it.
+      markdown.load().then(schedule);
+      return;
+    }
+    const transcript = $('transcript');
+    const atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80 && !Number.isFinite(current.restoreScroll);
+    const title = chat.thread.title || 'Untitled chat';
+    $('chat-title').textContent = title;
+    $('chat-title').title = title;
+    renderModelLine(chat);
+    view.render(chat);
+    if (Number.isFinite(current.restoreScroll) && chat.messages.length) {
+      transcript.scrollTop = current.restoreScroll;
+      current.restoreScroll = NaN;
+    }
+    if (chat.dirty.messages || chat.dirty.runtime) renderControls(chat);
+    else if (chat.dirty.draft) contextView.render($('context-usage'), chat);
+    if (chat.dirty.messages) scheduleHighlight();
+    if (atEnd || current.follow) transcript.scrollTop = transcript.scrollHeight;
+    current.follow = false;
+    current.atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+    chat.dirty = { messages: false, draft: false, runtime: false };
+  }
+
+  function renderControls(chat) {
+    const runtime = chat.runtime;
+    cards.render({ plan: $('plan'), cards: $('cards') }, chat, { html, toolServer: (name) => mcp.serverOf(ctx.workspace.tools(), name) });
+    queueView.render($('queue'), runtime);
+    contextView.render($('context-usage'), chat);
+    ctx.composer.buttons(chat);
+    const follower = palaver()?.tabRole(chat.id)?.role === 'follower';
+    statusView.render($('status'), runtime, follower ? 'This chat is live in another tab; this tab follows it.' : '');
+  }
+
+  /** The model that answered last (as the provider said) and the window, else the configured one. */
+  function renderModelLine(chat) {
+    const answered = chat.messages.findLast?.((m) => m.role === 'assistant' && m.model);
+    const model = answered?.model ?? ctx.settings.modelFor(chat.thread.provider);
+    const window = chat.runtime?.context_usage?.n_ctx;
+    const name = String(model ?? '').split('/').pop();
+    $('chat-model').textContent = name ? `${name}${window ? ` · ${window.toLocaleString('en')} tokens` : ''}` : '';
+    $('chat-model').title = model ?? '';
+  }
+
+  /** Code blocks get their colours when the page is idle (highlight.js loaded then). */
+  function scheduleHighlight() {
+    if (current.highlighting || !document.querySelector('#transcript pre > code[class^="language-"]:not([data-highlighted])')) return;
+    current.highlighting = true;
+    const run = () => import('../highlight.js')
+      .then((highlight) => highlight.highlightIn($('transcript')))
+      .catch(() => {})
+      .finally(() => { current.highlighting = false; });
+    if (globalThis.requestIdleCallback) requestIdleCallback(run, { timeout: 500 });
+    else setTimeout(run, 50);
+  }
+
+  function bindScroll() {
+    const transcript = $('transcript');
+    transcript.addEventListener('scroll', () => {
+      current.atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+      if (!current.mirror) return;
+      clearTimeout(current.scrollSave);
+      const [id, top] = [current.mirror.id, transcript.scrollTop];
+      current.scrollSave = setTimeout(() => localStorage.setItem(scrollKey(id), String(Math.round(top))), 150);
+    }, { passive: true });
+    // The transcript shrinks when something below it grows (a card, the composer): one that was at
+    // its end stays there.
+    new ResizeObserver(() => {
+      if (current.atEnd && !Number.isFinite(current.restoreScroll)) transcript.scrollTop = transcript.scrollHeight;
+    }).observe(transcript);
+  }
+  bindScroll();
+
+  ctx.chat = {
+    get mirror() {
+      return current.mirror;
+    },
+    get id() {
+      return current.mirror?.id ?? null;
+    },
+    get title() {
+      return current.mirror?.thread.title ?? '';
+    },
+    view,
+    open,
+    create,
+    close,
+    schedule,
+    /** The chat that was open before a reload, a crash or reopening the app. */
+    last: () => localStorage.getItem(OPEN_CHAT_KEY),
+    /** Your own message was just sent: the view follows it to the end. */
+    follow() {
+      current.follow = true;
+      schedule();
+    },
+    /** Opening settled (the line of selections is empty). */
+    settled: () => current.selecting,
+  };
+}

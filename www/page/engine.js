@@ -1,0 +1,137 @@
+// The engine as the page has it: its wasm (fetched and compiled once, when first needed), the
+// browser host `Palaver` over IndexedDB, and its configuration from Settings. Settings saved are
+// applied to the open engine (`configure`): nothing is closed and reopened, so a message sent the
+// moment after Save goes with them (issue 34). A first visit with nothing stored is drawn without
+// the engine; it opens on first use.
+import init, { Palaver, Engine } from '../../pkg/palaver.js';
+import * as settingsStore from '../settings.js';
+import * as secrets from './secrets.js';
+import * as vault from './vault.js';
+import { $ } from './dom.js';
+import { DEFAULT_LOCAL_N_CTX } from '../local/catalog.js';
+
+/** The engine's IndexedDB database (its host's `palaver.has_data.{name}` marker says data was saved). */
+export const DB_NAME = 'palaver';
+
+export function install(ctx) {
+  const engine = { palaver: null, module: null, opening: null };
+
+  /** The wasm, fetched and compiled once. */
+  function loadModule() {
+    engine.module ??= init().then(() => {
+      $('engine-version').textContent = Engine.version();
+      return Engine;
+    }, (error) => {
+      engine.module = null;
+      throw error;
+    });
+    return engine.module;
+  }
+
+  /** The open engine, opened now if it is not yet. */
+  function ensure() {
+    if (engine.palaver) return Promise.resolve(engine.palaver);
+    engine.opening ??= open().finally(() => { engine.opening = null; });
+    return engine.opening;
+  }
+
+  async function open() {
+    ctx.store.dispatch({ type: 'engine_loading' });
+    try {
+      await loadModule();
+      const settings = settingsStore.loadSettings();
+      const proxy = ctx.workspace.proxy();
+      await ctx.workspace.read(Engine.instructionFiles());
+      const palaver = await Palaver.open(configOf(settings), DB_NAME, (message) => ctx.say(message, true));
+      palaver.setLocalTransport((url, init) => ctx.local.transport(url, init));
+      engine.palaver = palaver;
+      await applySecrets(palaver, settings, proxy);
+      if (proxy) palaver.setProxy(proxy.url, proxy.token);
+      await ctx.afterEngineOpen(palaver);
+      ctx.store.dispatch({ type: 'engine_open' });
+      return palaver;
+    } catch (error) {
+      ctx.store.dispatch({ type: 'engine_failed', error: String(error?.message ?? error) });
+      throw error;
+    }
+  }
+
+  /**
+   * The engine's configuration from Settings and the paired workspace: the providers with their
+   * model settings, the system prompt (assembled by the engine), the tools and the user's rules.
+   */
+  function configOf(settings) {
+    const tools = ctx.workspace.tools();
+    const providers = Object.entries(settings.providers)
+      .filter(([kind, p]) => settingsStore.PROVIDER_KINDS.includes(kind) && p?.base_url)
+      .map(([kind, p]) => ({ kind, base_url: p.base_url, model: p.model ?? '', ...(kind === 'local' ? { n_ctx: DEFAULT_LOCAL_N_CTX } : {}), ...settingsStore.modelSettings(p) }));
+    const context = ctx.workspace.context();
+    const prompt = Engine.assembleSystemPrompt(settings.system_prompt?.trim() || null, tools.length ? context : { date: context.date });
+    return {
+      providers,
+      system_prompt: prompt,
+      workspace_tools: tools,
+      tool_rules: settingsStore.toolPolicy(settings, Engine.defaultToolRules(tools)),
+    };
+  }
+
+  /** Each provider's key, sent only to the origin it was given for (E1). */
+  async function applySecrets(palaver, settings, proxy) {
+    if (settings.remember_key || settings.sync?.remember) {
+      await vault.unlock(proxy);
+      const names = settings.remember_key ? [...settingsStore.PROVIDER_KINDS] : [];
+      if (settings.sync?.remember) names.push('sync');
+      const locked = await secrets.recall(names, (name) => (name === 'sync' ? settings.sync?.url : settings.providers[name]?.base_url));
+      if (locked.length) ctx.say('Your remembered keys stay locked until palaver serve runs: start it, then reload this page (or type the key in Settings).', true);
+    }
+    for (const [kind, config] of Object.entries(settings.providers)) {
+      const key = secrets.keyFor(kind, config?.base_url ?? '');
+      if (key) palaver.setProviderKey(kind, key);
+    }
+  }
+
+  /** Settings were saved: the open engine takes them at once; the page's state says what can answer. */
+  async function configure() {
+    const settings = settingsStore.loadSettings();
+    ctx.store.dispatch({ type: 'settings', configured: settingsStore.isConfigured(settings), usesLocal: settingsStore.activeProvider(settings).kind === 'local' });
+    const palaver = engine.palaver;
+    if (!palaver) return;
+    const proxy = ctx.workspace.proxy();
+    if (proxy) palaver.setProxy(proxy.url, proxy.token);
+    await ctx.workspace.read(Engine.instructionFiles());
+    palaver.configure(configOf(settings));
+    await applySecrets(palaver, settings, proxy);
+  }
+
+  /** The workspace's tools changed (an MCP server): the engine offers the new ones next. */
+  function toolsChanged() {
+    if (!engine.palaver) return;
+    engine.palaver.configure(configOf(settingsStore.loadSettings()));
+  }
+
+  /**
+   * Whether this start has work for the engine: chats stored here (or lost since: B18), sync, or
+   * chats in the paired workspace to offer. A first visit with none of these is drawn without it.
+   */
+  async function neededAtStart() {
+    const settings = settingsStore.loadSettings();
+    if (localStorage.getItem(`palaver.has_data.${DB_NAME}`) || settings.sync?.url) return true;
+    const databases = await indexedDB.databases?.().catch(() => null);
+    if (!databases || databases.some((d) => d.name === DB_NAME)) return true;
+    const proxy = ctx.workspace.proxy();
+    return proxy ? ctx.workspace.hasChats(proxy) : false;
+  }
+
+  ctx.engine = {
+    get palaver() {
+      return engine.palaver;
+    },
+    loadModule,
+    ensure,
+    configure,
+    toolsChanged,
+    neededAtStart,
+    defaults: () => loadModule().then(() => ({ prompt: Engine.defaultAgentPrompt(), rules: Engine.defaultToolRules(ctx.workspace.tools()) })),
+  };
+  ctx.store.perform('load_engine', () => ensure().catch(() => {}));
+}
