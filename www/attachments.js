@@ -39,6 +39,20 @@ export class Attachments {
     return !this.images.length && !this.mentions.size && ![...this.urls.values(), ...this.resources.values()].some((u) => u.state === 'ready');
   }
 
+  /** What is attached now, to put back with `restore` (a held message that was not sent). */
+  take() {
+    return { resources: new Map(this.resources), images: [...this.images], mentions: new Set(this.mentions), urls: new Map(this.urls) };
+  }
+
+  restore(taken) {
+    if (!taken) return;
+    for (const [key, value] of taken.resources) this.resources.set(key, value);
+    this.images.push(...taken.images);
+    for (const path of taken.mentions) this.mentions.add(path);
+    for (const [url, value] of taken.urls) this.urls.set(url, value);
+    this.render();
+  }
+
   clear() {
     this.resources.clear();
     this.images = [];

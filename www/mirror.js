@@ -7,7 +7,7 @@ export class ChatMirror {
     this.id = id;
     this.seq = -1;
     this.thread = {};
-    this.runtime = { state: 'idle', queued_items: [], pause_reasons: [] };
+    this.runtime = { state: 'idle', phase: 'done', offers: ['send'], queued_items: [], pause_reasons: [], tool_calls: [] };
     this.messages = [];
     this.draft = null;
     this.versions = new Map(); // message_id → how often it changed (keys the view's cache)
@@ -57,7 +57,7 @@ export class ChatMirror {
     this.dirty.messages = true;
   }
 
-  /** A turn is under way: the engine says so (`runtime.busy`). */
+  /** A turn is under way: the engine says so (`runtime.busy`); Send, Stop and the rest are `runtime.offers`. */
   get busy() {
     return Boolean(this.runtime.busy);
   }
@@ -74,6 +74,12 @@ const DELTA_OPS = {
   merge_extra: () => {},
 };
 
+/** What a stream event says of the runtime: the phase and the streaming answer's tokens. */
+function live(chat, phase, draftTokens) {
+  chat.runtime = { ...chat.runtime, phase, context_usage: { ...chat.runtime.context_usage, draft_tokens: draftTokens } };
+  chat.dirty.draft = true;
+}
+
 function newDraft(messageId) {
   return { message_id: messageId, content: '', reasoning_content: '', tool_calls: [], thinking_blocks: [], citations: [], usage: null };
 }
@@ -84,16 +90,17 @@ const PROGRESS_LINES = 200;
 const HANDLERS = {
   stream_started(chat, e) {
     chat.draft = newDraft(e.message_id);
-    chat.dirty.draft = true;
+    live(chat, 'thinking', 0);
   },
   stream_delta(chat, e) {
     if (!chat.draft || chat.draft.message_id !== e.message_id) chat.draft = newDraft(e.message_id);
     for (const op of e.ops) DELTA_OPS[op.op]?.(chat.draft, op);
-    chat.dirty.draft = true;
+    live(chat, e.phase, e.draft_tokens);
   },
   stream_finished(chat) {
     chat.draft = null;
-    chat.dirty.draft = true;
+    // Still generating (a retry, the next round) until a `runtime_updated` says otherwise.
+    live(chat, 'thinking', 0);
   },
   message_added(chat, e) {
     chat.messages.splice(Math.min(e.index, chat.messages.length), 0, e.message);

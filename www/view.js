@@ -32,13 +32,6 @@ function marker(name, label = name) {
   return el('span', { class: `marker ${name}`, testid: `marker-${name}`, text: label });
 }
 
-/** The turn's phase (seed 004): thinking → streaming → working (tools) → done. */
-export function phaseOf(chat) {
-  const state = chat.runtime.state;
-  if (['executing_tools', 'paused', 'waiting_ide'].includes(state)) return 'working';
-  if (state === 'generating') return chat.draft?.content ? 'streaming' : 'thinking';
-  return 'done';
-}
 
 export class TranscriptView {
   constructor(root, html) {
@@ -88,7 +81,7 @@ export class TranscriptView {
           nodes.push(turn.node);
         }
         turn.calls.push(...message.tool_calls);
-        fillToolActivity(turn.node, turn.calls, results, chat.runtime.pause_reasons ?? [], chat.progress, chat.decisions);
+        fillToolActivity(turn.node, turn.calls, results, statusesOf(chat), chat.progress, chat.decisions);
       }
     }
     this.cache = keep;
@@ -199,7 +192,8 @@ export class TranscriptView {
     } else if (this.phaseNode.parentNode !== this.tail) {
       this.tail.append(this.phaseNode);
     }
-    const phase = phaseOf(chat);
+    // The engine's phase (seed 004): thinking → streaming → working (tools) → done.
+    const phase = chat.runtime.phase ?? 'done';
     this.phaseNode.dataset.phase = phase;
     this.phaseNode.textContent = phase === 'done' ? '' : `${phase}…`;
   }
@@ -249,24 +243,37 @@ function reasoningNode(reasoning) {
   return el('details', { class: 'reasoning', testid: 'reasoning' }, el('summary', { text: 'Reasoning' }), el('div', { class: 'text', text: reasoning }));
 }
 
-function fillToolActivity(node, calls, results, pauseReasons, progress = new Map(), decisions = new Map()) {
-  const awaiting = new Set(pauseReasons.map((r) => r.tool_call_id));
+/** The engine's status of each call of the current turn (`runtime.tool_calls`). */
+function statusesOf(chat) {
+  return new Map((chat.runtime.tool_calls ?? []).map((c) => [c.id, c.status]));
+}
+
+const STATUS_WORDS = {
+  pending: 'being written', queued: 'queued', running: 'running', awaiting_approval: 'awaiting approval',
+  waiting_host: 'waiting for the page', done: 'done', failed: 'failed', denied: 'denied by your rule',
+  rejected: 'rejected', skipped: 'skipped', stopped: 'stopped',
+};
+
+function fillToolActivity(node, calls, results, statuses, progress = new Map(), decisions = new Map()) {
   let live = false;
   const items = calls.map((call) => {
     const result = results.get(call.id);
-    const status = result ? (result.tool_failed ? 'failed' : 'done') : awaiting.has(call.id) ? 'awaiting approval' : 'running';
+    // The engine says where a call of the current turn stands; an earlier turn's call has its
+    // stored result (or none: it was stopped).
+    const engine = statuses.get(call.id);
+    const status = engine ?? (result ? (result.tool_failed ? 'failed' : 'done') : 'stopped');
     // A running tool's output, line by line as it comes (run_command); its result replaces it.
     const lines = !result && progress.get(call.id);
     live ||= Boolean(lines?.length);
-    return el('li', { testid: 'tool-call', 'data-tool': call.function?.name ?? '', 'data-status': status.split(' ')[0] },
+    return el('li', { testid: 'tool-call', 'data-tool': call.function?.name ?? '', 'data-status': status },
       el('code', { text: call.function?.name ?? '?' }), ' ', el('span', { class: 'args', text: summarizeArgs(call.function?.arguments) }),
-      el('span', { class: `status ${status.split(' ')[0]}`, text: ` — ${status}` }),
+      el('span', { class: `status ${status}`, text: ` — ${STATUS_WORDS[status] ?? status}` }),
       decisions.get(call.id)?.source === 'policy' ? el('small', { class: 'decision', testid: 'tool-decision', text: ' (allowed by your tool rule)' }) : null,
       lines?.length ? el('pre', { class: 'progress', testid: 'tool-progress', text: lines.join('\n') }) : null,
       result ? resultNode(textOf(result.content)) : null);
   });
   if (live) node.open = true;
-  const done = items.filter((i) => i.dataset.status === 'done' || i.dataset.status === 'failed').length;
+  const done = items.filter((i) => !['pending', 'queued', 'running', 'awaiting_approval', 'waiting_host'].includes(i.dataset.status)).length;
   node.replaceChildren(el('summary', { text: `Tools: ${calls.length} call${calls.length === 1 ? '' : 's'} (${done} finished)` }), el('ol', {}, ...items));
 }
 

@@ -68,6 +68,10 @@ pub enum Command {
     },
     RestoreFromTrajectory {
         trajectory: Value,
+        /// The host's own copy (an Undo of a delete): its params come back too. Anything from
+        /// outside — an import, the workspace, a pull — never sets this (SECURITY F2).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        own_copy: bool,
     },
     ClearDraft {},
     SetDraft {
@@ -84,6 +88,11 @@ pub enum Command {
     CancelQueued {},
     /// Runs the commands held since an `abort` (the page's "send now").
     ResumeQueue {},
+    /// Puts a message back at `index` (the page's Undo of a deletion, same id and place).
+    InsertMessage {
+        index: usize,
+        message: crate::message::ChatMessage,
+    },
 }
 
 impl<'de> Deserialize<'de> for CommandEnvelope {
@@ -123,6 +132,7 @@ impl Command {
         "ide_tool_result",
         "cancel_queued",
         "resume_queue",
+        "insert_message",
     ];
 
     fn from_fields(mut f: Fields) -> Result<Self, serde_json::Error> {
@@ -167,6 +177,7 @@ impl Command {
             },
             "restore_from_trajectory" => Command::RestoreFromTrajectory {
                 trajectory: f.take("trajectory")?,
+                own_copy: f.or_default("own_copy")?,
             },
             "clear_draft" => Command::ClearDraft {},
             "set_draft" => Command::SetDraft {
@@ -180,6 +191,10 @@ impl Command {
             },
             "cancel_queued" => Command::CancelQueued {},
             "resume_queue" => Command::ResumeQueue {},
+            "insert_message" => Command::InsertMessage {
+                index: f.take("index")?,
+                message: f.take("message")?,
+            },
             other => return Err(tagged::unknown_variant(other, Self::VARIANTS)),
         })
     }
@@ -203,6 +218,7 @@ impl Command {
             Command::Regenerate {} => "regenerate",
             Command::IdeToolResult { .. } => "ide_tool_result",
             Command::CancelQueued {} => "cancel_queued",
+            Command::InsertMessage { .. } => "insert_message",
         }
     }
 

@@ -14,8 +14,25 @@ pub fn render_markdown(markdown: &str) -> String {
     let mut out = String::with_capacity(markdown.len() + markdown.len() / 4);
     let mut closers: Vec<&'static str> = Vec::new();
     let mut in_image = 0usize;
+    let mut in_head = false;
     for event in Parser::new_ext(markdown, options) {
         match event {
+            // A table's header row has header cells (GitHub draws them so).
+            Event::Start(Tag::TableCell) if in_head => {
+                out.push_str("<th>");
+                closers.push("</th>");
+            }
+            Event::Start(Tag::TableHead) => {
+                in_head = true;
+                out.push_str("<thead><tr>");
+                closers.push("</tr></thead><tbody>");
+            }
+            Event::End(TagEnd::TableHead) => {
+                in_head = false;
+                if let Some(close) = closers.pop() {
+                    out.push_str(close);
+                }
+            }
             Event::Start(tag) => {
                 let close = open_tag(&mut out, tag);
                 if close == IMAGE_CLOSE {
@@ -51,8 +68,13 @@ pub fn render_markdown(markdown: &str) -> String {
             Event::SoftBreak => out.push(if in_image > 0 { ' ' } else { '\n' }),
             Event::HardBreak => out.push_str("<br>"),
             Event::Rule => out.push_str("<hr>"),
+            // A task list item: a checkbox that shows, never changes (no script reads it).
             Event::TaskListMarker(done) => {
-                out.push_str(if done { "[x] " } else { "[ ] " });
+                out.push_str(if done {
+                    "<input type=\"checkbox\" disabled=\"\" checked=\"\" aria-label=\"done\"> "
+                } else {
+                    "<input type=\"checkbox\" disabled=\"\" aria-label=\"not done\"> "
+                });
             }
         }
     }
@@ -111,11 +133,11 @@ fn open_tag(out: &mut String, tag: Tag) -> &'static str {
         }
         Tag::Table(_) => {
             out.push_str("<table>");
-            "</table>"
+            "</tbody></table>"
         }
         Tag::TableHead => {
             out.push_str("<thead><tr>");
-            "</tr></thead>"
+            "</tr></thead><tbody>"
         }
         Tag::TableRow => {
             out.push_str("<tr>");

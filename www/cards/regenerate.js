@@ -1,13 +1,10 @@
-// Regenerate: offered when the chat is not busy, waits on no answer to the assistant's
-// questions, and its last message is an answer, a tool result or an error.
+// Regenerate: offered exactly when the engine offers it (`runtime.offers`: not busy, no question
+// waiting, the last turn answered or failed).
 import { button } from '../view.js';
 
 export default {
   name: 'regenerate',
-  select(chat) {
-    const last = chat.messages.at(-1);
-    return !chat.runtime.busy && !chat.runtime.questions && ['assistant', 'error', 'tool'].includes(last?.role) ? true : null;
-  },
+  select: (chat) => (chat.runtime.offers?.includes('regenerate') ? true : null),
   render: () => button('regenerate', 'Regenerate', 'regenerate'),
   actions: {
     regenerate: (_chat, _target, send) => send({ type: 'regenerate' }),

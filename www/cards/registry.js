@@ -10,8 +10,9 @@ import approval from './approval.js';
 import askUser from './ask-user.js';
 import regenerate from './regenerate.js';
 import subagents from './subagents.js';
+import proposedPrompt from './proposed-prompt.js';
 
-export const CARDS = [plan, subagents, approval, askUser, regenerate];
+export const CARDS = [proposedPrompt, plan, subagents, approval, askUser, regenerate];
 
 /** Renders every card whose `select` gives data into its slot (`cards` unless it names one). */
 export function render(slots, chat, ctx) {
@@ -30,14 +31,14 @@ export function render(slots, chat, ctx) {
 }
 
 /** One click handler per slot: the action named by the button, of the card it sits in. */
-export function bind(slots, { chat, send, open }) {
+export function bind(slots, { chat, send, open, review }) {
   for (const root of Object.values(slots)) {
     root.addEventListener('click', (event) => {
       const target = event.target.closest('[data-action]');
       const card = CARDS.find((c) => c.name === target?.closest('[data-card]')?.dataset.card);
       const action = card?.actions?.[target.dataset.action];
       const current = chat();
-      if (action && current) action(current, target, send, { open });
+      if (action && current) action(current, target, send, { open, review });
     });
   }
 }

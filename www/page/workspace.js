@@ -53,7 +53,7 @@ export function install(ctx) {
         known.tools = tools;
         $('attach-resource').hidden = !tools.some((t) => t.mcp);
         ctx.engine.toolsChanged();
-        ctx.settings?.refresh('mcp');
+        ctx.settings?.refresh('workspace');
       }, 150);
     }, controller.signal);
   }

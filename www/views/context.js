@@ -2,6 +2,11 @@
 // (`runtime.context_usage`), and the provider's cache hits of the last answer.
 
 export function render(node, chat) {
+  if (!chat) {
+    node.querySelector('meter').value = 0;
+    node.querySelector('span').textContent = '';
+    return;
+  }
   const usage = chat.runtime.context_usage ?? {};
   let last = null;
   for (let i = chat.messages.length - 1; i >= 0 && !last; i -= 1) if (chat.messages[i].usage) last = chat.messages[i].usage;
@@ -12,10 +17,9 @@ export function render(node, chat) {
   node.dataset.estimated = String(estimated);
   node.dataset.budget = String(budget);
   node.dataset.cacheRead = String(cacheRead);
-  // The answer streaming now joins the history when it ends: counted the engine's way (SPEC §5,
-  // characters / 4), so the gauge moves while a long answer fills the window.
-  const draft = chat.draft;
-  const streaming = draft ? Math.ceil(((draft.content?.length ?? 0) + (draft.reasoning_content?.length ?? 0)) / 4) : 0;
+  // The answer streaming now joins the history when it ends: the engine counts it
+  // (`draft_tokens`), so the gauge moves while a long answer fills the window.
+  const streaming = usage.draft_tokens ?? 0;
   const total = estimated + streaming;
   node.dataset.streaming = String(streaming);
   node.querySelector('meter').value = budget ? Math.min(1, total / budget) : 0;

@@ -31,7 +31,7 @@ pub struct BranchSource {
     pub root_chat_id: String,
 }
 
-const ALWAYS: [&str; 14] = [
+const ALWAYS: [&str; 15] = [
     "user_message",
     "set_params",
     "update_message",
@@ -46,6 +46,7 @@ const ALWAYS: [&str; 14] = [
     "regenerate",
     "cancel_queued",
     "resume_queue",
+    "insert_message",
 ];
 
 impl ChatSession {
@@ -216,6 +217,22 @@ impl ChatSession {
                         message_id: message_id.clone(),
                     })
             }
+            (Command::InsertMessage { index, message }, _) => {
+                if *index > self.messages.len() {
+                    return Err(Refusal::InvalidCommand {
+                        reason: format!(
+                            "index {index} is past the end of the history ({} messages)",
+                            self.messages.len()
+                        ),
+                    });
+                }
+                match self.message_index(&message.message_id) {
+                    Some(_) => Err(Refusal::InvalidCommand {
+                        reason: format!("a message {} is already there", message.message_id),
+                    }),
+                    None => Ok(()),
+                }
+            }
             (Command::Regenerate {}, _) if !self.messages.iter().any(|m| m.role == Role::User) => {
                 Err(Refusal::InvalidCommand {
                     reason: "nothing to regenerate: no user message".into(),
@@ -337,8 +354,12 @@ impl ChatSession {
                     },
                 );
             }
-            Command::RestoreFromTrajectory { trajectory } => self.restore(ctx, &id, &trajectory),
+            Command::RestoreFromTrajectory {
+                trajectory,
+                own_copy,
+            } => self.restore(ctx, &id, &trajectory, own_copy),
             Command::SetDraft { text } => self.set_composer_draft(text),
+            Command::InsertMessage { index, message } => self.insert_message_at(index, message),
             Command::ClearDraft {} => self.set_composer_draft(String::new()),
             Command::SetParams { .. }
             | Command::Abort {}
@@ -434,7 +455,7 @@ impl ChatSession {
     }
 
     /// Replaces the history with an imported trajectory, repaired; its tool calls never re-run.
-    fn restore(&mut self, ctx: &mut Ctx, client_request_id: &str, value: &Value) {
+    fn restore(&mut self, ctx: &mut Ctx, client_request_id: &str, value: &Value, own_copy: bool) {
         let loaded = match trajectory::load(&self.chat_id, value) {
             Ok(loaded) => loaded,
             Err(refusal) => return self.refuse(client_request_id, &refusal),
@@ -443,7 +464,11 @@ impl ChatSession {
         // A trajectory comes from outside (an import, the workspace): its title and links come
         // back with it, but what steers the agent stays this chat's, and its own system prompt
         // waits for the user's yes (SECURITY F2).
-        let outside = crate::thread::from_outside(&loaded.thread.to_json(), &self.thread.to_json());
+        let outside = if own_copy {
+            loaded.thread.to_json()
+        } else {
+            crate::thread::from_outside(&loaded.thread.to_json(), &self.thread.to_json())
+        };
         if let (Value::Object(patch), Ok(thread)) = (
             outside.clone(),
             serde_json::from_value::<crate::thread::ThreadParams>(outside),
@@ -508,6 +533,7 @@ fn edits_history_only(command: &Command) -> bool {
     matches!(
         command,
         Command::TruncateMessages { .. }
+            | Command::InsertMessage { .. }
             | Command::RestoreFromTrajectory { .. }
             | Command::UpdateMessage {
                 regenerate: false,

@@ -416,6 +416,14 @@ impl ChatSession {
         self.emit(Event::MessageAdded { message, index });
     }
 
+    pub(crate) fn insert_message_at(&mut self, index: usize, message: ChatMessage) {
+        self.derived.take();
+        let index = index.min(self.messages.len());
+        self.book.touch(&message.message_id);
+        self.messages.insert(index, message.clone());
+        self.emit(Event::MessageAdded { message, index });
+    }
+
     pub(crate) fn replace_message(&mut self, index: usize, message: ChatMessage) {
         self.derived.take();
         self.book.touch(&message.message_id);

@@ -30,7 +30,7 @@ pub struct Host {
 
 /// Imports a trajectory (Refact JSON, or an OpenAI-style message array) as chat `id`, resolved
 /// once it is stored: closing the page then loses nothing.
-async fn import_as(shared: &Handle, id: &str, text: &str) -> Result<(), JsValue> {
+async fn import_as(shared: &Handle, id: &str, text: &str, own_copy: bool) -> Result<(), JsValue> {
     let trajectory: Value =
         serde_json::from_str(text).map_err(|e| error("BadInput", &e.to_string()))?;
     handle(
@@ -41,7 +41,7 @@ async fn import_as(shared: &Handle, id: &str, text: &str) -> Result<(), JsValue>
             stored: None,
         },
     );
-    let command = json!({"type": "restore_from_trajectory", "client_request_id": "import", "trajectory": trajectory});
+    let command = json!({"type": "restore_from_trajectory", "client_request_id": "import", "trajectory": trajectory, "own_copy": own_copy});
     let step = handle(
         shared,
         Input::Command {
@@ -477,7 +477,8 @@ impl Host {
     }
 
     /// Imports a trajectory (JSON text, Refact format or a bare message array) as a new chat:
-    /// loaded tolerantly (repairs are reported as events) and saved whole.
+    /// loaded tolerantly (repairs are reported as events) and saved whole. What steers the agent
+    /// does not come with it (SECURITY F2).
     #[wasm_bindgen(js_name = importChat, unchecked_return_type = "Promise<string>")]
     pub fn import_chat(&self, text: js_sys::JsString) -> Promise {
         let text = super::text_of(&text);
@@ -486,8 +487,21 @@ impl Host {
             let text =
                 text.ok_or_else(|| error("BadInput", "an import is the file's text (a string)"))?;
             let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
-            import_as(&shared, &id, &text).await?;
+            import_as(&shared, &id, &text, false).await?;
             Ok(JsValue::from_str(&id))
+        })
+    }
+
+    /// Undoes a delete: the chat comes back from the page's own copy (`exportChat`'s, taken
+    /// before the delete) under its own id, params and all, so other devices see the same chat.
+    #[wasm_bindgen(js_name = undeleteChat, unchecked_return_type = "Promise<string>")]
+    pub fn undelete_chat(&self, chat_id: String, text: js_sys::JsString) -> Promise {
+        let text = super::text_of(&text);
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let text = text.ok_or_else(|| error("BadInput", "the copy is the export's text"))?;
+            import_as(&shared, &chat_id, &text, true).await?;
+            Ok(JsValue::from_str(&chat_id))
         })
     }
 
@@ -547,7 +561,7 @@ impl Host {
                 .map_err(|e| error("WorkspaceError", &e))?;
             if as_new {
                 let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
-                import_as(&shared, &id, &text).await?;
+                import_as(&shared, &id, &text, false).await?;
                 return Ok(JsValue::from_str(&id));
             }
             if stored_chat_exists(&shared, &chat_id).await? {
@@ -556,7 +570,7 @@ impl Host {
                     &format!("chat {chat_id} is already in this browser"),
                 ));
             }
-            import_as(&shared, &chat_id, &text).await?;
+            import_as(&shared, &chat_id, &text, false).await?;
             chat_files::adopt(&shared, &chat_id, &hash).await;
             Ok(JsValue::from_str(&chat_id))
         })

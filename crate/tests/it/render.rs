@@ -4,7 +4,7 @@
 
 use palaver_render::render_markdown;
 
-const TAGS: [&str; 24] = [
+const TAGS: [&str; 26] = [
     "p",
     "h1",
     "h2",
@@ -22,7 +22,9 @@ const TAGS: [&str; 24] = [
     "li",
     "table",
     "thead",
+    "tbody",
     "tr",
+    "th",
     "td",
     "em",
     "strong",
@@ -30,8 +32,8 @@ const TAGS: [&str; 24] = [
     "a",
     "span",
 ];
-const VOID: [&str; 2] = ["br", "hr"];
-const ATTRIBUTES: [&str; 9] = [
+const VOID: [&str; 3] = ["br", "hr", "input"];
+const ATTRIBUTES: [&str; 12] = [
     "class",
     "start",
     "href",
@@ -41,6 +43,9 @@ const ATTRIBUTES: [&str; 9] = [
     "title",
     "type",
     "data-src",
+    "disabled",
+    "checked",
+    "aria-label",
 ];
 
 /// Every tag of `html` is one of the renderer's, with allowed attributes and a safe `href`.
@@ -204,10 +209,29 @@ fn safe_markdown_still_renders() {
         html.contains("class=\"remote-image\" data-src=\"https://example.com/d.png\""),
         "{html}"
     );
-    assert!(html.contains("[x] done"));
+    assert!(html.contains("checked=\"\" aria-label=\"done\"> done"), "{html}");
     let refused = render_markdown("[x](javascript:alert(1))");
     assert!(
         refused.contains("<span class=\"refused-link\"") && !refused.contains("href"),
         "{refused}"
     );
+}
+
+/// Issue 38: Markdown as GitHub draws it — a table's header row in header cells, a task list's
+/// markers as read-only checkboxes (no script reads them; they are disabled).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn tables_have_header_cells_and_task_lists_have_checkboxes() {
+    let table = render_markdown("| a | b |\n|---|---|\n| 1 | 2 |\n");
+    assert!(
+        table.contains("<thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td>2</td></tr></tbody></table>"),
+        "{table}"
+    );
+    let tasks = render_markdown("- [x] done\n- [ ] to do\n");
+    assert!(tasks.contains("<input type=\"checkbox\" disabled=\"\" checked=\"\" aria-label=\"done\"> done"), "{tasks}");
+    assert!(tasks.contains("<input type=\"checkbox\" disabled=\"\" aria-label=\"not done\"> to do"), "{tasks}");
+    assert!(!tasks.contains("[x]"), "{tasks}");
+    for html in [table, tasks] {
+        assert_safe("tables and tasks", &html);
+    }
 }

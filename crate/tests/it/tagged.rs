@@ -133,6 +133,12 @@ fn commands() -> Vec<Command> {
         },
         Command::RestoreFromTrajectory {
             trajectory: json!({"messages": []}),
+            own_copy: true,
+        },
+        Command::InsertMessage {
+            index: 0,
+            message: serde_json::from_value(json!({"message_id": "m9", "role": "user", "content": "back"}))
+                .unwrap_or_else(|e| panic!("{e}")),
         },
         Command::ClearDraft {},
         Command::SetDraft { text: "dr".into() },
@@ -162,9 +168,10 @@ fn commands() -> Vec<Command> {
         | Command::Regenerate {}
         | Command::IdeToolResult { .. }
         | Command::CancelQueued {}
-        | Command::ResumeQueue {} => 1,
+        | Command::ResumeQueue {}
+        | Command::InsertMessage { .. } => 1,
     };
-    assert_eq!(commands.iter().map(variant_count).sum::<usize>(), 17);
+    assert_eq!(commands.iter().map(variant_count).sum::<usize>(), 18);
     commands
 }
 

@@ -1,0 +1,223 @@
+// The composer: what the user writes and Send. A Send goes to the page's lifecycle, which sends
+// it now, holds it visibly (with Cancel) until what it needs is there, or refuses it in one
+// sentence with the words put back — a click is never lost (issue 34). The unsent text of a chat
+// is the engine's (`set_draft`); Send, Queue and Stop are what the engine's runtime offers.
+import { Attachments } from '../attachments.js';
+import * as mcp from '../mcp.js';
+import * as markdown from '../markdown.js';
+import { heldSentence } from '../page/lifecycle.js';
+import { el, button } from '../view.js';
+import { $ } from '../page/dom.js';
+
+/** The composer's text when no chat is open (a new chat's words), kept across a reload. */
+const NEW_DRAFT_KEY = 'palaver.draft.new';
+/** How long typing settles before the draft is saved. */
+const DRAFT_SETTLE_MS = 400;
+
+export function install(ctx) {
+  const composer = $('composer');
+  const sent = new Map(); // client_request_id → text, so a queued message can become "steer now"
+  let edits = 0; // input events: tell typing from a switch's own writes
+  let counter = 0;
+  let draftTimer = 0;
+
+  const attachments = new Attachments({
+    tray: $('attachments'),
+    menu: $('mention-list'),
+    say: (text, error) => ctx.say(text, error),
+    proxy: () => (ctx.workspace.proxy() ? { tool: (name, args) => ctx.workspace.tool(name, args) } : null),
+    files: () => ctx.workspace.files(),
+    readResource: (server, uri) => mcp.readResource(ctx.workspace.proxy(), server, uri),
+  });
+  const prompts = new mcp.PromptMenu({ menu: $('prompt-list'), composer, proxy: () => ctx.workspace.proxy(), say: (text, error) => ctx.say(text, error) });
+
+  /** Sends the composer's message through the lifecycle (now, held, or refused). */
+  async function send(priority = false) {
+    const text = composer.value.trim();
+    if (!text && attachments.empty) {
+      composer.focus();
+      return;
+    }
+    let extra;
+    try {
+      extra = await attachments.collect(text);
+    } catch (error) {
+      ctx.say(error.message, true);
+      return; // nothing sent, everything typed kept
+    }
+    const message = { text, priority, ...extra, taken: attachments.take() };
+    attachments.clear();
+    composer.value = '';
+    saveDraft();
+    ctx.store.dispatch({ type: 'send', message });
+  }
+
+  /** The lifecycle's `send_message`: into the open chat, or a new one. */
+  async function deliver({ message }) {
+    try {
+      if (!ctx.chat.id) await ctx.chat.create();
+      await ctx.chat.settled();
+      const body = { type: 'user_message', content: message.text, priority: Boolean(message.priority) };
+      if (message.attachments?.length) body.attachments = message.attachments;
+      if (message.context_files?.length) body.context_files = message.context_files;
+      const id = command(body);
+      if (id) sent.set(id, message.text);
+      else restore({ message });
+      ctx.chat.follow();
+    } catch (error) {
+      ctx.say(`Not sent: ${error?.message ?? error}`, true);
+      restore({ message });
+    }
+  }
+
+  /** A message that was not sent goes back where it was typed, before what was typed since. */
+  function restore({ message }) {
+    composer.value = [message.text, composer.value].filter(Boolean).join('\n\n');
+    attachments.restore(message.taken);
+    saveDraft();
+    buttons(ctx.chat.mirror);
+  }
+
+  /** Sends a command to the open chat (or `chatId`); returns its id, or null when refused. */
+  function command(body, chatId = ctx.chat.id) {
+    const palaver = ctx.engine.palaver;
+    if (!palaver || !chatId || (chatId === ctx.chat.id && ctx.chat.mirror?.preview)) return null;
+    const id = body.client_request_id ?? `ui-${Date.now()}-${(counter += 1)}`;
+    try {
+      const events = palaver.send(chatId, { ...body, client_request_id: id });
+      const refused = events?.find?.((e) => e.type === 'ack' && e.accepted === false);
+      if (refused) {
+        ctx.say(`Palaver could not do that: ${refused.reason?.message ?? refused.reason?.kind ?? 'it was refused'}`, true);
+        return null;
+      }
+    } catch (error) {
+      ctx.say(String(error?.message ?? error), true);
+      return null;
+    }
+    return id;
+  }
+
+  /** The held message and its Cancel, from the page's state. */
+  function showHeld(state) {
+    const node = $('held');
+    node.hidden = !state.held;
+    if (!state.held) return node.replaceChildren();
+    node.replaceChildren(
+      el('span', { class: 'preview', text: state.held.message.text || '(attachments)' }),
+      el('span', { testid: 'held-sentence', text: ` — ${heldSentence(state)} ` }),
+      button('cancel-held', 'Cancel', 'cancel-held', { onclick: () => ctx.store.dispatch({ type: 'cancel_held' }) }));
+    return undefined;
+  }
+
+  /** Send, Queue and Stop as the open chat's runtime offers them. */
+  function buttons(chat) {
+    const offers = chat?.runtime?.offers ?? ['send'];
+    const busy = offers.includes('stop');
+    $('stop').hidden = !busy;
+    $('send').hidden = busy && composer.value.trim() === '';
+    $('send').textContent = offers.includes('queue') ? 'Queue' : 'Send';
+  }
+
+  // --- drafts: the engine's, per chat ---
+
+  function saveDraft() {
+    clearTimeout(draftTimer);
+    const chat = ctx.chat.mirror;
+    const text = composer.value;
+    if (!chat) {
+      if (text) localStorage.setItem(NEW_DRAFT_KEY, text);
+      else localStorage.removeItem(NEW_DRAFT_KEY);
+      return;
+    }
+    draftTimer = setTimeout(() => setDraft(chat.id, text), DRAFT_SETTLE_MS);
+  }
+
+  function setDraft(chatId, text) {
+    const thread = ctx.engine.palaver?.snapshot(chatId)?.thread;
+    if (!thread || (thread.composer_draft ?? '') === text) return;
+    command(text ? { type: 'set_draft', text } : { type: 'clear_draft' }, chatId);
+  }
+
+  ctx.composer = {
+    send,
+    command,
+    buttons,
+    attachments,
+    sentText: (id) => sent.get(id),
+    remember: (id, text) => sent.set(id, text),
+    /** What the composer held when a switch of chats began. */
+    mark: () => ({ chatId: ctx.chat.id, text: composer.value, edits }),
+    /** The chat left keeps its words (or the words typed during the switch go to the next). */
+    leaving(chat, mark) {
+      clearTimeout(draftTimer);
+      const typedMeanwhile = mark && edits !== mark.edits;
+      setDraft(chat.id, typedMeanwhile ? mark.text : composer.value);
+    },
+    arrived(chat, mark) {
+      if (mark && edits !== mark.edits) return saveDraft(); // typed for this chat
+      composer.value = ctx.engine.palaver?.snapshot(chat.id)?.thread?.composer_draft ?? '';
+      localStorage.removeItem(NEW_DRAFT_KEY);
+      return undefined;
+    },
+    fresh() {
+      composer.value = localStorage.getItem(NEW_DRAFT_KEY) ?? '';
+    },
+  };
+
+  ctx.store.perform('send_message', deliver);
+  ctx.store.perform('restore_held', restore);
+  ctx.store.watch(showHeld);
+
+  $('composer-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    send();
+  });
+  composer.addEventListener('keydown', (event) => {
+    if (prompts.open && event.key === 'Escape') return prompts.close();
+    if (prompts.open && event.key === 'Enter') {
+      event.preventDefault();
+      return $('prompt-list').querySelector('button')?.click();
+    }
+    if (attachments.onKeydown(event, composer)) return undefined;
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+    return undefined;
+  });
+  composer.addEventListener('input', () => {
+    markdown.load(); // an answer will need it
+    ctx.engine.loadModule().catch(() => {});
+    edits += 1;
+    attachments.onInput(composer);
+    prompts.onInput();
+    saveDraft();
+    buttons(ctx.chat.mirror);
+  });
+  composer.addEventListener('paste', (event) => {
+    const images = [...(event.clipboardData?.files ?? [])].filter((f) => f.type.startsWith('image/'));
+    if (!images.length) return;
+    event.preventDefault();
+    attachments.addFiles(images);
+  });
+  $('composer-form').addEventListener('dragover', (event) => event.preventDefault());
+  $('composer-form').addEventListener('drop', (event) => {
+    event.preventDefault();
+    attachments.addFiles([...(event.dataTransfer?.files ?? [])]);
+  });
+  $('attach-image').addEventListener('click', () => $('image-file').click());
+  $('image-file').addEventListener('change', () => {
+    attachments.addFiles([...$('image-file').files]);
+    $('image-file').value = '';
+  });
+  $('attach-resource').addEventListener('click', () => {
+    const proxy = ctx.workspace.proxy();
+    if (!$('resource-list').hidden) $('resource-list').hidden = true;
+    else if (proxy) mcp.pickResource($('resource-list'), proxy, (resource) => attachments.addResource(resource), (t, e) => ctx.say(t, e));
+  });
+  $('stop').addEventListener('click', () => command({ type: 'abort' }));
+  addEventListener('pagehide', () => {
+    const chat = ctx.chat.mirror;
+    if (chat && !chat.preview) setDraft(chat.id, composer.value);
+  });
+}

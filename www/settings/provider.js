@@ -1,0 +1,181 @@
+// Settings → Provider, in the order a person fills it: the kind, its address, the key, Test the
+// connection (it lists the models and the windows the server says), the model, then the window
+// and limits; the fallback models last. Each kind keeps its own address, model and key. A link's
+// proposal (`#provider=…`) only pre-fills the form, with a notice naming the host (SECURITY E1).
+import * as settingsStore from '../settings.js';
+import * as secrets from '../page/secrets.js';
+import * as agent from '../agent.js';
+import { el } from '../view.js';
+
+const KINDS = [
+  ['openai-chat', 'OpenAI-compatible chat (OpenAI, Ollama, OpenRouter, llama.cpp, vLLM, …)'],
+  ['anthropic', 'Anthropic'],
+  ['gemini', 'Gemini'],
+  ['openai-responses', 'OpenAI Responses'],
+  ['local', 'Model in this browser (llama.cpp, offline)'],
+];
+
+const field = (label, input, extra = {}) => el('label', extra, label, ' ', input);
+const q = (view, id) => view.querySelector(`[data-testid=${id}]`);
+
+export default {
+  id: 'provider',
+  label: 'Provider',
+  build(ctx) {
+    const kind = el('select', { testid: 'provider-kind', id: 'provider-kind' }, ...KINDS.map(([value, text]) => new Option(text, value)));
+    const base = el('input', { testid: 'provider-base-url', id: 'provider-base-url', type: 'url', placeholder: 'https://api.openai.com/v1' });
+    const key = el('input', { testid: 'provider-key', id: 'provider-key', type: 'password', autocomplete: 'off' });
+    const model = el('input', { testid: 'provider-model', id: 'provider-model', placeholder: 'gpt-4.1', autocomplete: 'off' });
+    model.setAttribute('list', 'model-list');
+    const view = el('section', { class: 'settings-section' },
+      el('p', { class: 'hint', text: 'Pick the kind, give its address and key, Test the connection, pick a model, Save.' }),
+      el('p', { class: 'notice', testid: 'proposal-notice', hidden: true }),
+      field('Kind', kind),
+      field('Base URL', base, { class: 'remote-only' }),
+      field('API key', key, { class: 'remote-only' }),
+      el('p', { class: 'notice', testid: 'key-note', hidden: true }),
+      el('label', { class: 'inline remote-only' }, el('input', { type: 'checkbox', testid: 'remember-key' }), ' Remember the key on this device (encrypted; where the app runs from this machine, also locked by palaver serve)'),
+      el('p', { class: 'inline-actions remote-only' },
+        el('button', { type: 'button', testid: 'list-models', text: 'Test the connection (lists its models)', onclick: () => testConnection(view) }),
+        ' ', el('span', { testid: 'model-status', role: 'status' })),
+      field('Model', model),
+      el('datalist', { id: 'model-list', testid: 'model-list' }),
+      el('fieldset', { class: 'model-settings' }, el('legend', { text: 'Window and limits' }),
+        field('Context window (tokens)', el('input', { testid: 'provider-n-ctx', type: 'number', min: 256, step: 1, placeholder: 'from the provider' })),
+        field('Max output tokens', el('input', { testid: 'provider-max-tokens', type: 'number', min: 1, step: 1, placeholder: 'from the provider' })),
+        field('Temperature', el('input', { testid: 'provider-temperature', type: 'number', min: 0, max: 2, step: 0.1, placeholder: 'provider default' })),
+        field('Reasoning effort (OpenAI)', el('select', { testid: 'provider-reasoning' }, new Option('provider default', ''), new Option('low', 'low'), new Option('medium', 'medium'), new Option('high', 'high')), { class: 'remote-only' }),
+        field('Thinking budget (Anthropic, Gemini; tokens)', el('input', { testid: 'provider-thinking', type: 'number', min: 0, step: 1, placeholder: 'off' }), { class: 'remote-only' })),
+      el('label', {}, 'Fallback models, tried in order when this one fails after its retries (overloaded, rate limited, a server error, an unknown model, a context too long — never a key or quota error). One per line: ', el('code', { text: 'kind model' }), '; the kind must be configured.',
+        el('textarea', { testid: 'fallback-models', rows: 2, placeholder: 'openai-chat gpt-4o-mini' })));
+    kind.addEventListener('change', () => fillKind(view, settingsStore.loadSettings(), kind.value, ctx.proposalFor?.(kind.value)));
+    base.addEventListener('input', () => showKey(view));
+    model.addEventListener('change', () => fillWindow(view));
+    q(view, 'provider-n-ctx').addEventListener('input', (event) => { event.target.dataset.auto = 'false'; });
+    view.models = [];
+    return view;
+  },
+
+  fill(settings, view, ctx, proposal) {
+    const kind = proposal?.kind ?? settings.kind;
+    q(view, 'provider-kind').value = kind;
+    fillKind(view, settings, kind, proposal);
+    const notice = q(view, 'proposal-notice');
+    notice.hidden = !proposal;
+    if (proposal) {
+      const host = settingsStore.originOf(q(view, 'provider-base-url').value) || 'an address that is not a URL';
+      notice.textContent = `A link proposes these ${kind} settings, sending requests to ${host}. Nothing changes until you Save; your key is not sent there unless you type it.`;
+    }
+    q(view, 'remember-key').checked = Boolean(settings.remember_key);
+    q(view, 'fallback-models').value = settingsStore.formatFallbackModels(settings.fallback_models);
+    q(view, 'model-status').textContent = '';
+    ctx.proposalFor = (k) => (proposal && (proposal.kind ?? settings.kind) === k ? proposal : null);
+  },
+
+  collect(settings, view) {
+    const kind = q(view, 'provider-kind').value;
+    const next = settingsStore.withProvider(settings, kind, q(view, 'provider-base-url').value.trim(), q(view, 'provider-model').value.trim(), modelSettings(view));
+    next.fallback_models = settingsStore.parseFallbackModels(q(view, 'fallback-models').value);
+    next.remember_key = q(view, 'remember-key').checked;
+    // A typed key is bound to the origin saved with it; an empty field clears a key that was
+    // shown (same origin); a key given for another origin stays bound there and is not sent.
+    const baseUrl = settingsStore.activeProvider(next).base_url;
+    const typed = q(view, 'provider-key').value;
+    if (typed) secrets.set(kind, typed, baseUrl);
+    else if (secrets.keyFor(kind, baseUrl)) secrets.clear(kind);
+    q(view, 'provider-key').value = '';
+    return next;
+  },
+
+  /** A fallback of a kind that is not configured could never answer: refused with a sentence. */
+  check(settings) {
+    const missing = (settings.fallback_models ?? []).find((m) => !settings.providers?.[m.provider]?.base_url);
+    if (missing) return `The fallback "${missing.provider} ${missing.model}" cannot work: no ${missing.provider} provider is configured. Configure it first (pick its kind above, give its address and key, Save), or remove that line.`;
+    return null;
+  },
+};
+
+function modelSettings(view) {
+  const number = (id) => (q(view, id).value === '' ? undefined : Number(q(view, id).value));
+  const fields = {
+    n_ctx: number('provider-n-ctx'), max_tokens: number('provider-max-tokens'), temperature: number('provider-temperature'),
+    reasoning_effort: q(view, 'provider-reasoning').value || undefined, thinking_budget: number('provider-thinking'),
+  };
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined && !Number.isNaN(v)));
+}
+
+/** The fields for `kind`, as configured (each kind keeps its own URL, model and key). */
+function fillKind(view, settings, kind, proposal) {
+  const config = settings.providers[kind] ?? {};
+  const local = kind === 'local';
+  for (const node of view.querySelectorAll('.remote-only')) node.hidden = local;
+  const fromLink = proposal ?? {};
+  q(view, 'provider-base-url').value = fromLink.base_url ?? (local ? '' : config.base_url ?? '');
+  q(view, 'provider-model').value = fromLink.model ?? config.model ?? '';
+  q(view, 'provider-n-ctx').value = config.n_ctx ?? '';
+  q(view, 'provider-n-ctx').placeholder = local ? '4096' : 'from the provider';
+  q(view, 'provider-max-tokens').value = config.max_tokens ?? '';
+  q(view, 'provider-temperature').value = config.temperature ?? '';
+  q(view, 'provider-reasoning').value = config.reasoning_effort ?? '';
+  q(view, 'provider-thinking').value = config.thinking_budget ?? '';
+  view.querySelector('#model-list').replaceChildren();
+  view.models = [];
+  showKey(view);
+}
+
+/** The key field shows a key only for the origin it was given for, and says so otherwise. */
+function showKey(view) {
+  const kind = q(view, 'provider-kind').value;
+  const baseUrl = q(view, 'provider-base-url').value.trim();
+  q(view, 'provider-key').value = secrets.keyFor(kind, baseUrl);
+  const elsewhere = secrets.has(kind) && !secrets.keyFor(kind, baseUrl);
+  q(view, 'key-note').hidden = !elsewhere;
+  if (elsewhere) {
+    const to = settingsStore.originOf(baseUrl) || 'this address';
+    q(view, 'key-note').textContent = `Your ${kind} key was given for ${secrets.originOfKey(kind) || 'another address'}; it is not sent to ${to} unless you type it here.`;
+  }
+}
+
+/** Lists the provider's models into the model field's suggestions; says what is wrong if it fails. */
+async function testConnection(view) {
+  const kind = q(view, 'provider-kind').value;
+  const baseUrl = q(view, 'provider-base-url').value.trim();
+  const key = q(view, 'provider-key').value || secrets.keyFor(kind, baseUrl);
+  const status = q(view, 'model-status');
+  status.textContent = 'Asking the provider…';
+  status.className = '';
+  try {
+    view.models = await agent.listModels(kind, baseUrl, key);
+    view.querySelector('#model-list').replaceChildren(...view.models.map((m) => new Option(m.n_ctx ? `${m.n_ctx.toLocaleString('en')} tokens` : '', m.id)));
+    const typed = q(view, 'provider-model').value.trim();
+    const missing = typed && view.models.length && !view.models.some((m) => m.id === typed);
+    status.textContent = missing
+      ? `The connection works, but it does not serve the model ${typed}: pick one of its ${view.models.length} models in the Model field.`
+      : view.models.length ? `The connection works: ${view.models.length} models, pick one in the Model field.` : 'The connection works, but the provider lists no models; type a model name.';
+    if (missing) status.className = 'error';
+    if (view.models.length && !typed) q(view, 'provider-model').value = view.models[0].id;
+    fillWindow(view);
+  } catch (error) {
+    view.models = [];
+    view.querySelector('#model-list').replaceChildren();
+    status.textContent = error.message;
+    status.className = 'error';
+  }
+}
+
+/** The window and output limit of the chosen model, when the provider (or the table) says. */
+function fillWindow(view) {
+  const model = q(view, 'provider-model').value.trim();
+  const listed = view.models?.find((m) => m.id === model);
+  const known = listed?.n_ctx ?? agent.knownWindow(model);
+  const nCtx = q(view, 'provider-n-ctx');
+  if (known && (!nCtx.value || nCtx.dataset.auto === 'true')) {
+    nCtx.value = known;
+    nCtx.dataset.auto = 'true';
+  }
+  const maxTokens = q(view, 'provider-max-tokens');
+  if (listed?.max_output && (!maxTokens.value || maxTokens.dataset.auto === 'true')) {
+    maxTokens.value = listed.max_output;
+    maxTokens.dataset.auto = 'true';
+  }
+}
