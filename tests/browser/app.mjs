@@ -8,8 +8,9 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   check, failed, watchdog, startDouble, startServe, startAttacker, launch, tempDir, cleanup,
-  openaiStream, setProvider, ready, sendAndWait, waitIdle,
+  openaiStream, setProvider, sendAndWait, waitIdle, openChatId, openChat, importFile, chatMenu,
 } from './harness.mjs';
+import { person } from './person.mjs';
 
 watchdog(300, 'the app test');
 const CANARY = 'sk-test-CANARY';
@@ -41,12 +42,12 @@ async function newcomer(page) {
   page.on('request', (r) => r.url().endsWith('/palaver_bg.wasm') && engineFetches.push(r.url()));
   const hasDatabase = () => page.evaluate(async () => (await indexedDB.databases()).some((d) => d.name === 'palaver'));
   await page.goto(serve.printed);
-  await ready(page);
-  check(!page.url().includes('token='), 'the pairing token left the address bar');
+  const cleared = await page.waitForURL((url) => !url.href.includes('token='), { timeout: 5_000 }).then(() => true, () => false);
+  check(cleared, 'the pairing token left the address bar');
   const response = await page.reload();
-  await ready(page);
   // Issue 20: a first visit is drawn without the engine (nothing stored, nothing to sync).
-  check(engineFetches.length === 0 && await page.isVisible('[data-testid=connect-provider]') && await page.isVisible('[data-testid=tools-status]') === false,
+  await person(page).see('connect-provider');
+  check(engineFetches.length === 0 && await page.isVisible('[data-testid=tools-status]') === false,
     `a first visit draws the first-run offer without fetching the engine (${engineFetches.length} fetches)`);
   await page.press('[data-testid=composer]', 'a');
   await page.waitForFunction(() => document.getElementById('engine-version').textContent.length > 0);
@@ -55,7 +56,6 @@ async function newcomer(page) {
   // A second tab on the first visit: it learns of the first chat stored in the other one.
   const second = await newPage();
   await second.goto(`${serve.origin}/`);
-  await ready(second);
   const csp = response.headers()['content-security-policy'] ?? '';
   check(csp.includes("frame-ancestors 'none'") && csp.includes("require-trusted-types-for 'script'"), 'C18: the page comes with its CSP header');
   await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY });
@@ -71,7 +71,7 @@ async function newcomer(page) {
   await page.waitForTimeout(300);
   const before = engineFetches.length;
   await page.reload();
-  await ready(page);
+  await person(page).see('chat-item');
   check(engineFetches.length === before + 1 && await hasDatabase(), 'with chats stored, the engine opens at the start');
   await page.click('[data-testid=chat-item]');
   await page.waitForSelector('[data-testid=message][data-role=assistant]');
@@ -82,9 +82,9 @@ async function newcomer(page) {
 async function fragmentPrefill(page) {
   await page.goto('about:blank');
   await page.goto(`${serve.origin}/#provider=anthropic&base_url=${encodeURIComponent('http://127.0.0.1:9/v1')}&model=claude-test&key=sk-leak`);
-  await ready(page);
-  check(!page.url().includes('#'), 'the settings fragment left the address bar');
-  await page.click('[data-testid=settings]');
+  const cleared = await page.waitForURL((url) => !url.href.includes('#'), { timeout: 5_000 }).then(() => true, () => false);
+  check(cleared, 'the settings fragment left the address bar');
+  await person(page).openSettings('provider');
   const values = await page.evaluate(() => ['provider-kind', 'provider-base-url', 'provider-model', 'provider-key'].map((id) => document.getElementById(id).value));
   check(values[0] === 'anthropic' && values[1] === 'http://127.0.0.1:9/v1' && values[2] === 'claude-test' && values[3] === '',
     `#provider=…&base_url=…&model=… pre-fills the settings, never a key (${values.join(', ')})`);
@@ -94,15 +94,13 @@ async function fragmentPrefill(page) {
   for (const broken of ['{broken', '[1,2]', '"text"', '{"kind":"nope","providers":7}']) {
     await page.evaluate((value) => localStorage.setItem('palaver.settings', value), broken);
     await page.reload();
-    await ready(page);
-    await page.click('[data-testid=settings]');
+    await person(page).openSettings('provider');
     const kind = await page.inputValue('[data-testid=provider-kind]');
     await page.click('[data-testid=cancel-settings]');
     check(kind === 'openai-chat', `stored settings ${broken} → defaults, the app starts`);
   }
   await page.evaluate((value) => localStorage.setItem('palaver.settings', value), kept);
   await page.reload();
-  await ready(page);
 }
 
 async function scriptedProvider(page, id, responses) {
@@ -139,13 +137,14 @@ async function toolTurns(page) {
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=tool-approval]', { timeout: 15_000 });
   await page.click('[data-testid=reject]');
-  await page.waitForFunction(() => !globalThis.palaverApp.chat.busy);
+  await page.locator('[data-testid=tool-call][data-tool=write_file]:not([data-status=awaiting_approval])').waitFor();
+  await page.getByTestId('send').waitFor();
   await page.waitForTimeout(300);
   check((await readFile(join(workspace, 'notes.txt'), 'utf8')) === ORIGINAL, 'reject → the file is unchanged');
   const log = await double.log('tools-reject');
   check(log.length === 2, `reject → the turn ends: no request after the rejection (${log.length} requests)`);
   check(await page.locator('[data-testid=tool-approval]').count() === 0, 'the approval card is gone');
-  check(await page.locator('[data-testid=tool-call][data-tool=write_file][data-status=failed]').count() === 1, 'the rejected call shows as failed');
+  check(await page.locator('[data-testid=tool-call][data-tool=write_file][data-status=rejected]').count() === 1, 'the rejected call shows as rejected');
 }
 
 const longText = Array.from({ length: 400 }, (_, i) => `word${i}`).join(' ');
@@ -199,7 +198,7 @@ async function stopQueueRegenerate(page) {
   await waitIdle(page, 3);
   check((await assistantTexts(page)).length === 3, 'regenerate replaces the last answer');
 
-  const chatId = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const chatId = await openChatId(page);
   await page.locator('[data-testid=message][data-role=user]').nth(1).locator('[data-testid=edit]').click();
   await page.fill('[data-testid=edit-text]', 'First question, edited');
   await page.click('[data-testid=edit-send]');
@@ -210,8 +209,10 @@ async function stopQueueRegenerate(page) {
 
   const before = await chatCount(page);
   await page.locator('[data-testid=message][data-role=assistant]').first().locator('[data-testid=branch]').click();
-  await page.waitForFunction((id) => globalThis.palaverApp.chat && globalThis.palaverApp.chat.id !== id && globalThis.palaverApp.chat.messages.length > 0, chatId);
-  await page.waitForFunction(() => document.querySelectorAll('[data-testid=message]').length === 2);
+  await page.waitForFunction((id) => {
+    const open = document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId;
+    return open && open !== id && document.querySelectorAll('[data-testid=message]').length === 2;
+  }, chatId);
   check(await chatCount(page) === before + 1, 'branch creates a new chat');
   const branched = await page.locator('[data-testid=message]').allTextContents();
   check(branched[0].includes('Tell me a long story') && branched[1].startsWith('word0'), 'holding the prefix up to the message');
@@ -281,7 +282,7 @@ async function errorAndRetry(page) {
 }
 
 async function exportImportDelete(page) {
-  await page.click('[data-testid=rename-chat]');
+  await chatMenu(page, 'rename-chat');
   await page.fill('[data-testid=rename-input]', 'Renamed chat ✓');
   await page.press('[data-testid=rename-input]', 'Enter');
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=chat-item]')].some((c) => c.textContent === 'Renamed chat ✓'), null, { timeout: 5_000 }).catch(() => {});
@@ -289,18 +290,19 @@ async function exportImportDelete(page) {
   const title = await page.textContent('[data-testid=chat-title]');
   check(title === 'Renamed chat ✓', `and in the header (${title})`);
   const texts = await page.locator('[data-testid=message]').allTextContents();
-  const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=export-chat]')]);
+  const [download] = await Promise.all([page.waitForEvent('download'), chatMenu(page, 'export-chat')]);
   const exported = await readFile(await download.path(), 'utf8');
   check(JSON.parse(exported).messages?.length > 0 && !exported.includes(CANARY), 'export gives the trajectory as JSON, without the key');
   const before = await chatCount(page);
-  await page.setInputFiles('[data-testid=import-file]', { name: 'chat.json', mimeType: 'application/json', buffer: Buffer.from(exported) });
+  await importFile(page, exported);
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before + 1);
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, texts.length);
   check(JSON.stringify(await page.locator('[data-testid=message]').allTextContents()) === JSON.stringify(texts), 'import brings the same chat back as a new one');
-  await page.setInputFiles('[data-testid=import-file]', { name: 'broken.json', mimeType: 'application/json', buffer: Buffer.from('{"messages": [{"role": 7}]') });
+  const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.click('[data-testid=import-chat]')]);
+  await chooser.setFiles({ name: 'broken.json', mimeType: 'application/json', buffer: Buffer.from('{"messages": [{"role": 7}]') });
   await page.waitForFunction(() => document.getElementById('status').textContent.includes('Import failed'));
   check(await chatCount(page) === before + 1, 'a malformed file is refused with a message, nothing else changes');
-  await page.click('[data-testid=delete-chat]');
+  await chatMenu(page, 'delete-chat');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before);
   await page.click('[data-testid=undo-delete]');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before + 1);
@@ -314,43 +316,37 @@ async function exportImportDelete(page) {
   await page.fill('[data-testid=chat-search]', '');
 }
 
+/** The open chat is `id` and at least `least` messages show: what a person sees after a click. */
+async function showing(page, id, least = 1, timeout = 15_000) {
+  await page.waitForFunction(([chat, n]) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat
+    && document.querySelectorAll('[data-testid=message]').length >= n, [id, least], { timeout });
+}
+
 async function b22Navigation(page) {
-  const other = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const other = await openChatId(page);
   await page.click('[data-testid=new-chat]');
   await scriptedProvider(page, 'b22', [{ body: openaiStream({ text: longText, pieces: 200 }), chunk_bytes: 300, delay_ms: 20 }]);
-  await page.fill('[data-testid=composer]', 'Stream while I wander');
-  await page.click('[data-testid=send]');
+  await person(page).send('Stream while I wander');
   await page.waitForSelector('[data-testid=message][data-streaming=true]', { timeout: 10_000 });
-  const streaming = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const streaming = await openChatId(page);
   for (let i = 0; i < 100; i += 1) {
     await page.click(`[data-testid=chat-item][data-chat-id="${i % 2 ? streaming : other}"]`);
   }
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, streaming);
+  await showing(page, streaming, 0);
   await page.click(`[data-testid=chat-item][data-chat-id="${other}"]`);
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id && document.querySelectorAll('[data-testid=message]').length > 0, other);
+  await showing(page, other);
   const otherView = await page.locator('[data-testid=message]').allTextContents();
   await page.click(`[data-testid=chat-item][data-chat-id="${streaming}"]`);
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, streaming);
-  await waitIdle(page, 1, 20_000).catch(async (e) => {
-    console.log('B22 idle?', await page.evaluate(() => JSON.stringify({ state: globalThis.palaverApp.chat.runtime.state, n: globalThis.palaverApp.chat.messages.length, q: globalThis.palaverApp.chat.runtime.queue_size, seq: globalThis.palaverApp.chat.seq })),
-      await page.locator('[data-testid=message]').count());
-    throw e;
-  });
+  await showing(page, streaming, 0);
+  await waitIdle(page, 1, 20_000);
   const streamedView = await page.locator('[data-testid=message]').allTextContents();
-  await page.evaluate(async () => (await globalThis.palaverApp.engine()).flush());
+  // No flush first: what a person sees finished is stored (a reload right after loses nothing).
   await page.reload();
-  await ready(page);
-  // (The app reopens the chat that was open; wait for the one asked for, drawn.)
-  await page.evaluate((id) => globalThis.palaverApp.selectChat(id), other);
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id && document.querySelectorAll('[data-testid=message]').length > 0, other);
+  await openChat(page, other);
+  await showing(page, other);
   const otherFresh = await page.locator('[data-testid=message]').allTextContents();
-  await page.evaluate((id) => globalThis.palaverApp.selectChat(id), streaming);
-  await page.waitForFunction(([id, n]) => globalThis.palaverApp.chat?.id === id && document.querySelectorAll('[data-testid=message]').length === n, [streaming, streamedView.length])
-    .catch(async (e) => {
-      const fresh = await page.locator('[data-testid=message]').allTextContents();
-      console.log('B22 fresh view', JSON.stringify([fresh.map((t) => t.slice(-60)), streamedView.map((t) => t.slice(0, 30) + '…' + t.slice(-60))]));
-      throw e;
-    });
+  await openChat(page, streaming);
+  await showing(page, streaming, 2).catch(() => {});
   const streamedFresh = await page.locator('[data-testid=message]').allTextContents();
   check(JSON.stringify(otherView) === JSON.stringify(otherFresh) && JSON.stringify(streamedView) === JSON.stringify(streamedFresh),
     `B22: after 100 chat switches during a stream, both views equal a fresh load (${otherView.length} and ${streamedView.length} messages)`)
@@ -360,29 +356,23 @@ async function b22Navigation(page) {
 
 async function draftSurvivesReload(page) {
   await page.fill('[data-testid=composer]', 'half-written thought');
-  const chatId = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const chatId = await openChatId(page);
   await page.reload();
-  await ready(page);
-  await page.click(`[data-testid=chat-item][data-chat-id="${chatId}"]`);
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, chatId);
+  await openChat(page, chatId);
+  await page.waitForFunction(() => document.getElementById('composer').value.length > 0, null, { timeout: 5_000 }).catch(() => {});
   check((await page.inputValue('[data-testid=composer]')) === 'half-written thought', 'a draft survives reload');
-  // Typed while New chat is still opening (made slow here): the words are for the new chat, and
-  // the chat left keeps its own draft.
-  await page.evaluate(() => {
-    const palaver = globalThis.palaverApp.palaver;
-    const create = palaver.createChat.bind(palaver);
-    palaver.createChat = (title) => new Promise((done) => setTimeout(done, 400)).then(() => create(title));
-  });
+  // Typed the moment New chat is clicked, as fast as a person's next key: the words are for the
+  // new chat, and the chat left keeps its own draft.
   await page.click('[data-testid=new-chat]');
   await page.fill('[data-testid=composer]', 'typed during the switch');
-  await page.waitForFunction((id) => globalThis.palaverApp.chat && globalThis.palaverApp.chat.id !== id, chatId);
-  await page.evaluate(() => delete globalThis.palaverApp.palaver.createChat);
+  await page.waitForFunction((id) => {
+    const open = document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId;
+    return open && open !== id;
+  }, chatId);
   const kept = await page.inputValue('[data-testid=composer]');
-  const left = await page.evaluate((id) => localStorage.getItem(`palaver.draft.${id}`), chatId);
+  await openChat(page, chatId);
+  const left = await page.inputValue('[data-testid=composer]');
   check(kept === 'typed during the switch' && left === 'half-written thought', `text typed while a chat opens stays in the composer; the chat left keeps its draft (${kept}; ${left})`);
-  await page.fill('[data-testid=composer]', '');
-  await page.click(`[data-testid=chat-item][data-chat-id="${chatId}"]`);
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, chatId);
   await page.fill('[data-testid=composer]', '');
 }
 
@@ -513,32 +503,29 @@ async function linkHijack(page) {
   const evil = 'https://attacker.test/v1';
   await page.goto('about:blank');
   await page.goto(`${serve.origin}/#provider=openai-chat&base_url=${encodeURIComponent(evil)}&model=gpt-4o`);
-  await ready(page);
+  await page.waitForURL((url) => !url.href.includes('#'), { timeout: 5_000 }).catch(() => {});
   const saved = await page.evaluate(() => JSON.parse(localStorage.getItem('palaver.settings')).providers['openai-chat'].base_url);
   check(saved === good, `E1: a link does not change the saved base URL (${saved})`);
   const before = requests.length;
   // The reload reopens the chat that was open; the new one must be the one shown before sending.
-  const restored = await page.evaluate(() => globalThis.palaverApp.chat?.id ?? null);
   await page.click('[data-testid=new-chat]');
-  await page.waitForFunction((old) => globalThis.palaverApp.chat && globalThis.palaverApp.chat.id !== old && !document.querySelector('[data-testid=message]'), restored);
   await sendAndWait(page, 'After the link', 1);
-  const sent = requests.slice(before).filter((r) => r.method() === 'POST');
+  const sent = requests.slice(before).filter((r) => r.method() === 'POST' && !r.url().startsWith(serve.origin));
   check(sent.length > 0 && sent.every((r) => r.url().startsWith(double.url)), `E1: the next message still goes to the provider the user saved (${sent.map((r) => r.url()).join(', ')})`);
   check(!requests.some((r) => r.url().includes('attacker.test/v1')), 'E1: nothing was sent to the linked host');
   // The proposal shows in the form, named, with the key withheld.
-  await page.click('[data-testid=settings]');
+  await person(page).openSettings('provider');
   const form = await page.evaluate(() => ({
     base: document.getElementById('provider-base-url').value,
     key: document.getElementById('provider-key').value,
-    notice: document.getElementById('proposal-notice').hidden ? '' : document.getElementById('proposal-notice').textContent,
-    note: document.getElementById('key-note').hidden ? '' : document.getElementById('key-note').textContent,
+    notice: document.querySelector('[data-testid=proposal-notice]').hidden ? '' : document.querySelector('[data-testid=proposal-notice]').textContent,
+    note: document.querySelector('[data-testid=key-note]').hidden ? '' : document.querySelector('[data-testid=key-note]').textContent,
   }));
   check(form.base === evil && form.notice.includes('https://attacker.test') && form.key === '' && form.note.includes('not sent'),
     `E1: the form shows the proposal and its host, and withholds the key (${JSON.stringify(form)})`);
   // Saving it without typing a key: requests go there (the user chose it), the key does not.
   await page.click('[data-testid=save-settings]');
-  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
-  await ready(page);
+  await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
   await page.click('[data-testid=new-chat]');
   const toEvil = page.waitForRequest((r) => r.url().startsWith(evil), { timeout: 10_000 });
   await page.fill('[data-testid=composer]', 'to the new host');
@@ -546,16 +533,15 @@ async function linkHijack(page) {
   const request = await toEvil;
   const headers = await request.allHeaders().catch(() => request.headers());
   check(!JSON.stringify(headers).includes(CANARY), 'E1: a key given for one origin is never sent to another');
-  await page.waitForFunction(() => !globalThis.palaverApp.chat?.busy, null, { timeout: 15_000 }).catch(() => {});
+  await page.getByTestId('send').waitFor({ timeout: 15_000 }).catch(() => {});
   // Back to the provider the key was given for: it is used again without retyping.
-  await page.click('[data-testid=settings]');
+  await person(page).openSettings('provider');
   await page.fill('[data-testid=provider-base-url]', good);
   await page.dispatchEvent('[data-testid=provider-base-url]', 'input');
   check((await page.inputValue('[data-testid=provider-key]')) === CANARY, 'E1: the key shows again for its own origin');
   await page.setChecked('[data-testid=remember-key]', false);
   await page.click('[data-testid=save-settings]');
-  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
-  await ready(page);
+  await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
 }
 
 async function keys(page) {
@@ -573,10 +559,11 @@ async function keys(page) {
   check(requests.some((r) => r.url().startsWith(double.url) && (r.headers().authorization ?? '').includes(CANARY)), 'C13: the key reached the provider in its Authorization header');
   check(leaks.length === 0, `C13: the key appears nowhere else: no URL, body, proxy or attacker request (${leaks.join('; ')})`);
   const exported = await page.evaluate(async () => {
-    const app = globalThis.palaverApp;
-    const chats = await app.palaver.listChats();
+    // Every chat's export, straight from the engine (an assertion on what is stored, not a wait).
+    const palaver = await globalThis.palaverApp.engine();
+    const chats = await palaver.listChats();
     const out = [];
-    for (const c of chats) out.push(await app.palaver.exportChat(c.id, 'refact'), await app.palaver.exportChat(c.id, 'markdown'));
+    for (const c of chats) out.push(await palaver.exportChat(c.id, 'refact'), await palaver.exportChat(c.id, 'markdown'));
     return out.join('\n');
   });
   check(!exported.includes(CANARY), 'C14: exports do not hold the key');
@@ -602,8 +589,7 @@ async function keys(page) {
   });
   check(!(await dump()).includes(CANARY), 'C14/C16: no trajectory, IndexedDB or localStorage record holds the key');
   await page.reload();
-  await ready(page);
-  await page.click('[data-testid=settings]');
+  await person(page).openSettings('provider');
   check((await page.inputValue('[data-testid=provider-key]')) === '', 'C16: "remember key" off → after a reload the key is gone');
   await page.click('[data-testid=cancel-settings]');
 
@@ -625,8 +611,9 @@ async function keys(page) {
   });
   check(exportable === 'InvalidAccessError', `C17: exportKey on the wrapping key rejects (${exportable})`);
   await page.reload();
-  await ready(page);
-  await page.click('[data-testid=settings]');
+  await person(page).openSettings('provider');
+  // The key is unlocked a moment after the page shows: a person sees it appear in the field.
+  await page.waitForFunction((key) => document.getElementById('provider-key').value === key, CANARY, { timeout: 5_000 }).catch(() => {});
   check((await page.inputValue('[data-testid=provider-key]')) === CANARY, 'C17: remembered, the key comes back after a reload');
   await page.setChecked('[data-testid=remember-key]', false);
   await page.click('[data-testid=save-settings]');
@@ -638,7 +625,7 @@ async function keys(page) {
   await sendAndWait(page, 'Hello Gemini', 1);
   const gemini = (await double.log('wire')).filter((e) => e.path.includes('/wire/gemini/'));
   check(gemini.length === 1 && gemini[0].headers['x-goog-api-key'] === CANARY && !gemini[0].path.includes('key='), `C15: Gemini's key in x-goog-api-key, not in the URL (${gemini[0]?.path})`);
-  await page.click('[data-testid=settings]');
+  await person(page).openSettings('provider');
   await page.selectOption('[data-testid=provider-kind]', 'openai-chat');
   const kept = [await page.inputValue('[data-testid=provider-base-url]'), await page.inputValue('[data-testid=provider-key]')];
   check(kept[0].endsWith('/wire/openai-chat/text_gpt4o') && kept[1] === CANARY, 'each provider kind keeps its own URL, model and key');
@@ -649,10 +636,9 @@ async function twoTabs(page) {
   await page.click('[data-testid=new-chat]');
   await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY });
   await sendAndWait(page, 'From tab one', 1);
-  const chatId = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const chatId = await openChatId(page);
   const other = await newPage();
   await other.goto(serve.origin);
-  await ready(other);
   await other.click(`[data-testid=chat-item][data-chat-id="${chatId}"]`);
   await other.waitForSelector('[data-testid=message][data-role=assistant]');
   check(JSON.stringify(await assistantTexts(other)) === JSON.stringify(await assistantTexts(page)), 'a second tab shows the same chat');
@@ -669,61 +655,74 @@ async function twoTabs(page) {
 }
 
 async function offline(page) {
-  await page.evaluate(() => navigator.serviceWorker.ready);
+  // What a person sees: the page says when it can be used offline.
+  await person(page).see('offline-ready', 20_000);
   const chats = await chatCount(page);
   serve.child.kill();
   await new Promise((r) => serve.child.once('exit', r));
   await context.setOffline(true);
   await page.reload();
-  await ready(page);
+  await page.locator('[data-testid=chat-item]').nth(chats - 1).waitFor({ timeout: 10_000 }).catch(() => {});
   const listed = await chatCount(page);
   check(listed === chats, `offline, the app opens from its cache and lists the ${chats} past chats (${listed})`);
   const last = page.locator('[data-testid=chat-item]').last();
   const id = await last.getAttribute('data-chat-id');
   await last.click();
-  await page.waitForFunction((chat) => globalThis.palaverApp.chat?.id === chat && document.querySelector('[data-testid=message][data-role=assistant]'), id, { timeout: 10_000 }).catch(() => {});
+  await page.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat && document.querySelector('[data-testid=message][data-role=assistant]'), id, { timeout: 10_000 }).catch(() => {});
   check(await page.locator('[data-testid=message]').count() > 0, 'and a past chat is readable');
   await context.setOffline(false);
 }
 
 /** Issue 20: a long chat draws its last screen from storage at once (marked as loading the
- *  rest, taking no commands), then the engine's whole chat replaces it; an early edit and an
- *  early removal survive a reload in order. */
+ *  rest), then the engine's whole chat replaces it; early removals survive a reload in order. */
 async function longChat(page) {
   const messages = Array.from({ length: 600 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `long chat message ${i}` }));
-  const id = await page.evaluate(async (t) => (await globalThis.palaverApp.engine()).importChat(t), JSON.stringify(messages));
+  const id = await importFile(page, JSON.stringify(messages), 'long.json');
+  await page.click('[data-testid=new-chat]');
+  await page.waitForFunction((long) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId !== long, id);
   await page.reload();
-  await ready(page);
-  const seen = await page.evaluate(async (chat) => {
-    const notes = [];
-    const watch = new MutationObserver(() => {
+  const item = page.locator(`[data-testid=chat-item][data-chat-id="${id}"]`);
+  await item.waitFor();
+  await page.evaluate(() => {
+    globalThis.__frames = [];
+    new MutationObserver(() => {
       const loading = document.querySelector('[data-testid=loading-earlier]');
       const last = [...document.querySelectorAll('[data-testid=message]')].pop();
-      notes.push({ loading: loading?.textContent ?? null, last: last?.textContent ?? null, preview: Boolean(globalThis.palaverApp.chat?.preview) });
-    });
-    watch.observe(document.getElementById('transcript'), { childList: true, subtree: true });
-    await globalThis.palaverApp.selectChat(chat);
-    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
-    watch.disconnect();
-    return notes;
-  }, id);
-  const first = seen.find((n) => n.last !== null);
-  check(first?.preview && /Loading 560 earlier messages/.test(first.loading ?? '') && first.last.includes('long chat message 599'),
+      globalThis.__frames.push({ loading: loading?.textContent ?? null, last: last?.textContent ?? null });
+    }).observe(document.getElementById('transcript'), { childList: true, subtree: true });
+  });
+  await item.click();
+  await page.getByTestId('show-earlier').waitFor();
+  const first = (await page.evaluate(() => globalThis.__frames)).find((n) => n.last !== null);
+  check(/Loading 560 earlier messages/.test(first?.loading ?? '') && first.last.includes('long chat message 599'),
     `the first frame is the stored last screen, loading the rest (${JSON.stringify(first)})`);
-  check(!(await page.evaluate(() => globalThis.palaverApp.chat.preview)) && await page.locator('[data-testid=loading-earlier]').count() === 0
-    && await page.locator('[data-testid=show-earlier]').count() === 1, 'then the whole chat replaces it (earlier messages behind "show earlier")');
-  const ids = await page.evaluate(() => globalThis.palaverApp.chat.messages.map((m) => m.message_id));
-  await page.evaluate(([edit, remove]) => {
-    globalThis.palaverApp.palaver.send(globalThis.palaverApp.chat.id, { type: 'update_message', message_id: edit, content: 'edited early', client_request_id: 'e1' });
-    globalThis.palaverApp.palaver.send(globalThis.palaverApp.chat.id, { type: 'remove_message', message_id: remove, client_request_id: 'e2' });
-  }, [ids[5], ids[3]]);
-  await page.evaluate(async () => (await globalThis.palaverApp.engine()).flush());
+  check(await page.locator('[data-testid=loading-earlier]').count() === 0 && await page.locator('[data-testid=show-earlier]').count() === 1,
+    'then the whole chat replaces it (earlier messages behind "show earlier")');
+  const showAll = async () => {
+    while (await page.getByTestId('show-earlier').isVisible()) {
+      const shown = await page.locator('[data-testid=message]').count();
+      await page.getByTestId('show-earlier').click();
+      await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length > n, shown);
+    }
+  };
+  await showAll();
+  // Deleted as a person does: message 5's Delete, then message 3's.
+  for (const text of ['long chat message 5', 'long chat message 3']) {
+    await page.locator('[data-testid=message]').filter({ hasText: new RegExp(`^${text}(?!\\d)`) }).getByTestId('delete-message').click();
+    await page.locator('[data-testid=message]').filter({ hasText: new RegExp(`^${text}(?!\\d)`) }).waitFor({ state: 'detached' });
+  }
   await page.reload();
-  await ready(page);
-  await page.evaluate((chat) => globalThis.palaverApp.selectChat(chat), id);
-  const after = await page.evaluate(() => globalThis.palaverApp.chat.messages.map((m) => (typeof m.content === 'string' ? m.content : '')));
-  const expected = messages.map((m) => m.content).filter((_, i) => i !== 3).map((c) => (c === 'long chat message 5' ? 'edited early' : c));
-  check(JSON.stringify(after) === JSON.stringify(expected), `an early edit and removal are kept in order after a reload (${after.length} messages, [3..5] = ${JSON.stringify(after.slice(3, 5))})`);
+  await openChat(page, id);
+  await page.getByTestId('show-earlier').waitFor();
+  await showAll();
+  // Each message's words as shown, without its buttons.
+  const after = await page.locator('[data-testid=message]').evaluateAll((nodes) => nodes.map((node) => {
+    const copy = node.cloneNode(true);
+    copy.querySelectorAll('.actions').forEach((a) => a.remove());
+    return copy.textContent.trim();
+  }));
+  const expected = messages.map((m) => m.content).filter((_, i) => i !== 3 && i !== 5);
+  check(JSON.stringify(after) === JSON.stringify(expected), `early removals are kept in order after a reload (${after.length} messages, [2..4] = ${JSON.stringify(after.slice(2, 4))})`);
 }
 
 try {
@@ -737,6 +736,8 @@ try {
       await run(page);
     } catch (error) {
       check(false, `${name}: ${error.message.split('\n')[0]}`);
+      if (process.env.PALAVER_SHOTS) console.log(error.message.split('\n').slice(0, 12).join('\n'));
+      if (process.env.PALAVER_SHOTS) await page.screenshot({ path: `${process.env.PALAVER_SHOTS}/failed-${name.replace(/\W+/g, '-')}.png` }).catch(() => {});
     }
   }
   check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);

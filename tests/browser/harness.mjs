@@ -9,6 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { person } from './person.mjs';
 
 export const root = resolve(fileURLToPath(import.meta.url), '../../..');
 export const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
@@ -29,9 +30,15 @@ export function watchdog(seconds, name) {
   }, seconds * 1000).unref();
 }
 
+// Whatever a test started goes when it ends, however it ends (a watchdog's exit included).
+const started = new Set();
+process.on('exit', () => started.forEach((child) => child.kill('SIGKILL')));
+
 /** Starts a process and resolves with its first stdout match of `pattern`. */
 export function start(command, args, pattern) {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  started.add(child);
+  child.on('exit', () => started.delete(child));
   return new Promise((ok, fail) => {
     let out = '';
     child.stdout.on('data', (chunk) => {
@@ -113,46 +120,46 @@ export async function cleanup(...dirs) {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true }).catch(() => {});
 }
 
-/** Sets the provider through the settings dialog, as a user does. */
-export async function setProvider(page, { kind = 'openai-chat', baseUrl, model = 'gpt-4o', key = 'sk-test-CANARY', remember = false }) {
-  await page.click('[data-testid=settings]');
-  await page.selectOption('[data-testid=provider-kind]', kind);
-  await page.fill('[data-testid=provider-base-url]', baseUrl);
-  await page.fill('[data-testid=provider-model]', model);
-  await page.fill('[data-testid=provider-key]', key);
-  await page.setChecked('[data-testid=remember-key]', remember);
-  await page.click('[data-testid=save-settings]');
-  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
-  await ready(page);
+/** Sets the provider through the Settings dialog, as a person does (see `person.mjs`). */
+export async function setProvider(page, options) {
+  await person(page).setProvider(options);
 }
 
-export async function ready(page) {
-  await page.waitForSelector('body[data-ready="true"]');
+/** Types and sends a message; waits until `replies` finished answers show and the chat is idle. */
+export async function sendAndWait(page, text, replies, timeout) {
+  await person(page).ask(text, replies, timeout);
 }
 
-/** Types and sends a message; waits until the chat is idle again with `replies` assistant messages. */
-export async function sendAndWait(page, text, replies) {
-  await page.fill('[data-testid=composer]', text);
-  await page.click('[data-testid=send]');
-  await waitIdle(page, replies);
-}
-
+/** Waits until `replies` finished answers show and Send (not Stop) is back: what a person sees. */
 export async function waitIdle(page, replies, timeout = 15_000) {
-  try {
-    await page.waitForFunction((n) => {
-      const app = globalThis.palaverApp;
-      return app?.chat && !app.chat.busy && app.chat.runtime.queue_size === 0 &&
-        document.querySelectorAll('[data-testid=message][data-role=assistant]:not([data-streaming])').length === n;
-    }, replies, { timeout });
-  } catch (error) {
-    // Say what the page showed instead, so a failure names its cause.
-    const seen = await page.evaluate(() => ({
-      chat: globalThis.palaverApp?.chat?.id ?? null,
-      state: globalThis.palaverApp?.chat?.runtime?.state ?? null,
-      queue: globalThis.palaverApp?.chat?.runtime?.queue_size ?? null,
-      roles: [...document.querySelectorAll('[data-testid=message]')].map((m) => m.dataset.role + (m.hasAttribute('data-streaming') ? '*' : '')),
-      status: document.querySelector('[data-testid=status]')?.textContent ?? '',
-    })).catch(() => ({}));
-    throw new Error(`waited for ${replies} answers and an idle chat: ${JSON.stringify(seen)} (${error.message.split('\n')[0]})`);
-  }
+  await person(page).waitAnswers(replies, timeout);
+}
+
+/** The chat a person sees open: the one marked in the chat list (null when none is). */
+export async function openChatId(page) {
+  return page.evaluate(() => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId ?? null);
+}
+
+/** Opens a chat from the list, as a person clicks it, and waits until its messages show. */
+export async function openChat(page, id) {
+  await page.click(`[data-testid=chat-item][data-chat-id="${id}"]`);
+  await page.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat, id);
+}
+
+/** Imports a chat from a file, as a person picks it in the Import dialog; resolves to its id. */
+export async function importFile(page, text, name = 'chat.json') {
+  const before = await openChatId(page);
+  const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.click('[data-testid=import-chat]')]);
+  await chooser.setFiles({ name, mimeType: 'application/json', buffer: Buffer.from(text) });
+  await page.waitForFunction((old) => {
+    const id = document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId;
+    return id && id !== old;
+  }, before, { timeout: 60_000 });
+  return openChatId(page);
+}
+
+/** Picks an item of the open chat's ⋯ menu. */
+export async function chatMenu(page, item) {
+  await page.click('[data-testid=chat-menu]');
+  await page.click(`[data-testid=${item}]`);
 }

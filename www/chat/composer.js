@@ -11,8 +11,34 @@ import { $ } from '../page/dom.js';
 
 /** The composer's text when no chat is open (a new chat's words), kept across a reload. */
 const NEW_DRAFT_KEY = 'palaver.draft.new';
-/** How long typing settles before the draft is saved. */
+/** How long typing settles before the draft is given to the engine. */
 const DRAFT_SETTLE_MS = 400;
+/**
+ * Drafts typed but perhaps not yet stored by the engine (chat id → text): written at each key, so
+ * a reload the moment after typing loses nothing; dropped once the engine's copy equals it.
+ */
+const PENDING_DRAFTS_KEY = 'palaver.drafts.pending';
+
+function pendingDrafts() {
+  try {
+    const drafts = JSON.parse(localStorage.getItem(PENDING_DRAFTS_KEY) ?? '{}');
+    return drafts && typeof drafts === 'object' && !Array.isArray(drafts) ? drafts : {};
+  } catch {
+    return {};
+  }
+}
+
+function keepPending(chatId, text) {
+  const drafts = pendingDrafts();
+  if (text) drafts[chatId] = text;
+  else delete drafts[chatId];
+  try {
+    if (Object.keys(drafts).length) localStorage.setItem(PENDING_DRAFTS_KEY, JSON.stringify(drafts));
+    else localStorage.removeItem(PENDING_DRAFTS_KEY);
+  } catch {
+    // Storage full: the engine's copy is still made when typing settles.
+  }
+}
 
 export function install(ctx) {
   const composer = $('composer');
@@ -20,6 +46,7 @@ export function install(ctx) {
   let edits = 0; // input events: tell typing from a switch's own writes
   let counter = 0;
   let draftTimer = 0;
+  let handing = false; // New chat clicked, not open yet: what is typed now is the new chat's
 
   const attachments = new Attachments({
     tray: $('attachments'),
@@ -129,13 +156,26 @@ export function install(ctx) {
       else localStorage.removeItem(NEW_DRAFT_KEY);
       return;
     }
+    if (chat.preview || handing) return;
+    keepPending(chat.id, text);
     draftTimer = setTimeout(() => setDraft(chat.id, text), DRAFT_SETTLE_MS);
   }
 
   function setDraft(chatId, text) {
+    keepPending(chatId, text);
     const thread = ctx.engine.palaver?.snapshot(chatId)?.thread;
     if (!thread || (thread.composer_draft ?? '') === text) return;
     command(text ? { type: 'set_draft', text } : { type: 'clear_draft' }, chatId);
+  }
+
+  /** A chat's draft: the engine's, or the words typed just before a reload it has not stored. */
+  function draftOf(chatId) {
+    const stored = ctx.engine.palaver?.snapshot(chatId)?.thread?.composer_draft ?? '';
+    const typed = pendingDrafts()[chatId];
+    if (typed === undefined) return stored;
+    if (typed === stored) keepPending(chatId, ''); // the engine has it now
+    else setDraft(chatId, typed);
+    return typed;
   }
 
   ctx.composer = {
@@ -147,15 +187,32 @@ export function install(ctx) {
     remember: (id, text) => sent.set(id, text),
     /** What the composer held when a switch of chats began. */
     mark: () => ({ chatId: ctx.chat.id, text: composer.value, edits }),
+    /**
+     * New chat, at the click: the open chat keeps its words and the composer is emptied at once,
+     * so what is typed from here on is for the new chat however long it takes to open.
+     */
+    handOver() {
+      const chat = ctx.chat.mirror;
+      clearTimeout(draftTimer);
+      if (chat && !chat.preview) setDraft(chat.id, composer.value);
+      composer.value = '';
+      handing = true;
+      buttons(chat);
+      return { chatId: ctx.chat.id, text: '', edits, handed: true };
+    },
+    /** The new chat could not be made: the words typed stay where they are. */
+    handBack: () => { handing = false; },
     /** The chat left keeps its words (or the words typed during the switch go to the next). */
     leaving(chat, mark) {
+      if (mark?.handed) return;
       clearTimeout(draftTimer);
       const typedMeanwhile = mark && edits !== mark.edits;
       setDraft(chat.id, typedMeanwhile ? mark.text : composer.value);
     },
     arrived(chat, mark) {
-      if (mark && edits !== mark.edits) return saveDraft(); // typed for this chat
-      composer.value = ctx.engine.palaver?.snapshot(chat.id)?.thread?.composer_draft ?? '';
+      handing = false;
+      if (mark && (mark.handed || edits !== mark.edits)) return saveDraft(); // typed for this chat
+      composer.value = draftOf(chat.id);
       localStorage.removeItem(NEW_DRAFT_KEY);
       return undefined;
     },

@@ -25,8 +25,7 @@ export function install(ctx) {
   const palaver = () => ctx.engine.palaver;
 
   /** Opens chat `id`; calls run one after another. */
-  function open(id) {
-    const mark = ctx.composer.mark();
+  function open(id, mark = ctx.composer.mark()) {
     ctx.store.dispatch({ type: 'chat_opening' });
     const run = current.selecting.catch(() => {}).then(async () => {
       await ctx.engine.ensure();
@@ -96,10 +95,16 @@ export function install(ctx) {
 
   /** A new chat, opened in the same line as the selections (a send waits for it). */
   async function create() {
-    await ctx.engine.ensure();
-    const id = await palaver().createChat('');
-    await open(id);
-    return id;
+    const mark = ctx.composer.handOver();
+    try {
+      await ctx.engine.ensure();
+      const id = await palaver().createChat('');
+      await open(id, mark);
+      return id;
+    } catch (error) {
+      ctx.composer.handBack();
+      throw error;
+    }
   }
 
   /** The open chat is gone (deleted here or on another device). */

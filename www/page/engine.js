@@ -69,6 +69,9 @@ export function install(ctx) {
     const prompt = Engine.assembleSystemPrompt(settings.system_prompt?.trim() || null, tools.length ? context : { date: context.date });
     return {
       providers,
+      // Settings name the model that answers: every chat uses it unless it pinned its own.
+      active_provider: settingsStore.isConfigured(settings) ? settings.kind : null,
+      fallback_models: Array.isArray(settings.fallback_models) ? settings.fallback_models : [],
       system_prompt: prompt,
       workspace_tools: tools,
       tool_rules: settingsStore.toolPolicy(settings, Engine.defaultToolRules(tools)),
@@ -84,9 +87,10 @@ export function install(ctx) {
       const locked = await secrets.recall(names, (name) => (name === 'sync' ? settings.sync?.url : settings.providers[name]?.base_url));
       if (locked.length) ctx.say('Your remembered keys stay locked until palaver serve runs: start it, then reload this page (or type the key in Settings).', true);
     }
+    // Every kind's key again (an empty one forgets it), bound to the origin it was given for.
     for (const [kind, config] of Object.entries(settings.providers)) {
-      const key = secrets.keyFor(kind, config?.base_url ?? '');
-      if (key) palaver.setProviderKey(kind, key);
+      const baseUrl = config?.base_url ?? '';
+      palaver.setProviderKey(kind, secrets.keyFor(kind, baseUrl), baseUrl);
     }
   }
 

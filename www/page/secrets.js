@@ -45,6 +45,9 @@ export async function recall(names, baseUrlOf) {
   return locked;
 }
 
+/** Opens the vault's second lock where it is needed (`proxy`: palaver serve); false when it cannot. */
+export const unlock = (proxy) => vault.unlock(proxy);
+
 /** Keeps (or forgets) each secret in the vault as the user chose. */
 export async function persist(name, remember) {
   if (remember && keys[name]) await vault.remember(name, keys[name], origins[name]);

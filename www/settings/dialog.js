@@ -72,6 +72,14 @@ export function install(ctx) {
         return;
       }
     }
+    // Where the app is served from this machine, a remembered key is also locked by palaver
+    // serve (SECURITY F7): ask it for its lock before anything is saved.
+    const remembering = settings.remember_key || settings.sync?.remember;
+    if (remembering && !(await secrets.unlock(ctx.workspace.proxy()))) {
+      $('settings-said').textContent = 'Keys can be remembered here only while palaver serve answers: start it (or untick "Remember"), then Save again.';
+      $('settings-said').className = 'error';
+      return;
+    }
     settingsStore.saveSettings(settings);
     try {
       for (const kind of settingsStore.PROVIDER_KINDS) await secrets.persist(kind, settings.remember_key);

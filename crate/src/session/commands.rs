@@ -398,8 +398,12 @@ impl ChatSession {
             message.message_id = id;
         }
         self.push_message(message);
-        // A chat without a title is named by its first message (the engine names it, issue 34).
-        if let Some(title) = title.filter(|t| !t.is_empty()) {
+        self.name_if_untitled(title);
+    }
+
+    /// A chat without a title is named by its first message (the engine names it, issue 34).
+    fn name_if_untitled(&mut self, title: Option<String>) {
+        if let Some(title) = title.filter(|t| !t.is_empty() && self.thread.title.is_empty()) {
             let mut patch = serde_json::Map::new();
             patch.insert("title".into(), Value::String(title.clone()));
             let mut next = self.thread.clone();
@@ -485,6 +489,10 @@ impl ChatSession {
             message.set_event("system_notice", "restore", json!({"text": note}));
             self.push_message(message);
         }
+        // A bare list of messages (no title of its own) is named like a chat typed here.
+        let first = self.messages.iter().find(|m| m.role == Role::User);
+        let title = first.map(|m| title_from(&m.content));
+        self.name_if_untitled(title);
     }
 }
 

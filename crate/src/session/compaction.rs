@@ -84,7 +84,10 @@ impl ChatSession {
             let why = format!("fewer than {MIN_SOURCES} messages can be summarized");
             return self.compaction_over(ctx, "skipped", &why, resume);
         }
-        let Some(provider) = ctx.config.provider_for(self.answering_thread(ctx.config).provider) else {
+        let Some(provider) = ctx
+            .config
+            .provider_for(self.answering_thread(ctx.config).provider)
+        else {
             return self.compaction_over(ctx, "failed", "no provider is configured", resume);
         };
         let mut history: Vec<ChatMessage> =

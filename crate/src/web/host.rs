@@ -151,10 +151,20 @@ impl Host {
         Ok(Host { shared })
     }
 
-    /// The API key for a provider kind, kept in memory only.
+    /// The API key for a provider kind, kept in memory only and sent only to `base_url`'s
+    /// origin (SECURITY E1): a request of that kind to any other origin goes without it. An
+    /// empty key, or a base URL that is not a URL, forgets the kind's key.
     #[wasm_bindgen(js_name = setProviderKey)]
-    pub fn set_provider_key(&self, kind: String, key: String) {
-        self.shared.borrow_mut().keys.insert(kind, key);
+    pub fn set_provider_key(&self, kind: String, key: String, base_url: String) {
+        let mut shared = self.shared.borrow_mut();
+        match origin_of(&base_url).filter(|_| !key.is_empty()) {
+            Some(origin) => {
+                shared.keys.insert(kind, BoundKey { key, origin });
+            }
+            None => {
+                shared.keys.remove(&kind);
+            }
+        }
     }
 
     /// The proxy printed by `palaver serve` (`http://127.0.0.1:N`) and its token.

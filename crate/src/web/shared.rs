@@ -20,6 +20,31 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, Response};
 
+/// An API key and the one origin it may be sent to.
+pub(super) struct BoundKey {
+    pub(super) key: String,
+    pub(super) origin: String,
+}
+
+/// The origin of `url` as the browser states it (`scheme://host:port`); `None` when it is not a URL.
+pub(super) fn origin_of(url: &str) -> Option<String> {
+    web_sys::Url::new(url)
+        .ok()
+        .map(|u| u.origin())
+        .filter(|o| o != "null")
+}
+
+impl Shared {
+    /// The key of `kind` for a request to `url`: empty unless `url` is on the origin the key was
+    /// given for. A settings change that points a kind elsewhere never carries its key along.
+    pub(super) fn key_for(&self, kind: &str, url: &str) -> String {
+        match (self.keys.get(kind), origin_of(url)) {
+            (Some(bound), Some(origin)) if bound.origin == origin => bound.key.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
 pub(super) struct Shared {
     pub(super) engine: Engine,
     pub(super) db: web_sys::IdbDatabase,
@@ -27,7 +52,8 @@ pub(super) struct Shared {
     pub(super) next_subscriber: u32,
     pub(super) requests: HashMap<String, AbortController>,
     pub(super) tools: HashMap<String, AbortController>,
-    pub(super) keys: HashMap<String, String>,
+    /// Each provider kind's API key with the origin it was given for (SECURITY E1).
+    pub(super) keys: HashMap<String, BoundKey>,
     pub(super) proxy: Option<(String, String)>,
     pub(super) host_tools: HashMap<String, Function>,
     /// The `local` kind's transport, set by the page: `fetch`'s shape, answered by the model in

@@ -20,11 +20,7 @@ pub(super) fn remember_request(shared: &Handle, chat_id: &str, request: &Provide
     let mut headers = request.headers.clone();
     headers.insert("content-type".into(), "application/json".into());
     let kind = request.provider.name();
-    let has_key = shared
-        .borrow()
-        .keys
-        .get(kind)
-        .is_some_and(|k| !k.is_empty());
+    let has_key = !shared.borrow().key_for(kind, &request.url).is_empty();
     if let Some((name, _)) = auth_header(kind, "redacted").filter(|_| has_key) {
         headers.insert(name.into(), "[redacted]".into());
     }
@@ -77,7 +73,7 @@ pub(super) fn start_request(shared: &Handle, request_id: String, request: Provid
         }
     };
     let kind = request.provider.name().to_string();
-    let key = shared.borrow().keys.get(&kind).cloned().unwrap_or_default();
+    let key = shared.borrow().key_for(&kind, &request.url);
     shared
         .borrow_mut()
         .requests

@@ -133,7 +133,7 @@ async fn a_whole_turn_through_fetch_for_each_provider_survives_a_reload() {
         let config =
             json!({"providers": [{"kind": kind, "base_url": base, "model": "test-model"}]});
         let host = open(&db, config.clone()).await;
-        host.set_provider_key(kind.into(), "sk-test-CANARY".into());
+        host.set_provider_key(kind.into(), "sk-test-CANARY".into(), base.clone());
         let chat = promised(host.create_chat(Some("hello".into())))
             .await
             .as_string()
@@ -237,6 +237,75 @@ async fn abort_mid_stream_cancels_the_fetch_and_keeps_the_partial() {
         sleep(50).await;
     }
     assert!(closed, "the double saw the connection close");
+    host.close();
+}
+
+/// SECURITY E1 in the engine itself: a key goes only to the origin it was given for, whatever
+/// the settings say later. `localhost` reaches the same double as `127.0.0.1`, but is another
+/// origin: the request goes, without the key.
+#[wasm_bindgen_test]
+async fn a_key_is_sent_only_to_the_origin_it_was_given_for() {
+    let id = unique("bound");
+    let answer = json!({"wire": "openai-chat/text_include_usage_gpt41"});
+    fetch_json(
+        &format!("{}/__script/{id}", double()),
+        "POST",
+        Some(json!({"responses": [answer, answer]})),
+    )
+    .await;
+    let base = format!("{}/s/{id}", double());
+    let elsewhere = base.replace("127.0.0.1", "localhost");
+    let db = unique("bound");
+    let host = open(
+        &db,
+        json!({"providers": [{"kind": "openai-chat", "base_url": elsewhere, "model": "m"}]}),
+    )
+    .await;
+    let chat = promised(host.create_chat(None))
+        .await
+        .as_string()
+        .expect("an id");
+    promised(host.open_chat(chat.clone())).await;
+    // Given for 127.0.0.1; the provider is (now) at localhost: no key goes.
+    host.set_provider_key("openai-chat".into(), "sk-test-CANARY".into(), base.clone());
+    send(
+        &host,
+        &chat,
+        json!({"type": "user_message", "content": "one"}),
+    );
+    wait_for(&host, &chat, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    // Given for localhost itself: it goes.
+    host.set_provider_key(
+        "openai-chat".into(),
+        "sk-test-CANARY".into(),
+        elsewhere.clone(),
+    );
+    send(
+        &host,
+        &chat,
+        json!({"type": "user_message", "content": "two"}),
+    );
+    wait_for(&host, &chat, 10_000, |s| {
+        state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 4)
+    })
+    .await;
+    let log = fetch_json(&format!("{}/__log/{id}", double()), "GET", None).await;
+    let auth = |i: usize| {
+        log[i]["headers"]["authorization"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(
+        auth(0),
+        "",
+        "a key given for another origin was sent: {}",
+        log[0]["headers"]
+    );
+    assert_eq!(auth(1), "Bearer sk-test-CANARY", "{}", log[1]["headers"]);
     host.close();
 }
 

@@ -185,3 +185,24 @@ fn f2_a_pulled_thread_keeps_the_local_steering() {
     let same = from_outside(&json!({"system_prompt": "Mine"}), &local);
     assert!(same.get("proposed_system_prompt").is_none(), "{same}");
 }
+
+#[test]
+fn an_import_without_a_title_is_named_by_its_first_message_and_one_with_a_title_keeps_it() {
+    let mut h = harness(json!({}));
+    let bare = json!([
+        {"role": "user", "content": "How do I rotate logs on Debian?"},
+        {"role": "assistant", "content": "Use logrotate."},
+    ]);
+    h.command(
+        "c1",
+        json!({"type": "restore_from_trajectory", "client_request_id": "r1", "trajectory": bare}),
+    );
+    assert_eq!(thread(&h)["title"], "How do I rotate logs on Debian?");
+    h.open("c2", None);
+    h.command(
+        "c2",
+        json!({"type": "restore_from_trajectory", "client_request_id": "r2", "trajectory": planted()}),
+    );
+    let titled = serde_json::to_value(h.engine.snapshot("c2")).unwrap_or_default();
+    assert_eq!(titled["thread"]["title"], "Fix the build");
+}

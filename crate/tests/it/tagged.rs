@@ -137,8 +137,10 @@ fn commands() -> Vec<Command> {
         },
         Command::InsertMessage {
             index: 0,
-            message: serde_json::from_value(json!({"message_id": "m9", "role": "user", "content": "back"}))
-                .unwrap_or_else(|e| panic!("{e}")),
+            message: serde_json::from_value(
+                json!({"message_id": "m9", "role": "user", "content": "back"}),
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
         },
         Command::ClearDraft {},
         Command::SetDraft { text: "dr".into() },

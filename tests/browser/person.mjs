@@ -1,0 +1,84 @@
+// The one way the page tests act (issue 34, GUIDE §18): as a person does. A control is used as
+// soon as it is visible and enabled (Playwright's locators wait for exactly that, and nothing
+// else); nothing waits on `data-ready`, an engine flag or an internal event before acting; what
+// is checked is what a person sees. Reading storage for a security assertion is allowed — it is
+// never a reason to wait before acting.
+
+/** The visible control named `name`: a test id, or a role and its accessible name. */
+export function control(page, name) {
+  if (typeof name !== 'string') return name;
+  if (name.startsWith('role=')) return page.locator(name);
+  return page.getByTestId(name).first();
+}
+
+export function person(page) {
+  const find = (name) => control(page, name);
+  return {
+    page,
+    /** Clicks the control the moment it can be clicked. */
+    click: (name, options = {}) => find(name).click(options),
+    /** Types into a field (replacing what is there), as soon as it takes input. */
+    type: (name, text) => find(name).fill(text),
+    /** Picks an option of a select. */
+    choose: (name, value) => find(name).selectOption(value),
+    check: (name, on = true) => find(name).setChecked(on),
+    press: (name, key) => find(name).press(key),
+    /** Opens Settings on a section (its tab), as a person clicks there. */
+    async openSettings(section = 'provider') {
+      await find('settings').click();
+      await find(`settings-tab-${section}`).click();
+    },
+    /** Waits until the control is on screen (what a person waits for with their eyes). */
+    see: (name, timeout = 15_000) => find(name).waitFor({ state: 'visible', timeout }),
+    /** Waits until `text` is shown inside the control. */
+    async seeText(name, text, timeout = 15_000) {
+      const locator = find(name);
+      await locator.filter({ hasText: text }).first().waitFor({ state: 'visible', timeout });
+    },
+    /** The text a person reads in the control. */
+    read: (name) => find(name).innerText(),
+    /** The finished answers on screen (streamed ones included once they are done). */
+    answers: () => page.locator('[data-testid=message][data-role=assistant]:not([data-streaming])').allInnerTexts(),
+    /**
+     * Waits until `n` finished answers are on screen and the chat is not busy, as a person sees
+     * it: Send (not Stop) shows. Says what the page showed instead when it does not come.
+     */
+    async waitAnswers(n, timeout = 20_000) {
+      try {
+        await page.waitForFunction((count) => {
+          const done = document.querySelectorAll('[data-testid=message][data-role=assistant]:not([data-streaming])').length;
+          const stop = document.querySelector('[data-testid=stop]');
+          return done >= count && stop?.hidden;
+        }, n, { timeout });
+      } catch (error) {
+        const seen = await page.evaluate(() => ({
+          roles: [...document.querySelectorAll('[data-testid=message]')].map((m) => m.dataset.role + (m.hasAttribute('data-streaming') ? '*' : '')),
+          status: document.querySelector('[data-testid=status]')?.textContent ?? '',
+          held: document.querySelector('[data-testid=held]')?.textContent ?? '',
+        })).catch(() => ({}));
+        throw new Error(`waited for ${n} answers: the page shows ${JSON.stringify(seen)} (${error.message.split('\n')[0]})`);
+      }
+    },
+    /** Types a message and presses Send. */
+    async send(text) {
+      await find('composer').fill(text);
+      await find('send').click();
+    },
+    /** Sends and waits for the answer count to reach `n`. */
+    async ask(text, n, timeout) {
+      await this.send(text);
+      await this.waitAnswers(n, timeout);
+    },
+    /** Sets a provider through Settings, as a person does, and saves. */
+    async setProvider({ kind = 'openai-chat', baseUrl, model = 'gpt-4o', key = 'sk-test-CANARY', remember = false }) {
+      await this.openSettings('provider');
+      await find('provider-kind').selectOption(kind);
+      await find('provider-base-url').fill(baseUrl);
+      await find('provider-key').fill(key);
+      await find('provider-model').fill(model);
+      await find('remember-key').setChecked(remember);
+      await find('save-settings').click();
+      await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
+    },
+  };
+}
