@@ -2,12 +2,13 @@
 // workspace. The provider double plays providers: a model that decides from the request it gets
 // (it calls `read_file` only when offered it), and each provider kind's model list and stream.
 // node tests/browser/agent.mjs   (after build_pkg and `cargo build`; uses /usr/bin/chromium)
-import { writeFile, mkdir } from 'node:fs/promises';
+import { writeFile, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup,
-  openaiStream, setProvider, ready, sendAndWait, waitIdle,
+  openaiStream, setProvider, sendAndWait, waitIdle, openChatId, chatMenu,
 } from './harness.mjs';
+import { person } from './person.mjs';
 
 watchdog(300, 'the agent test');
 const KEY = 'sk-agent-CANARY';
@@ -50,7 +51,7 @@ function requestParts(kind, body) {
 
 async function modelDecides(page) {
   await page.goto(serve.printed);
-  await ready(page);
+  await person(page).see('composer');
   check(await page.isHidden('[data-testid=tools-status]'), 'paired: no "no tools" notice');
   await setProvider(page, { baseUrl: `${double.url}/decide/d1`, key: KEY, model: 'decider' });
   // The call itself has no text to show (it is in the activity block): one answer is visible.
@@ -70,13 +71,13 @@ async function modelDecides(page) {
     'the system prompt carries the agent prompt, AGENTS.md and the file tree');
   check(offered.system.includes(`Today's date: ${new Date().toISOString().slice(0, 10)}`), 'and the date');
   // What the model sees: the request exactly as sent, the key redacted.
-  await page.click('[data-testid=model-view] summary');
+  await chatMenu(page, 'open-model-view');
   await page.waitForFunction(() => document.getElementById('model-view-body').textContent.length > 0);
   const seen = await page.textContent('[data-testid=model-view-body]');
   check(seen.includes('Always answer in English.') && seen.includes('"read_file"') && seen.includes('[redacted]') && !seen.includes(KEY), `the "what the model sees" view shows the last request, key redacted (${seen.slice(0, 120)}…)`);
-  await page.click('[data-testid=model-view] summary');
+  await page.click('[data-testid=close-model-view]');
   // The chat's own system prompt replaces the one from Settings.
-  await page.click('[data-testid=chat-prompt] summary');
+  await chatMenu(page, 'open-chat-prompt');
   await page.fill('[data-testid=chat-prompt-text]', 'CHAT-ONLY PROMPT: be brief.');
   await page.click('[data-testid=chat-prompt-save]');
   const before = (await posts('d1')).length;
@@ -94,7 +95,7 @@ async function unpaired() {
     const page = await other.newPage();
     page.on('pageerror', (e) => pageErrors.push(e.message));
     await page.goto(`${serve.origin}/`);
-    await ready(page);
+    await person(page).see('tools-status');
     const notice = await page.textContent('[data-testid=tools-status]');
     check(await page.isVisible('[data-testid=tools-status]') && notice.includes('no workspace tools') && notice.includes('palaver serve'), `unpaired: one line says why there are no tools and how to pair (${notice})`);
     await setProvider(page, { baseUrl: `${double.url}/decide/d2`, key: KEY, model: 'decider' });
@@ -117,14 +118,14 @@ const KINDS = {
 async function modelListsAndRequestContract(page) {
   const served = (await apiTools()).map((t) => t.name);
   for (const [kind, expect] of Object.entries(KINDS)) {
-    await page.click('[data-testid=settings]');
+    await person(page).openSettings('provider');
     await page.selectOption('[data-testid=provider-kind]', kind);
     await page.fill('[data-testid=provider-base-url]', `${double.url}/m/${kind}/ok`);
     await page.fill('[data-testid=provider-key]', KEY);
     await page.fill('[data-testid=provider-model]', '');
     await page.fill('[data-testid=provider-n-ctx]', '');
     await page.click('[data-testid=list-models]');
-    await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+    await page.waitForFunction(() => !document.querySelector('[data-testid=model-status]').textContent.startsWith('Asking'));
     const listed = await page.evaluate(() => [...document.querySelectorAll('#model-list option')].map((o) => o.value));
     check(JSON.stringify(listed) === JSON.stringify(expect.models), `${kind}: the model list comes from the provider (${listed.join(', ')})`);
     await page.fill('[data-testid=provider-model]', expect.pick);
@@ -136,10 +137,8 @@ async function modelListsAndRequestContract(page) {
     await page.fill('[data-testid=provider-thinking]', thinking ? '1024' : '');
     await page.selectOption('[data-testid=provider-reasoning]', thinking ? '' : 'low');
     await page.click('[data-testid=save-settings]');
-    await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
-    await ready(page);
+    await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
     await page.click('[data-testid=new-chat]');
-    await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
     const before = (await posts('m')).length;
     await sendAndWait(page, `Hello ${kind}`, 1);
     const request = (await posts('m'))[before];
@@ -170,12 +169,12 @@ async function modelListFailures(page) {
     ['404', /check the base URL/],
     ['bad', /did not answer with a model list/],
   ];
-  await page.click('[data-testid=settings]');
+  await person(page).openSettings('provider');
   await page.selectOption('[data-testid=provider-kind]', 'openai-chat');
   for (const [mode, expected] of cases) {
     await page.fill('[data-testid=provider-base-url]', `${double.url}/m/openai-chat/${mode}`);
     await page.click('[data-testid=list-models]');
-    await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+    await page.waitForFunction(() => !document.querySelector('[data-testid=model-status]').textContent.startsWith('Asking'));
     const text = await page.textContent('[data-testid=model-status]');
     check(expected.test(text), `a model list that fails (${mode}) says what is wrong in one sentence (${text})`);
   }
@@ -183,29 +182,29 @@ async function modelListFailures(page) {
   await page.fill('[data-testid=provider-base-url]', `${double.url}/m/openai-chat/ok`);
   await page.fill('[data-testid=provider-model]', 'no-such-model');
   await page.click('[data-testid=list-models]');
-  await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+  await page.waitForFunction(() => !document.querySelector('[data-testid=model-status]').textContent.startsWith('Asking'));
   const missing = await page.textContent('[data-testid=model-status]');
   check(/does not serve the model no-such-model: pick one of its \d+ models/.test(missing), `a model the provider does not serve is named (${missing})`);
   await page.fill('[data-testid=provider-model]', '');
   await page.fill('[data-testid=provider-base-url]', 'http://127.0.0.1:9/v1');
   await page.click('[data-testid=list-models]');
-  await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+  await page.waitForFunction(() => !document.querySelector('[data-testid=model-status]').textContent.startsWith('Asking'));
   check(/Nothing answered/.test(await page.textContent('[data-testid=model-status]')), 'a server that is down is named as such');
   // A server that answers but does not allow this page (no CORS headers) is told apart from one that is down.
   await page.fill('[data-testid=provider-base-url]', `${double.url}/m/openai-chat/nocors`);
   await page.click('[data-testid=list-models]');
-  await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+  await page.waitForFunction(() => !document.querySelector('[data-testid=model-status]').textContent.startsWith('Asking'));
   const cors = await page.textContent('[data-testid=model-status]');
   check(/answers, but refuses requests from this page \(CORS\)/.test(cors), `a server that refuses this page (CORS) is named as such (${cors})`);
   await page.click('[data-testid=cancel-settings]');
   // llama.cpp: the window comes from /props.
-  await page.click('[data-testid=settings]');
+  await person(page).openSettings('provider');
   await page.selectOption('[data-testid=provider-kind]', 'openai-chat');
   await page.fill('[data-testid=provider-base-url]', `${double.url}/m/llama/ok/v1`);
   await page.fill('[data-testid=provider-n-ctx]', '');
   await page.fill('[data-testid=provider-model]', '');
   await page.click('[data-testid=list-models]');
-  await page.waitForFunction(() => !document.getElementById('model-status').textContent.startsWith('Asking'));
+  await page.waitForFunction(() => !document.querySelector('[data-testid=model-status]').textContent.startsWith('Asking'));
   check(Number(await page.inputValue('[data-testid=provider-n-ctx]')) === 4096, 'llama.cpp: the window is its /props n_ctx');
   await page.click('[data-testid=cancel-settings]');
 }
@@ -216,16 +215,15 @@ async function toolProgress(page) {
     { body: openaiStream({ toolCalls: [{ id: 'call_run', name: 'run_command', args: { argv: ['sh', '-c', script] } }] }), headers: { 'content-type': 'text/event-stream' } },
     { body: openaiStream({ text: 'The command ran.' }), headers: { 'content-type': 'text/event-stream' } },
   ]);
-  await page.click('[data-testid=settings]');
+  // Cancel keeps nothing: the rule is set (and saved) the second time.
+  await person(page).openSettings('agent');
   await page.selectOption('[data-testid=policy-run_command]', 'auto');
   await page.click('[data-testid=cancel-settings]');
   await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
-  await page.click('[data-testid=settings]');
+  await person(page).openSettings('agent');
   await page.selectOption('[data-testid=policy-run_command]', 'auto');
   await page.click('[data-testid=save-settings]');
-  await ready(page);
   await page.click('[data-testid=new-chat]');
-  await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
   await page.fill('[data-testid=composer]', 'Run it');
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=tool-progress]', { timeout: 15_000 });
@@ -249,7 +247,6 @@ async function stopQueueAndMarkers(page) {
   ]);
   await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
   await page.click('[data-testid=new-chat]');
-  await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
   await page.fill('[data-testid=composer]', 'Tell me a story');
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=message][data-streaming]');
@@ -261,7 +258,7 @@ async function stopQueueAndMarkers(page) {
   check(await page.locator('[data-testid=queued] [data-testid=cancel-queued]').textContent() === 'Discard', 'after Stop the queued message is shown paused, with Send now and Discard');
   await page.click('[data-testid=regenerate]');
   // (waitIdle also waits for an empty queue; here one message is meant to stay held.)
-  await page.waitForFunction(() => !globalThis.palaverApp.chat.busy && document.querySelector('[data-testid=message][data-role=assistant]:not([data-streaming])')?.textContent.includes('Regenerated once.'));
+  await page.waitForFunction(() => document.querySelector('[data-testid=stop]').hidden && document.querySelector('[data-testid=message][data-role=assistant]:not([data-streaming])')?.textContent.includes('Regenerated once.'));
   const regenerated = (await posts('held')).at(-1);
   const users = regenerated.body.messages.filter((m) => m.role === 'user').map((m) => m.content);
   check(JSON.stringify(users) === '["Tell me a story"]' && (await posts('held')).length === 2, `one click on Regenerate runs exactly one turn (${JSON.stringify(users)})`);
@@ -272,7 +269,8 @@ async function stopQueueAndMarkers(page) {
   check(sent.body.messages.at(-1).content === 'held one', 'Send now sends the held message');
   await sendAndWait(page, 'Write a lot', 3);
   check(await page.locator('[data-testid=marker-length]').count() === 1, 'an answer cut at the output limit is marked');
-  const markdown = await page.evaluate(async (id) => (await globalThis.palaverApp.engine()).exportChat(id, 'markdown'), await page.evaluate(() => globalThis.palaverApp.chat.id));
+  const [download] = await Promise.all([page.waitForEvent('download'), chatMenu(page, 'export-markdown')]);
+  const markdown = await readFile(await download.path(), 'utf8');
   check(markdown.includes('[cut at the output token limit'), 'the Markdown export marks the cut answer');
 }
 
@@ -282,16 +280,15 @@ async function keepsItsPlace(page) {
   // A first message typed with no chat open starts one; it never comes back as a draft.
   await page.evaluate(() => localStorage.removeItem('palaver.open_chat'));
   await page.reload();
-  await ready(page);
-  check(await page.evaluate(() => globalThis.palaverApp.chat === null), 'with no chat remembered, none is open');
+  await person(page).see('chat-item');
+  check(await openChatId(page) === null && await page.locator('[data-testid=message]').count() === 0, 'with no chat remembered, none is open');
   await sendAndWait(page, 'A first message', 1);
-  const id = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const id = await openChatId(page);
   await page.evaluate(() => { document.getElementById('transcript').scrollTop = 700; document.getElementById('transcript').dispatchEvent(new Event('scroll')); });
   await page.waitForTimeout(400);
   await page.reload();
-  await ready(page);
   await page.waitForSelector('[data-testid=message][data-role=assistant]');
-  check(await page.evaluate(() => globalThis.palaverApp.chat?.id) === id, 'after a reload the chat that was open is open again');
+  check(await openChatId(page) === id, 'after a reload the chat that was open is open again');
   check(await page.inputValue('[data-testid=composer]') === '' && await page.evaluate(() => localStorage.getItem('palaver.draft.new')) === null, 'the sent message did not come back as a draft');
   await page.waitForTimeout(200);
   const top = await page.evaluate(() => document.getElementById('transcript').scrollTop);
@@ -302,7 +299,6 @@ async function attachments(page) {
   const url = await double.script('attach', [{ body: openaiStream({ text: 'Seen.' }), headers: SSE }]);
   await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
   await page.click('[data-testid=new-chat]');
-  await page.waitForFunction(() => globalThis.palaverApp.chat && !document.querySelector('[data-testid=message]'));
   // An image pasted: downscaled to 1568 px, shown as a chip, sent as an image part.
   await page.evaluate(async () => {
     const canvas = new OffscreenCanvas(3000, 2000);
@@ -365,8 +361,8 @@ try {
       await run(page);
     } catch (error) {
       check(false, `${name}: ${error.message.split('\n')[0]}`);
-      const state = await page.evaluate(() => ({ runtime: globalThis.palaverApp.chat?.runtime, messages: globalThis.palaverApp.chat?.messages?.map((m) => `${m.role}:${String(m.content).slice(0, 80)}`) })).catch(() => null);
-      console.log('   state:', JSON.stringify(state).slice(0, 300));
+      const shown = await page.evaluate(() => ({ status: document.getElementById('status').textContent, messages: [...document.querySelectorAll('[data-testid=message]')].map((m) => `${m.dataset.role}:${m.textContent.slice(0, 80)}`) })).catch(() => null);
+      console.log('   the page shows:', JSON.stringify(shown).slice(0, 300));
       const logged = (await posts('d1')).at(-1);
       console.log('   last request:', JSON.stringify(logged?.body?.messages?.map((m) => [m.role, String(m.content).slice(0, 60)])).slice(0, 1500));
     }

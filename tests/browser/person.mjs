@@ -64,9 +64,11 @@ export function person(page) {
       await find('composer').fill(text);
       await find('send').click();
     },
-    /** Sends and waits for the answer count to reach `n`. */
-    async ask(text, n, timeout) {
+    /** Sends, sees the message in the transcript, and waits for the answer count to reach `n`. */
+    async ask(text, n, timeout = 20_000) {
       await this.send(text);
+      const words = text.trim().split('\n')[0].slice(0, 60);
+      await page.locator('[data-testid=message][data-role=user]').filter({ hasText: words }).last().waitFor({ timeout });
       await this.waitAnswers(n, timeout);
     },
     /** Sets a provider through Settings, as a person does, and saves. */

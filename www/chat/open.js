@@ -173,10 +173,9 @@ export function install(ctx) {
     statusView.render($('status'), runtime, follower ? 'This chat is live in another tab; this tab follows it.' : '');
   }
 
-  /** The model that answered last (as the provider said) and the window, else the configured one. */
+  /** The model the chat asks next and its window, as the engine says (each answer names its own). */
   function renderModelLine(chat) {
-    const answered = chat.messages.findLast?.((m) => m.role === 'assistant' && m.model);
-    const model = answered?.model ?? ctx.settings.modelFor(chat.thread.provider);
+    const model = chat.runtime?.model?.model;
     const window = chat.runtime?.context_usage?.n_ctx;
     const name = String(model ?? '').split('/').pop();
     $('chat-model').textContent = name ? `${name}${window ? ` · ${window.toLocaleString('en')} tokens` : ''}` : '';

@@ -112,6 +112,10 @@ pub struct Runtime {
     /// The current turn's tool calls with their status.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallView>,
+    /// The model the next request asks: the chat's pinned one, else Settings' active provider
+    /// with its model (each answer records the model that did answer, as the provider said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::thread::ModelRef>,
 }
 
 /// A subagent as its parent shows it: what it was asked, where it is, what it cost.

@@ -52,6 +52,7 @@ impl ChatSession {
             phase: self.phase().to_string(),
             offers: self.offers(),
             tool_calls: self.tool_calls(),
+            model: Some(self.answering_model(config)).filter(|m| !m.model.is_empty()),
         }
     }
 

@@ -87,6 +87,8 @@ export interface Runtime {
   offers: ("send" | "queue" | "stop" | "regenerate" | "answer" | "approve" | "reject" | "resume_queue")[];
   /** The current turn's tool calls and where each stands. */
   tool_calls?: { id: string; name: string; status: "pending" | "queued" | "running" | "awaiting_approval" | "waiting_host" | "done" | "failed" | "denied" | "rejected" | "skipped" | "stopped" }[];
+  /** The model the next request asks (the chat's pinned one, else Settings'). */
+  model?: { provider: ProviderConfig["kind"]; model: string };
 }
 export type Effect =
   | { effect: "start_request"; chat_id: string; request_id: string; purpose: "chat" | "compaction"; request: { provider: string; url: string; headers: Record<string, string>; body: unknown } }

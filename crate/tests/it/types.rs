@@ -171,6 +171,10 @@ fn full_runtime() -> Runtime {
         name: "t".into(),
         status: "running".into(),
     }];
+    runtime.model = Some(palaver::thread::ModelRef {
+        provider: palaver::provider::ProviderKind::OpenaiChat,
+        model: "m".into(),
+    });
     runtime
 }
 
