@@ -9,7 +9,7 @@
 import { writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
-  root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, ready, waitIdle,
+  root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle,
 } from './harness.mjs';
 
 watchdog(300, 'the MCP page test');
@@ -20,7 +20,8 @@ await mkdir(join(home, 'cfg'), { recursive: true });
 const config = join(home, 'cfg', 'mcp.json');
 await writeFile(config, JSON.stringify({
   mcpServers: {
-    everything: { command: 'node', args: [join(servers, 'server-everything/dist/index.js'), 'stdio'] },
+    // Its read-only hints are believed because this config says so (SECURITY F8).
+    everything: { command: 'node', args: [join(servers, 'server-everything/dist/index.js'), 'stdio'], trust_annotations: true },
     memory: { command: 'node', args: [join(servers, 'server-memory/dist/index.js')], env: { MEMORY_FILE_PATH: join(home, 'memory.jsonl') } },
     changes: { command: 'node', args: [join(root, 'tests/mcp/faulty.mjs'), 'changes'], env: { FAULTY_DELAY_MS: '25000' } },
   },
@@ -38,13 +39,15 @@ try {
   const page = await context.newPage();
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.goto(serve.printed);
-  await ready(page);
   await page.click('[data-testid=settings]');
+  await page.click('[data-testid=settings-tab-workspace]');
   await page.waitForFunction(() => document.querySelectorAll('[data-testid=mcp-server][data-state=ready]').length === 3, null, { timeout: 60_000 });
   const listed = await page.locator('[data-testid=mcp-server]').allTextContents();
-  check(listed.length === 3 && listed.every((t) => /ready/.test(t) && /tools/.test(t)), `Settings show each MCP server, ready, with its tools (${listed.map((t) => t.slice(0, 40)).join(' | ')})`);
+  check(listed.length === 3 && listed.every((t) => /ready/.test(t) && /tools/.test(t)), `Settings show each MCP server, with its tools (${listed.map((t) => t.slice(0, 40)).join(' | ')})`);
+  await page.click('[data-testid=settings-tab-agent]');
   check(await page.locator('[data-testid="policy-mcp__memory__create_entities"]').inputValue() === 'ask', 'an MCP tool asks by default');
-  check(await page.locator('[data-testid="policy-mcp__memory__read_graph"]').inputValue() === 'auto', 'a read-only one runs without asking');
+  check(await page.locator('[data-testid="policy-mcp__memory__read_graph"]').inputValue() === 'ask', 'a tool its server calls read-only still asks when the config does not trust that server (F8)');
+  check(await page.locator('[data-testid="policy-mcp__everything__trigger-long-running-operation"]').inputValue() === 'auto', 'and runs without asking when it does (trust_annotations)');
   await page.click('[data-testid=cancel-settings]');
 
   // The model calls a tool of the memory server: the card names the server; approved, it runs.
@@ -89,7 +92,7 @@ try {
   ]);
   await page.fill('[data-testid=composer]', 'Run the long operation.');
   await page.click('[data-testid=send]');
-  // Read-only by its server's word: it runs without asking.
+  // Read-only by its server's word, which the user's config trusts: it runs without asking.
   const progress = await page.waitForFunction(() => /progress [12]\/3/.test(document.querySelector('[data-tool="mcp__everything__trigger-long-running-operation"] [data-testid=tool-progress]')?.textContent ?? ''), null, { timeout: 15_000 }).then(() => true, () => false);
   check(progress, 'the call\'s progress shows in the activity block while it runs');
   await waitIdle(page, 3, 30_000);
@@ -135,6 +138,7 @@ try {
   await page.waitForFunction(() => document.querySelector('[data-testid=composer]').value.includes('Paris'));
   check((await page.inputValue('[data-testid=composer]')).includes('Paris'), `a prompt with its argument is inserted from the / menu (${await page.inputValue('[data-testid=composer]')})`);
   await page.click('[data-testid=settings]');
+  await page.click('[data-testid=settings-tab-workspace]');
   await page.screenshot({ path: join(process.env.PALAVER_SHOTS ?? profile, 'mcp-settings.png') });
   check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
 } finally {

@@ -8,7 +8,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
-  check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, ready, waitIdle,
+  check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle, openChatId, chatMenu,
 } from './harness.mjs';
 
 watchdog(300, 'the subagents page test');
@@ -26,7 +26,6 @@ try {
   const page = await context.newPage();
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.goto(serve.printed);
-  await ready(page);
 
   // 1. A subagent answers its parent.
   const url = await double.script('sub', [
@@ -47,14 +46,17 @@ try {
   await page.waitForSelector('[data-testid=subagent-tree] [data-testid=subagent][data-status=done]');
   const row = await page.textContent('[data-testid=subagent]');
   check(/Spider legs/.test(row) && /gpt-4o/.test(row) && /140 tokens/.test(row), `the tree shows the child: title, model, tokens (${row.replace(/\s+/g, ' ').slice(0, 120)})`);
-  const parentId = await page.evaluate(() => globalThis.palaverApp.chat.id);
+  const parentId = await openChatId(page);
   const child = await page.waitForSelector(`[data-testid=chat-item].subagent-chat[data-parent-id="${parentId}"]`, { timeout: 10_000 }).then(() => true, () => false);
-  check(child, `the chat list shows the child under its parent${child ? '' : ` (${JSON.stringify(await page.evaluate(() => globalThis.palaverApp.chats))})`}`);
+  check(child, `the chat list shows the child under its parent${child ? '' : ` (${(await page.locator('[data-testid=chat-item]').allTextContents()).join(' | ')})`}`);
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'subagent-tree.png'), fullPage: true });
   await page.click('[data-testid=open-subagent]');
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id !== id, parentId);
-  const opened = await page.evaluate(() => ({ id: globalThis.palaverApp.chat.id, thread: globalThis.palaverApp.chat.thread }));
-  check(opened.thread.parent_id === parentId && opened.thread.link_type === 'subagent' && opened.thread.depth === 1, `one click opens the child chat, linked to its parent (${opened.id})`);
+  await page.waitForFunction((id) => {
+    const open = document.querySelector('[data-testid=chat-item][aria-current=true]');
+    return open && open.dataset.chatId !== id;
+  }, parentId);
+  const opened = await page.locator('[data-testid=chat-item][aria-current=true]').evaluate((item) => ({ id: item.dataset.chatId, parent: item.dataset.parentId, subagent: item.classList.contains('subagent-chat') }));
+  check(opened.parent === parentId && opened.subagent, `one click opens the child chat, listed under its parent (${JSON.stringify(opened)})`);
   await page.waitForSelector('[data-testid=message][data-role=assistant]');
   check((await page.textContent('[data-testid=transcript]')).includes('A spider has eight legs.'), 'the child chat shows its own conversation');
 
@@ -69,7 +71,7 @@ try {
   await page.fill('[data-testid=composer]', 'Have a helper write a file.');
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=subagent-approval]', { timeout: 15_000 }).catch(async (error) => {
-    console.log(JSON.stringify(await page.evaluate(() => ({ id: globalThis.palaverApp.chat?.id, runtime: globalThis.palaverApp.chat?.runtime, n: globalThis.palaverApp.chat?.messages.length }))), JSON.stringify((await posts('sub')).slice(-3).map((r) => r.body.messages)));
+    console.log(await page.textContent('[data-testid=transcript]'), JSON.stringify((await posts('sub')).slice(-3).map((r) => r.body.messages)));
     throw error;
   });
   check((await page.textContent('[data-testid=subagent-approval]')).includes('write_file'), 'the child\'s approval shows in the parent\'s tree');
@@ -88,10 +90,10 @@ try {
     sse(openaiStream({ text: 'The backup model answers.', model: 'gpt-4o-mini' })),
   ]);
   await page.click('[data-testid=settings]');
+  await page.click('[data-testid=settings-tab-provider]');
   await page.fill('[data-testid=fallback-models]', 'openai-chat gpt-4o-mini');
   await page.click('[data-testid=save-settings]');
-  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
-  await ready(page);
+  await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
   await page.click('[data-testid=new-chat]');
   const before = (await posts('sub')).length;
   await page.fill('[data-testid=composer]', 'Hello?');
@@ -108,12 +110,13 @@ try {
   // 4. Deleting a parent asks about its subagents' chats; yes deletes them too.
   const spiderRoot = await page.locator('[data-testid=chat-item]', { hasText: 'Ask a helper about spiders.' }).getAttribute('data-chat-id');
   await page.click(`[data-testid=chat-item][data-chat-id="${spiderRoot}"]`);
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id === id, spiderRoot);
+  await page.waitForFunction((id) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === id, spiderRoot);
   let asked = '';
   page.once('dialog', (dialog) => { asked = dialog.message(); dialog.accept(); });
-  await page.click('[data-testid=delete-chat]');
-  await page.waitForFunction((id) => !globalThis.palaverApp.chats.some((c) => c.id === id || c.parent_id === id), spiderRoot, { timeout: 10_000 }).catch(() => {});
-  const left = await page.evaluate((id) => globalThis.palaverApp.chats.filter((c) => c.id === id || c.parent_id === id).length, spiderRoot);
+  await chatMenu(page, 'delete-chat');
+  const family = (id) => `[data-testid=chat-item][data-chat-id="${id}"], [data-testid=chat-item][data-parent-id="${id}"]`;
+  await page.waitForFunction((selector) => !document.querySelector(selector), family(spiderRoot), { timeout: 10_000 }).catch(() => {});
+  const left = await page.locator(family(spiderRoot)).count();
   check(/Delete its 1 subagent chat too/.test(asked) && left === 0, `deleting a parent asks about its subagents' chats (${asked}; ${left} left)`);
   check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
 } finally {

@@ -99,7 +99,11 @@ export function install(ctx) {
     const settings = settingsStore.loadSettings();
     ctx.store.dispatch({ type: 'settings', configured: settingsStore.isConfigured(settings), usesLocal: settingsStore.activeProvider(settings).kind === 'local' });
     const palaver = engine.palaver;
-    if (!palaver) return;
+    if (!palaver) {
+      // A first visit drawn without the engine: sync needs it now (it pulls the other devices' chats).
+      if (settings.sync?.url) await ensure();
+      return;
+    }
     const proxy = ctx.workspace.proxy();
     if (proxy) palaver.setProxy(proxy.url, proxy.token);
     await ctx.workspace.read(Engine.instructionFiles());

@@ -66,7 +66,7 @@ export function install(ctx) {
       keep: async () => showCopy(await palaver.keepBrowserCopy(chatId)),
       openTheirs: async () => {
         const id = await palaver.restoreFromWorkspace(chatId, true);
-        await ctx.chats.select(id);
+        await ctx.chat.open(id);
       },
     });
   }
