@@ -7,7 +7,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
-  root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, ready, waitIdle,
+  root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle, openChatId,
 } from './harness.mjs';
 
 watchdog(300, 'the design test');
@@ -47,7 +47,7 @@ try {
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.setViewportSize({ width: 1280, height: 800 });
   await page.goto(serve.printed);
-  await ready(page);
+  await page.getByTestId('connect-provider').waitFor();
   await inThemes(page, 'the empty state', 'empty');
   await page.setViewportSize({ width: 360, height: 740 });
   await inThemes(page, 'the empty state at 360 px', 'empty');
@@ -64,7 +64,8 @@ try {
   await page.click('[data-testid=send]');
   await waitIdle(page, 1, 15_000);
   const label = await page.getAttribute('[data-testid=message][data-role=assistant]', 'data-label');
-  check(label === 'Assistant · gpt-4o', `an answer carries its role and model (${label})`);
+  // The model named is the one the provider says answered (the double's stream says gpt-4o-double).
+  check(label === 'Assistant · gpt-4o-double', `an answer carries its role and model (${label})`);
   check(await page.getAttribute('[data-testid=message][data-role=user]', 'data-label') === 'You', 'a message of the user is labelled');
   check(Boolean(await page.getAttribute('[data-testid=message][data-role=user]', 'title')), 'a message shows its time on hover');
   check(await page.textContent('[data-testid=announce]') === 'Answer complete.', 'the live region says the answer ended (the transcript itself is not live)');
@@ -114,17 +115,20 @@ try {
   await inThemes(page, 'the shortcuts sheet', 'shortcuts');
   await page.keyboard.press('Escape');
   check(!(await page.evaluate(() => document.getElementById('shortcuts').open)), 'Esc closes it');
-  const before = await page.evaluate(() => globalThis.palaverApp.chat?.id);
+  const before = await openChatId(page);
   await page.keyboard.press('Alt+KeyN');
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id && globalThis.palaverApp.chat.id !== id, before, { timeout: 5000 }).catch(() => {});
-  const created = await page.evaluate(() => globalThis.palaverApp.chat?.id);
+  await page.waitForFunction((id) => {
+    const open = document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId;
+    return open && open !== id;
+  }, before, { timeout: 5000 }).catch(() => {});
+  const created = await openChatId(page);
   check(created && created !== before, 'Alt+N starts a new chat');
   await page.evaluate(() => document.activeElement?.blur());
   await page.keyboard.press('Alt+ArrowDown');
-  await page.waitForFunction((id) => globalThis.palaverApp.chat?.id !== id, created, { timeout: 5000 }).catch(() => {});
-  check(await page.evaluate(() => globalThis.palaverApp.chat?.id) === before, 'Alt+↓ moves to the next chat');
+  await page.waitForFunction((id) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId !== id, created, { timeout: 5000 }).catch(() => {});
+  check(await openChatId(page) === before, 'Alt+↓ moves to the next chat');
   await page.keyboard.press('Alt+Comma');
-  check(await page.evaluate(() => document.getElementById('settings').open), 'Alt+, opens Settings');
+  check(await page.getByTestId('settings-dialog').isVisible(), 'Alt+, opens Settings');
   await page.click('[data-testid=cancel-settings]');
 
   // Esc stops an answer that is streaming.
@@ -136,7 +140,7 @@ try {
   check(gauge, 'the context gauge counts the answer while it streams');
   await page.evaluate(() => document.activeElement?.blur());
   await page.keyboard.press('Escape');
-  const stopped = await page.waitForFunction(() => !globalThis.palaverApp.chat.busy, null, { timeout: 5000 }).then(() => true, () => false);
+  const stopped = await page.getByTestId('send').waitFor({ timeout: 5000 }).then(() => true, () => false);
   check(stopped && await page.locator('[data-testid=message][data-role=assistant] .marker').last().textContent().then((t) => /stopped/.test(t), () => false), 'Esc stops the streaming answer (kept, marked stopped)');
 
   // A message's own actions: Copy puts its text on the clipboard, Delete removes it.
@@ -158,7 +162,7 @@ try {
   }
   await page.click('[data-testid=theme]');
   await page.reload();
-  await ready(page);
+  await page.locator('[data-testid=message]').first().waitFor(); // the chat that was open, back
   const kept = await page.evaluate(() => document.documentElement.dataset.theme);
   check(themes.join(',') === 'light,dark,auto' && kept === 'light', `the theme switch cycles and is remembered (${themes.join(',')}; after reload ${kept})`);
 

@@ -14,7 +14,7 @@ import { writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import {
-  check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, ready, waitIdle,
+  check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, waitIdle, openChatId,
 } from './harness.mjs';
 
 watchdog(900, 'the local model test');
@@ -29,10 +29,19 @@ let serve = await startServe(workspace, ['--models', MODELS]);
 const double = await startDouble();
 const pageErrors = [];
 
-/** The open chat's messages as the page mirrors them (the engine's). */
-const transcript = (page) => page.evaluate(() => globalThis.palaverApp.chat.messages
+/**
+ * The open chat's messages with what the page does not print (finish reason, usage), from the
+ * engine's snapshot: an assertion after what a person waits for is on screen, never a wait.
+ */
+const transcript = async (page) => page.evaluate(async (id) => ((await globalThis.palaverApp.engine()).snapshot(id)?.messages ?? [])
   .filter((m) => m.role === 'user' || m.role === 'assistant')
-  .map((m) => ({ id: m.message_id, role: m.role, content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content), finish_reason: m.finish_reason ?? null, usage: m.usage ?? null, stopped: Boolean(m.stopped ?? m.extra?.stopped) })));
+  .map((m) => ({ id: m.message_id, role: m.role, content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content), finish_reason: m.finish_reason ?? null, usage: m.usage ?? null, stopped: Boolean(m.stopped ?? m.extra?.stopped) })), await openChatId(page));
+/** The messages a person sees, in order: `role: text` (buttons left out). */
+const shownMessages = (page) => page.locator('[data-testid=message]').evaluateAll((nodes) => nodes.map((node) => {
+  const copy = node.cloneNode(true);
+  copy.querySelectorAll('.actions, .marker').forEach((a) => a.remove());
+  return `${node.dataset.role}: ${copy.textContent.trim()}`;
+}));
 
 async function ask(page, text, answers) {
   await page.fill('[data-testid=composer]', text);
@@ -51,7 +60,7 @@ function answered(message, what) {
 /** First run: nothing configured; the small model is offered, downloaded with progress, used. */
 async function firstRun(page) {
   await page.goto(serve.printed);
-  await ready(page);
+  await page.getByTestId('try-local').waitFor();
   check(await page.isVisible('[data-testid=try-local]') && await page.isVisible('[data-testid=connect-provider]'), 'the empty state offers the model in the page and a provider');
   const offer = await page.textContent('[data-testid=try-local]');
   check(offer.includes('98 MB') && offer.includes('offline'), `the offer says its size and that it works offline (${offer})`);
@@ -65,31 +74,33 @@ async function firstRun(page) {
   });
   await page.click('[data-testid=try-local]');
   await page.waitForFunction(() => document.querySelector('[data-testid=status]').textContent.includes('runs in this browser')
-    || document.querySelector('[data-testid=first-run-status]')?.textContent, null, { timeout: 120_000 });
+    || document.querySelector('[data-testid=first-run-status]')?.textContent, null, { timeout: 120_000 }).catch(() => {});
   const progress = await page.evaluate(() => globalThis.__progress);
   const percents = progress.map((t) => Number(/\((\d+)%\)/.exec(t)?.[1])).filter(Number.isFinite);
   check(percents.length >= 2 && percents.some((p) => p > 0 && p < 100) && progress.some((t) => /MB of 98\.\d MB/.test(t)), `download progress was shown in bytes and % (${progress.length} updates: ${progress.slice(0, 2).join(' | ')} … ${progress.at(-1)})`);
   check((await page.textContent('[data-testid=status]')).includes('runs in this browser'), 'the model is ready, and the page says so');
-  const stored = await page.evaluate(() => globalThis.palaverApp.localModel().list());
-  check(stored.length === 1 && stored[0].id.includes('SmolLM2') && stored[0].size === 98_362_432, `the model is kept in the browser (OPFS) whole (${JSON.stringify(stored)})`);
+  const stored = await storedFiles(page, true);
+  check(stored.length === 1 && stored[0].name.includes('SmolLM2') && stored[0].size === 98_362_432, `the model is kept in the browser (OPFS) whole (${JSON.stringify(stored)})`);
 }
 
 /** Deterministic sampling for the test (temperature 0; the worker seeds every request) and a short answer cap. */
 async function settings(page) {
   await page.click('[data-testid=settings]');
+  await page.click('[data-testid=settings-tab-provider]');
   check(await page.inputValue('[data-testid=provider-kind]') === 'local', 'Settings show the kind "model in this browser"');
   check(await page.isHidden('[data-testid=provider-base-url]') && await page.isHidden('[data-testid=provider-key]'), 'without base URL or key');
+  await page.click('[data-testid=settings-tab-local]');
   await page.waitForFunction(() => document.querySelector('[data-testid=local-threads]').textContent.length > 0);
   const threads = await page.textContent('[data-testid=local-threads]');
   const isolated = await page.evaluate(() => crossOriginIsolated);
   check(isolated && /Runs on [2-9] threads/.test(threads), `palaver serve makes the page cross-origin isolated: several threads, and Settings say so (${threads})`);
   check((await page.textContent('[data-testid=local-models]')).includes('98.4 MB'), 'the stored model is listed with its size');
+  await page.click('[data-testid=settings-tab-provider]');
   check(await page.inputValue('[data-testid=provider-n-ctx]') === '4096', 'the window is 4 096 tokens by default');
   await page.fill('[data-testid=provider-temperature]', '0');
   await page.fill('[data-testid=provider-max-tokens]', '96');
   await page.click('[data-testid=save-settings]');
-  await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
-  await ready(page);
+  await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
 }
 
 async function conversation(page) {
@@ -98,7 +109,7 @@ async function conversation(page) {
   check(Number(gauge) === 4096, `the gauge and the history limit use the model's 4 096-token window (${gauge})`);
   const header = await page.textContent('[data-testid=chat-model]');
   check(header.includes('SmolLM2') && header.includes('4,096'), `the chat header names the model and its window (${header})`);
-  const request = await page.evaluate(async () => (await globalThis.palaverApp.engine()).lastRequest(globalThis.palaverApp.chat.id));
+  const request = await page.evaluate(async (id) => (await globalThis.palaverApp.engine()).lastRequest(id), await openChatId(page));
   check(request?.provider === 'local' && request.body.temperature === 0 && request.body.max_tokens === 96 && request.body.stream === true && !JSON.stringify(request.headers).includes('authorization'),
     `the request is an OpenAI chat body for the local kind, temperature 0, no key (${request?.url})`);
   answered(await ask(page, 'And what is the capital of Italy?', 2), 'turn 2');
@@ -111,7 +122,7 @@ async function conversation(page) {
 async function stopAndRegenerate(page) {
   await page.fill('[data-testid=composer]', 'Write a long story about a brave knight who fights a dragon in the mountains.');
   await page.click('[data-testid=send]');
-  await page.waitForFunction(() => (globalThis.palaverApp.chat.draft?.content ?? '').length >= 20, null, { timeout: ANSWER_TIMEOUT });
+  await page.waitForFunction(() => (document.querySelector('[data-testid=message][data-streaming] .markdown')?.textContent ?? '').length >= 20, null, { timeout: ANSWER_TIMEOUT });
   await page.click('[data-testid=stop]');
   await waitIdle(page, 4, 30_000);
   const stopped = (await transcript(page)).at(-1);
@@ -119,8 +130,8 @@ async function stopAndRegenerate(page) {
   check(await page.locator('[data-testid=marker-stopped]').count() === 1, 'the page shows the stopped marker');
   await page.click('[data-testid=regenerate]');
   await page.waitForFunction((id) => {
-    const last = globalThis.palaverApp.chat.messages.filter((m) => m.role === 'assistant').at(-1);
-    return last && last.message_id !== id && !globalThis.palaverApp.chat.busy;
+    const last = [...document.querySelectorAll('[data-testid=message][data-role=assistant]:not([data-streaming])')].at(-1);
+    return last && last.dataset.messageId !== id && document.querySelector('[data-testid=stop]').hidden;
   }, stopped.id, { timeout: ANSWER_TIMEOUT });
   const again = (await transcript(page)).at(-1);
   answered(again, 'Regenerate');
@@ -128,13 +139,12 @@ async function stopAndRegenerate(page) {
 }
 
 async function reloadKeepsTheChat(page) {
-  const before = await transcript(page);
+  const before = await shownMessages(page);
   await page.reload();
-  await ready(page);
-  await page.waitForFunction((n) => globalThis.palaverApp.chat?.messages.filter((m) => m.role === 'user' || m.role === 'assistant').length === n, before.length);
-  const after = await transcript(page);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, before.length);
+  const after = await shownMessages(page);
   check(JSON.stringify(after) === JSON.stringify(before), `after a reload the transcript is the same (${after.length} messages)`);
-  return after;
+  return transcript(page);
 }
 
 /** The server is gone: the page, the model runtime and the model come from the browser. */
@@ -142,8 +152,7 @@ async function offline(page, messages) {
   serve.child.kill('SIGTERM');
   await new Promise((resolve) => serve.child.once('exit', resolve));
   await page.reload();
-  await ready(page);
-  await page.waitForFunction((n) => globalThis.palaverApp.chat?.messages.length >= n, messages.length);
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length >= n, messages.length);
   const status = await fetch(`${serve.origin}/`).then(() => 'up', () => 'down');
   check(status === 'down', 'palaver serve is stopped');
   answered(await ask(page, 'What is two plus two?', messages.filter((m) => m.role === 'assistant').length + 1), 'offline, after a reload');
@@ -152,6 +161,7 @@ async function offline(page, messages) {
 /** Settings list the stored model and delete it; a chat that asks for it then says what to do. */
 async function deleteTheModel(page) {
   await page.click('[data-testid=settings]');
+  await page.click('[data-testid=settings-tab-local]');
   await page.waitForSelector('[data-testid=local-models] [data-testid=local-delete]');
   await page.click('[data-testid=local-models] [data-testid=local-delete]');
   await page.waitForFunction(() => document.querySelector('[data-testid=local-models]').textContent.includes('No model is stored'));
@@ -160,8 +170,8 @@ async function deleteTheModel(page) {
   const before = (await transcript(page)).length;
   await page.fill('[data-testid=composer]', 'Are you there?');
   await page.click('[data-testid=send]');
-  // The status line is drawn with the frame after the state changes: wait for both.
-  await page.waitForFunction(() => globalThis.palaverApp.chat.runtime.state === 'error' &&
+  // What a person sees: the error in the transcript and its sentence in the status line.
+  await page.waitForFunction(() => document.querySelector('[data-testid=message][data-role=error]') &&
     document.querySelector('[data-testid=status]')?.textContent.trim() !== '', null, { timeout: 60_000 });
   const said = await page.textContent('[data-testid=status]');
   check(/not stored in this browser/.test(said) && (await transcript(page)).length === before + 1, `a chat with a deleted model fails at once, saying to download it again; the chat keeps its messages (${said})`);
@@ -196,8 +206,8 @@ async function startBadModels() {
 }
 
 async function openLocalSettings(page) {
-  if (!(await page.isVisible('[data-testid=settings-form]'))) await page.click('[data-testid=settings]');
-  await page.selectOption('[data-testid=provider-kind]', 'local');
+  if (!(await page.isVisible('[data-testid=settings-dialog]'))) await page.click('[data-testid=settings]');
+  await page.click('[data-testid=settings-tab-local]');
   await page.waitForFunction(() => document.querySelector('[data-testid=local-threads]').textContent.length > 0);
 }
 
@@ -214,12 +224,15 @@ async function badCase(page, start) {
   return { text: await page.textContent('[data-testid=local-status]'), error: (await page.getAttribute('[data-testid=local-status]', 'class')) === 'error' };
 }
 
-const storedFiles = (page) => page.evaluate(async () => {
-  const names = [];
+/** What the browser stores in the models folder (OPFS): names, or names and sizes. */
+const storedFiles = (page, sizes = false) => page.evaluate(async (withSizes) => {
+  const found = [];
   const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('palaver-models', { create: true });
-  for await (const [name] of dir.entries()) names.push(name);
-  return names;
-});
+  for await (const [name, handle] of dir.entries()) {
+    found.push(withSizes && handle.kind === 'file' ? { name, size: (await handle.getFile()).size } : name);
+  }
+  return found;
+}, sizes);
 
 async function badInput(context, page) {
   const bad = await startBadModels();
@@ -228,13 +241,13 @@ async function badInput(context, page) {
     // A chat with another provider first: it must come through untouched, and keep answering.
     const url = await double.script('local-other', [{ body: openaiStream({ text: 'The other provider answers.' }), headers: { 'content-type': 'text/event-stream' } }]);
     await page.click('[data-testid=settings]');
+    await page.click('[data-testid=settings-tab-provider]');
     await page.selectOption('[data-testid=provider-kind]', 'openai-chat');
     await page.fill('[data-testid=provider-base-url]', url);
     await page.fill('[data-testid=provider-model]', 'gpt-4o');
     await page.fill('[data-testid=provider-key]', 'sk-local-test');
     await page.click('[data-testid=save-settings]');
-    await page.waitForSelector('[data-testid=settings-form]', { state: 'hidden' });
-    await ready(page);
+    await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
     await ask(page, 'Hello other provider', 1);
     const chat = await transcript(page);
 
@@ -334,7 +347,6 @@ try {
   const page = await badContext.newPage();
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.goto(serve.printed);
-  await ready(page);
   await badInput(badContext, page);
 } finally {
   await badContext.close();

@@ -79,6 +79,7 @@ export function install(ctx) {
       await fetchDefault();
       await load();
       cacheRuntime();
+      ctx.say(`${DEFAULT_MODEL.label} is ready: it runs in this browser, offline too. Write below to ask it something.`);
     } catch (error) {
       ctx.store.dispatch({ type: 'local_failed', error: error.message });
     }
