@@ -10,7 +10,7 @@ import { createReadStream, statSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { homedir } from 'node:os';
 import { join, extname, normalize } from 'node:path';
-import { startServe, launch, tempDir, cleanup, ready, root, waitIdle } from './harness.mjs';
+import { startServe, launch, tempDir, cleanup, root, waitIdle } from './harness.mjs';
 
 const MODEL_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 const MODELS = process.env.PALAVER_MODELS ?? join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'palaver', 'models');
@@ -73,7 +73,7 @@ async function measure(label, origin, url) {
   try {
     const page = await context.newPage();
     await page.goto(url);
-    await ready(page);
+    await page.getByTestId('try-local').waitFor();
     const isolated = await page.evaluate(() => crossOriginIsolated);
     const started = Date.now();
     await page.click('[data-testid=try-local]');
@@ -89,7 +89,7 @@ async function measure(label, origin, url) {
     }
     // Warm: a new page (a new worker), the model from OPFS.
     await page.reload();
-    await ready(page);
+    await page.getByTestId('composer').waitFor();
     const warm = await page.evaluate(async (model) => {
       const started = performance.now();
       const loaded = await globalThis.palaverApp.localModel().call('load', { model, n_ctx: 4096 });

@@ -3,7 +3,7 @@
 // and talks to a provider (the double) with the same engine.
 // node tests/browser/extension.mjs   (after scripts/build-extension.sh)
 import { join } from 'node:path';
-import { check, failed, watchdog, startDouble, launch, tempDir, cleanup, root, setProvider, ready, sendAndWait } from './harness.mjs';
+import { check, failed, watchdog, startDouble, launch, tempDir, cleanup, root, setProvider, sendAndWait } from './harness.mjs';
 
 watchdog(120, 'the extension test');
 const dir = join(root, 'target/extension');
@@ -19,7 +19,7 @@ try {
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
   await page.goto(`chrome-extension://${id}/www/index.html`);
-  await ready(page);
+  await page.getByTestId('connect-provider').waitFor();
   check(await page.isVisible('[data-testid=chat-list]'), 'the side panel page renders the chat list');
   check(await page.isVisible('[data-testid=empty-import]'), 'B24: its first run offers to import chats (its storage is its own)');
   // Issue 16: Chrome's extension rules forbid the workers llama.cpp in wasm starts; the panel says so
@@ -35,7 +35,7 @@ try {
   const reply = await page.textContent('[data-testid=message][data-role=assistant]');
   check(reply.trim().length > 10, 'the same engine streams a reply from the provider');
   await page.reload();
-  await ready(page);
+  await page.locator('[data-testid=chat-item]').first().waitFor();
   check(await page.locator('[data-testid=chat-item]').count() === 1, 'the chat is kept in the extension\'s own IndexedDB');
   check(errors.length === 0, `no page errors (${errors.join('; ')})`);
   // Last, since the refused assignment is logged as a console error.
