@@ -48,6 +48,8 @@ node "$ROOT/tests/mcp/conformance.mjs"
 say "the model in the page for real: SmolLM2-135M in llama.cpp (wasm), online and offline, and its failures"
 ensure_default_model
 node "$ROOT/tests/browser/local.mjs"
+say "a person's first message, in every first-run journey, at full speed and slowed (playwright-core)"
+node "$ROOT/tests/browser/journeys.mjs"
 say "the browser extension: packed, then loaded unpacked in Chromium"
 bash "$ROOT/scripts/build-extension.sh"
 node "$ROOT/tests/browser/extension.mjs"

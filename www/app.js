@@ -24,6 +24,16 @@ import * as settingsDialog from './settings/dialog.js';
 const ctx = { store: createStore(), say: (text, error) => say(text, error) };
 for (const module of [workspace, engine, local, sync, list, open, empty, composer, transcript, actions, settingsDialog]) module.install(ctx);
 
+// The lifecycle's own sentence (a refusal, why a message waits) in the status line; gone with its cause.
+let said = null;
+ctx.store.watch((state) => {
+  if (state.said === said) return;
+  const left = said;
+  said = state.said;
+  if (said) say(said.text, said.error);
+  else if (left && $('status').textContent.startsWith(left.text)) say('');
+});
+
 /** Once the engine is open: the list, sync, the workspace's copies, the chat that was open. */
 ctx.afterEngineOpen = async (palaver) => {
   palaver.onChatsChanged((change) => ctx.chats.changed(change));

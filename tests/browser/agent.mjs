@@ -9,6 +9,7 @@ import {
   openaiStream, setProvider, sendAndWait, waitIdle, openChatId, chatMenu,
 } from './harness.mjs';
 import { person } from './person.mjs';
+import { readRequest } from '../double/decide.mjs';
 
 watchdog(300, 'the agent test');
 const KEY = 'sk-agent-CANARY';
@@ -87,6 +88,25 @@ async function modelDecides(page) {
   const systems = turn.map((p) => requestParts('openai-chat', p.body).system);
   check(turn.length > 0 && systems.every((s) => s === 'CHAT-ONLY PROMPT: be brief.'),
     `set_params system_prompt: the chat's own prompt is sent (${turn.length} requests: ${JSON.stringify(systems.map((s) => s.slice(0, 60)))})`);
+}
+
+/**
+ * A whole tool round trip for every other provider kind: the model (the double, in the kind's wire
+ * shape) calls read_file through the real palaver serve and answers from the file.
+ */
+async function toolRoundTripEveryKind(page) {
+  for (const kind of ['anthropic', 'gemini', 'openai-responses']) {
+    await setProvider(page, { kind, baseUrl: `${double.url}/decide/rt-${kind}/${kind}`, key: KEY, model: 'decider' });
+    await page.click('[data-testid=new-chat]');
+    await sendAndWait(page, `What is in my notes, ${kind}?`, 1);
+    const answer = (await assistantTexts(page)).at(-1);
+    const [asked, answered] = await posts(`rt-${kind}`);
+    const result = answered ? readRequest(kind, answered.body).result : null;
+    check(answer.includes('pelican') && await page.locator('[data-testid=tool-call][data-tool=read_file][data-status=done]').count() === 1,
+      `${kind}: the model called read_file through palaver serve and answered from the file (${JSON.stringify(answer.slice(0, 60))})`);
+    check(readRequest(kind, asked?.body).tools.includes('read_file') && result?.includes('pelican'),
+      `${kind}: the tool was offered, and its result went back in ${kind}'s shape (${JSON.stringify(result?.slice(0, 40))})`);
+  }
 }
 
 async function unpaired() {
@@ -355,7 +375,7 @@ async function attachments(page) {
 
 try {
   const page = await newPage();
-  for (const [name, run] of [['the model decides', modelDecides], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress], ['stop, queue and markers', stopQueueAndMarkers], ['attachments', attachments], ['keeps its place', keepsItsPlace]]) {
+  for (const [name, run] of [['the model decides', modelDecides], ['a tool round trip for every kind', toolRoundTripEveryKind], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress], ['stop, queue and markers', stopQueueAndMarkers], ['attachments', attachments], ['keeps its place', keepsItsPlace]]) {
     console.log(`-- ${name}`);
     try {
       await run(page);

@@ -104,7 +104,12 @@ async function settings(page) {
 }
 
 async function conversation(page) {
-  answered(await ask(page, 'What is the capital of France?', 1), 'turn 1');
+  // Temperature 0 and the worker's fixed seed: the answers are the model's own, every run. Each
+  // answers its own question (the history and the chat template are right: a wrong template or a
+  // history sent out of order answers an earlier question again).
+  const france = await ask(page, 'What is the capital of France?', 1);
+  answered(france, 'turn 1');
+  check(/Paris/.test(france.content), `turn 1 answers its question (${JSON.stringify(france.content.slice(0, 80))})`);
   const gauge = await page.getAttribute('[data-testid=context-usage]', 'data-budget');
   check(Number(gauge) === 4096, `the gauge and the history limit use the model's 4 096-token window (${gauge})`);
   const header = await page.textContent('[data-testid=chat-model]');
@@ -112,8 +117,13 @@ async function conversation(page) {
   const request = await page.evaluate(async (id) => (await globalThis.palaverApp.engine()).lastRequest(id), await openChatId(page));
   check(request?.provider === 'local' && request.body.temperature === 0 && request.body.max_tokens === 96 && request.body.stream === true && !JSON.stringify(request.headers).includes('authorization'),
     `the request is an OpenAI chat body for the local kind, temperature 0, no key (${request?.url})`);
-  answered(await ask(page, 'And what is the capital of Italy?', 2), 'turn 2');
-  answered(await ask(page, 'Name three colours.', 3), 'turn 3');
+  const italy = await ask(page, 'And what is the capital of Italy?', 2);
+  answered(italy, 'turn 2');
+  check(/Rome/.test(italy.content) && !/Paris/.test(italy.content), `turn 2 answers the second question, not the first (${JSON.stringify(italy.content.slice(0, 80))})`);
+  const colours = await ask(page, 'Name three colours.', 3);
+  answered(colours, 'turn 3');
+  const named = ['red', 'blue', 'green', 'yellow', 'white', 'black', 'orange', 'purple'].filter((c) => colours.content.toLowerCase().includes(c));
+  check(named.length >= 2 && !/capital/i.test(colours.content), `turn 3 names colours (${named.join(', ')}: ${JSON.stringify(colours.content.slice(0, 80))})`);
   const messages = await transcript(page);
   check(messages.length === 6 && messages.every((m, i) => m.role === (i % 2 ? 'assistant' : 'user')), 'three turns, in order');
   check(messages[5].usage.prompt_tokens > messages[1].usage.prompt_tokens, `each turn sends the history (${messages[1].usage.prompt_tokens} → ${messages[5].usage.prompt_tokens} prompt tokens)`);

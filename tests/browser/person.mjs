@@ -13,20 +13,34 @@ export function control(page, name) {
 
 export function person(page) {
   const find = (name) => control(page, name);
+  const counted = { clicks: 0 };
   return {
     page,
+    /** How many clicks this person made (the journeys report it). */
+    get clicks() {
+      return counted.clicks;
+    },
     /** Clicks the control the moment it can be clicked. */
-    click: (name, options = {}) => find(name).click(options),
-    /** Types into a field (replacing what is there), as soon as it takes input. */
-    type: (name, text) => find(name).fill(text),
+    click: (name, options = {}) => {
+      counted.clicks += 1;
+      return find(name).click(options);
+    },
+    /**
+     * Types into a field (replacing what is there), as soon as it takes input. A person clicks
+     * into it first: a field behind a dialog that is still open cannot be typed into.
+     */
+    async type(name, text) {
+      await find(name).click();
+      await find(name).fill(text);
+    },
     /** Picks an option of a select. */
     choose: (name, value) => find(name).selectOption(value),
     check: (name, on = true) => find(name).setChecked(on),
     press: (name, key) => find(name).press(key),
     /** Opens Settings on a section (its tab), as a person clicks there. */
     async openSettings(section = 'provider') {
-      await find('settings').click();
-      await find(`settings-tab-${section}`).click();
+      await this.click('settings');
+      await this.click(`settings-tab-${section}`);
     },
     /** Waits until the control is on screen (what a person waits for with their eyes). */
     see: (name, timeout = 15_000) => find(name).waitFor({ state: 'visible', timeout }),
@@ -61,8 +75,8 @@ export function person(page) {
     },
     /** Types a message and presses Send. */
     async send(text) {
-      await find('composer').fill(text);
-      await find('send').click();
+      await this.type('composer', text);
+      await this.click('send');
     },
     /** Sends, sees the message in the transcript, and waits for the answer count to reach `n`. */
     async ask(text, n, timeout = 20_000) {
@@ -79,7 +93,7 @@ export function person(page) {
       await find('provider-key').fill(key);
       await find('provider-model').fill(model);
       await find('remember-key').setChecked(remember);
-      await find('save-settings').click();
+      await this.click('save-settings');
       await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
     },
   };

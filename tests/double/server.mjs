@@ -10,9 +10,10 @@
 //   POST /__script/{id}                   body {"responses":[Response, …]}; replaces the script
 //   ANY  /s/{id}/<rest>                   pops the next scripted Response (the last one repeats)
 //   GET  /__log/{id}                      the requests of that id (replays log under "wire")
-//   POST /decide/{id}/chat/completions    an openai-chat model that decides from the request:
+//   POST /decide/{id}/<rest>              a model that decides from the request (decide.mjs):
 //        offered `read_file` and no tool result yet → calls it on the first `.txt` file of the
-//        system prompt's file tree; after a result → answers with it; offered no tool → says so
+//        system prompt's file tree; after a result → answers with it; offered no tool → says so.
+//        openai-chat by default; /decide/{id}/{kind}/<rest> answers in that kind's wire shape
 //   ANY  /m/{kind}/{mode}/<rest>          a provider of that kind: GET …/models lists models in the
 //        kind's own shape (mode ok; nocors: the same without CORS headers), or fails (401, 404,
 //        bad = not JSON); GET …/props answers as
@@ -28,6 +29,9 @@ import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { decide } from './decide.mjs';
+
+const KINDS = ['openai-chat', 'anthropic', 'gemini', 'openai-responses'];
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const WIRE = path.resolve(here, '..', '..', '..', 'shared', 'wire');
@@ -129,33 +133,7 @@ async function respond(req, res, spec, entry) {
 
 const SSE = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 
-function chunk(delta, finish = null) {
-  return `data: ${JSON.stringify({ id: 'd1', object: 'chat.completion.chunk', model: 'decider', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-}
-
-let decided = 0;
-
-/** The deciding model's reply to one openai-chat request body, as SSE. */
-function decide(body) {
-  const tools = (body?.tools ?? []).map((t) => t.function?.name);
-  const messages = body?.messages ?? [];
-  const lastUser = messages.map((m) => m.role).lastIndexOf('user');
-  const last = messages.slice(lastUser + 1).filter((m) => m.role === 'tool').at(-1);
-  const usage = `data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 50, completion_tokens: 5, total_tokens: 55 } })}\n\n`;
-  if (last) {
-    const text = `The file says: ${String(last.content).slice(0, 200)}`;
-    return chunk({ role: 'assistant', content: text }) + chunk({}, 'stop') + usage + 'data: [DONE]\n\n';
-  }
-  if (!tools.includes('read_file')) {
-    return chunk({ role: 'assistant', content: 'I have no tools to look at your files.' }) + chunk({}, 'stop') + usage + 'data: [DONE]\n\n';
-  }
-  const system = String(messages.find((m) => m.role === 'system')?.content ?? '');
-  const tree = system.split('# File Tree')[1] ?? '';
-  const file = tree.split('\n').map((l) => l.trim()).find((l) => l.endsWith('.txt')) ?? 'missing.txt';
-  decided += 1;
-  const call = { index: 0, id: `call_decide_${decided}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: file }) } };
-  return chunk({ role: 'assistant', tool_calls: [call] }) + chunk({}, 'tool_calls') + usage + 'data: [DONE]\n\n';
-}
+let decided = 0; // numbers the deciding model's answers (unique tool call ids)
 
 const TEXT_WIRE = { 'openai-chat': 'openai-chat/text_gpt4o', anthropic: 'anthropic/text_basic', gemini: 'gemini/text', 'openai-responses': 'openai-responses/text' };
 
@@ -217,8 +195,10 @@ async function handle(req, res) {
   }
   if (parts[0] === 'decide' && parts[1] && req.method === 'POST') {
     const entry = logEntry(parts[1], req, body);
+    const kind = KINDS.includes(parts[2]) ? parts[2] : 'openai-chat';
+    decided += 1;
     res.writeHead(200, SSE);
-    res.end(decide(parseMaybe(body)), () => {
+    res.end(decide(kind, parseMaybe(body), decided), () => {
       entry.finished = true;
     });
     return;

@@ -80,19 +80,19 @@ export function install(ctx) {
       $('settings-said').className = 'error';
       return;
     }
+    // Saved and closed at once (a person types the next message right away); the engine takes
+    // the settings next, and remembered keys are stored behind it.
     settingsStore.saveSettings(settings);
-    try {
-      for (const kind of settingsStore.PROVIDER_KINDS) await secrets.persist(kind, settings.remember_key);
-      await secrets.persist('sync', settings.sync?.remember);
-    } catch (error) {
-      $('settings-said').textContent = error.message;
-      $('settings-said').className = 'error';
-      return;
-    }
     close();
     await ctx.engine.configure();
     await ctx.sync.apply();
     ctx.empty.show();
+    try {
+      for (const kind of settingsStore.PROVIDER_KINDS) await secrets.persist(kind, settings.remember_key);
+      await secrets.persist('sync', settings.sync?.remember);
+    } catch (error) {
+      ctx.say(`Saved, but the key could not be remembered on this device: ${error.message}`, true);
+    }
   }
 
   dialog.addEventListener('cancel', () => { proposal = null; });
