@@ -13,7 +13,8 @@ export const el = (tag, props = {}, ...children) => {
     if (key === 'testid') node.dataset.testid = value;
     else if (key === 'text') node.textContent = value;
     else if (key === 'class') node.className = value;
-    else if (key.startsWith('data-')) node.setAttribute(key, value);
+    // `data-*`, `aria-*` and other dashed names are attributes (no DOM property has a dash).
+    else if (key.includes('-')) node.setAttribute(key, value);
     else node[key] = value;
   }
   node.append(...children.filter((c) => c != null));

@@ -10,6 +10,7 @@ import {
   check, failed, watchdog, startDouble, startServe, startAttacker, launch, tempDir, cleanup,
   openaiStream, setProvider, sendAndWait, waitIdle, openChatId, openChat, importFile, chatMenu,
 } from './harness.mjs';
+import { inThemes } from './axe.mjs';
 import { person } from './person.mjs';
 
 watchdog(300, 'the app test');
@@ -137,7 +138,7 @@ async function toolTurns(page) {
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=tool-approval]', { timeout: 15_000 });
   await page.click('[data-testid=reject]');
-  await page.locator('[data-testid=tool-call][data-tool=write_file]:not([data-status=awaiting_approval])').waitFor();
+  await page.locator('[data-testid=tool-call][data-tool=write_file]:not([data-status=awaiting_approval])').waitFor({ state: 'attached' });
   await page.getByTestId('send').waitFor();
   await page.waitForTimeout(300);
   check((await readFile(join(workspace, 'notes.txt'), 'utf8')) === ORIGINAL, 'reject → the file is unchanged');
@@ -205,7 +206,8 @@ async function stopQueueRegenerate(page) {
   await waitIdle(page, 2);
   const afterEdit = await page.locator('[data-testid=message][data-role=user] .text').allTextContents();
   check(afterEdit.join('|') === 'Tell me a long story|First question, edited', `edit-and-resend replaces the history from there (${afterEdit.join('|')})`);
-  check((await assistantTexts(page)).at(-1).includes('Answer to the edited question.'), 'and the edited question is answered');
+  const editedAnswer = (await assistantTexts(page)).at(-1);
+  check(editedAnswer.includes('Answer to the edited question.'), `and the edited question is answered (${JSON.stringify(editedAnswer.slice(0, 60))}; ${(await double.log('queue')).length} requests)`);
 
   const before = await chatCount(page);
   await page.locator('[data-testid=message][data-role=assistant]').first().locator('[data-testid=branch]').click();
@@ -233,6 +235,7 @@ async function planAskAndSteer(page) {
   check((await page.textContent('[data-testid=plan]')).includes('Rewrite them'), 'the plan block shows the plan');
   check((await page.textContent('[data-testid=plan-updates]')).includes('Step 1 done'), 'with its updates');
   check((await page.textContent('[data-testid=ask-user]')).includes('Which tone'), 'the ask-user card shows the question');
+  await inThemes(page, 'a plan and a question waiting', 'question');
   check(await page.locator('[data-testid=regenerate]').count() === 0, 'while a question waits, the answer box is offered and Regenerate is not');
   // PALAVER_SHOTS=dir keeps a picture of the cards for a person to look at.
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: `${process.env.PALAVER_SHOTS}/plan-and-question.png`, fullPage: true });
@@ -276,6 +279,7 @@ async function errorAndRetry(page) {
   await page.waitForSelector('[data-testid=message][data-role=error]', { timeout: 10_000 });
   const said = await page.textContent('[data-testid=status]');
   check(said.startsWith('The provider refused the API key.') && said.includes('Incorrect API key'), `an auth error is a sentence that says what to fix, with the provider's words (${said})`);
+  await inThemes(page, 'an error in the chat', 'error');
   await page.click('[data-testid=retry]');
   await waitIdle(page, 1);
   check((await assistantTexts(page))[0].includes('Back on track.'), 'retry from the error marker runs the turn again');
@@ -515,6 +519,8 @@ async function linkHijack(page) {
   check(!requests.some((r) => r.url().includes('attacker.test/v1')), 'E1: nothing was sent to the linked host');
   // The proposal shows in the form, named, with the key withheld.
   await person(page).openSettings('provider');
+  // The remembered key is unlocked a moment after the page shows; the note about it then appears.
+  await page.getByTestId('key-note').waitFor({ timeout: 5_000 }).catch(() => {});
   const form = await page.evaluate(() => ({
     base: document.getElementById('provider-base-url').value,
     key: document.getElementById('provider-key').value,
@@ -595,7 +601,9 @@ async function keys(page) {
 
   // C17: remembered, the key is ciphertext under a non-extractable CryptoKey.
   await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY, remember: true });
-  const stored = await dump();
+  // Stored just after Settings close (an assertion on storage: it may take a moment to be there).
+  let stored = await dump();
+  for (let i = 0; i < 50 && !/bytes\(\d+\)/.test(stored); i += 1) stored = await new Promise((r) => setTimeout(r, 100)).then(dump);
   check(!stored.includes(CANARY) && stored.includes('CryptoKey(extractable=false)') && /bytes\(\d+\)/.test(stored), 'C17: IndexedDB holds ciphertext and a non-extractable key only');
   const exportable = await page.evaluate(async () => {
     const db = await new Promise((ok) => {
@@ -617,7 +625,9 @@ async function keys(page) {
   check((await page.inputValue('[data-testid=provider-key]')) === CANARY, 'C17: remembered, the key comes back after a reload');
   await page.setChecked('[data-testid=remember-key]', false);
   await page.click('[data-testid=save-settings]');
-  check(!(await dump()).includes('bytes('), 'unticking "remember" deletes the stored ciphertext');
+  let left = await dump();
+  for (let i = 0; i < 50 && left.includes('bytes('); i += 1) left = await new Promise((r) => setTimeout(r, 100)).then(dump);
+  check(!left.includes('bytes('), 'unticking "remember" deletes the stored ciphertext');
 
   // C15: Gemini gets its key in x-goog-api-key, never in the URL.
   await page.click('[data-testid=new-chat]');

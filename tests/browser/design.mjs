@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import {
   root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle, openChatId,
 } from './harness.mjs';
+import { inThemes } from './axe.mjs';
 
 watchdog(300, 'the design test');
-const axeSource = await readFile(join(root, 'tests/browser/node_modules/axe-core/axe.min.js'), 'utf8');
 const workspace = await tempDir('palaver-design-ws-');
 await writeFile(join(workspace, 'long.txt'), Array.from({ length: 30 }, (_, i) => `line ${i + 1}`).join('\n'));
 const double = await startDouble();
@@ -21,26 +21,6 @@ const context = await launch(profile);
 const pageErrors = [];
 const sse = (body) => ({ body, headers: { 'content-type': 'text/event-stream' } });
 const shots = process.env.PALAVER_SHOTS;
-
-/** axe-core on the page as it is: the serious and critical violations, one line each. */
-async function audit(page, what) {
-  await page.evaluate(axeSource);
-  const violations = await page.evaluate(async () => {
-    const result = await globalThis.axe.run(document, { resultTypes: ['violations'] });
-    return result.violations.filter((v) => ['serious', 'critical'].includes(v.impact))
-      .map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')}`);
-  });
-  check(violations.length === 0, `axe: no serious or critical violation — ${what}${violations.length ? `: ${violations.join('; ')}` : ''}`);
-}
-
-async function inThemes(page, what, name) {
-  for (const theme of ['light', 'dark']) {
-    await page.evaluate((t) => { document.documentElement.dataset.theme = t; }, theme);
-    await audit(page, `${what}, ${theme}`);
-    if (shots) await page.screenshot({ path: join(shots, `${name}-${theme}-${page.viewportSize().width}.png`) });
-  }
-  await page.evaluate(() => delete document.documentElement.dataset.theme);
-}
 
 try {
   const page = await context.newPage();
@@ -98,8 +78,12 @@ try {
   const foldedOpen = await page.locator('details.long-result').first().evaluate((d) => d.open).catch(() => true);
   check(/^Output: 30 lines/.test(folded) && !foldedOpen, `a long tool output is folded with its size (${folded})`);
 
+  // Every section of Settings.
   await page.click('[data-testid=settings]');
-  await inThemes(page, 'Settings', 'settings');
+  for (const section of ['provider', 'local', 'agent', 'workspace', 'sync', 'appearance']) {
+    await page.click(`[data-testid=settings-tab-${section}]`);
+    await inThemes(page, `Settings → ${section}`, `settings-${section}`);
+  }
   await page.click('[data-testid=cancel-settings]');
 
   // The keyboard.

@@ -13,6 +13,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, openChatId } from './harness.mjs';
 import { person } from './person.mjs';
+import { audit } from './axe.mjs';
 
 watchdog(900, 'the first-run journeys');
 const MODELS = process.env.PALAVER_MODELS ?? join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'palaver', 'models');
@@ -95,6 +96,7 @@ async function keylessThenSend(speed) {
   await you.click('send');
   await you.seeText('held', 'sends when');
   const held = await you.read('held');
+  if (speed === 'slowed') await audit(page, 'a message held while the model downloads');
   await you.click('cancel-held');
   const back = await page.inputValue('[data-testid=composer]');
   check(/downloading|loaded/.test(held) && back === 'What is the capital of France?', `keyless: a message sent during the download is held and says why (${JSON.stringify(held)}); Cancel gives the words back`);

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import {
   check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, waitIdle, openChatId,
 } from './harness.mjs';
+import { inThemes } from './axe.mjs';
 
 watchdog(900, 'the local model test');
 const MODEL_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf';
@@ -73,6 +74,8 @@ async function firstRun(page) {
     }).observe(document.body, { subtree: true, childList: true, characterData: true });
   });
   await page.click('[data-testid=try-local]');
+  await page.getByTestId('first-run-progress').waitFor();
+  await inThemes(page, 'the model downloading', 'local-download');
   await page.waitForFunction(() => document.querySelector('[data-testid=status]').textContent.includes('runs in this browser')
     || document.querySelector('[data-testid=first-run-status]')?.textContent, null, { timeout: 120_000 }).catch(() => {});
   const progress = await page.evaluate(() => globalThis.__progress);
@@ -90,6 +93,7 @@ async function settings(page) {
   check(await page.inputValue('[data-testid=provider-kind]') === 'local', 'Settings show the kind "model in this browser"');
   check(await page.isHidden('[data-testid=provider-base-url]') && await page.isHidden('[data-testid=provider-key]'), 'without base URL or key');
   await page.click('[data-testid=settings-tab-local]');
+  await inThemes(page, 'Settings → Model in this browser', 'local-settings');
   await page.waitForFunction(() => document.querySelector('[data-testid=local-threads]').textContent.length > 0);
   const threads = await page.textContent('[data-testid=local-threads]');
   const isolated = await page.evaluate(() => crossOriginIsolated);

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import {
   root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle,
 } from './harness.mjs';
+import { inThemes } from './axe.mjs';
 
 watchdog(300, 'the MCP page test');
 const servers = join(root, 'tests/mcp/node_modules/@modelcontextprotocol');
@@ -42,6 +43,7 @@ try {
   await page.click('[data-testid=settings]');
   await page.click('[data-testid=settings-tab-workspace]');
   await page.waitForFunction(() => document.querySelectorAll('[data-testid=mcp-server][data-state=ready]').length === 3, null, { timeout: 60_000 });
+  await inThemes(page, 'Settings → Workspace with MCP servers', 'mcp-settings');
   const listed = await page.locator('[data-testid=mcp-server]').allTextContents();
   check(listed.length === 3 && listed.every((t) => /ready/.test(t) && /tools/.test(t)), `Settings show each MCP server, with its tools (${listed.map((t) => t.slice(0, 40)).join(' | ')})`);
   await page.click('[data-testid=settings-tab-agent]');
@@ -61,6 +63,7 @@ try {
   await page.click('[data-testid=send]');
   await page.waitForSelector('[data-testid=tool-approval]');
   const approval = await page.textContent('[data-testid=tool-approval]');
+  await inThemes(page, 'an MCP tool\'s approval', 'mcp-approval');
   check(approval.includes('create_entities of the MCP server memory'), `the approval card names the MCP server (${approval.slice(0, 120)})`);
   await page.screenshot({ path: join(process.env.PALAVER_SHOTS ?? profile, 'mcp-approval.png') });
   await page.click('[data-testid=approve]');

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import {
   check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle, openChatId, chatMenu,
 } from './harness.mjs';
+import { inThemes } from './axe.mjs';
 
 watchdog(300, 'the subagents page test');
 const workspace = await tempDir('palaver-sub-ws-');
@@ -46,6 +47,7 @@ try {
   await page.waitForSelector('[data-testid=subagent-tree] [data-testid=subagent][data-status=done]');
   const row = await page.textContent('[data-testid=subagent]');
   check(/Spider legs/.test(row) && /gpt-4o/.test(row) && /140 tokens/.test(row), `the tree shows the child: title, model, tokens (${row.replace(/\s+/g, ' ').slice(0, 120)})`);
+  await inThemes(page, 'the subagent tree', 'subagent-tree');
   const parentId = await openChatId(page);
   const child = await page.waitForSelector(`[data-testid=chat-item].subagent-chat[data-parent-id="${parentId}"]`, { timeout: 10_000 }).then(() => true, () => false);
   check(child, `the chat list shows the child under its parent${child ? '' : ` (${(await page.locator('[data-testid=chat-item]').allTextContents()).join(' | ')})`}`);
@@ -75,6 +77,7 @@ try {
     throw error;
   });
   check((await page.textContent('[data-testid=subagent-approval]')).includes('write_file'), 'the child\'s approval shows in the parent\'s tree');
+  await inThemes(page, 'a subagent\'s approval in the tree', 'subagent-approval');
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'subagent-approval.png'), fullPage: true });
   await page.click('[data-testid=subagent-approve]');
   await waitIdle(page, 1, 30_000);

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import {
   root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, sendAndWait, waitIdle, openChatId, importFile,
 } from './harness.mjs';
+import { inThemes } from './axe.mjs';
 
 watchdog(420, 'the sync page test');
 const ADMIN = { username: 'alice', password: 'wonderland' };
@@ -203,6 +204,11 @@ try {
   const aLive = await waitSync(a, (s) => live(s) && s.pushed >= 3, 'A to push its chat');
   check(aLive.state === 'live' && aLive.pushed >= 3, `A pushes its chat and listens (${JSON.stringify(aLive)})`);
   check(/In sync/.test(await a.textContent('[data-testid=sync-status]')), `the sidebar says so (${await a.textContent('[data-testid=sync-status]')})`);
+  await inThemes(a, 'sync live in the sidebar', 'sync-live');
+  await a.click('[data-testid=settings]');
+  await a.click('[data-testid=settings-tab-sync]');
+  await inThemes(a, 'Settings → Sync, live', 'sync-settings');
+  await a.click('[data-testid=cancel-settings]');
   const onServer = await couchRequest('GET', `${DB}/_all_docs`);
   const ids = onServer.body?.rows?.map((r) => r.id) ?? [];
   check(ids.includes(`chat:${id}`) && ids.filter((d) => d.startsWith(`msg:${id}:`)).length === 2, `the server holds the chat and its 2 messages (${ids.length} docs)`);
@@ -324,6 +330,7 @@ try {
   const refused = await waitSync(a, (s) => s.state === 'stopped', 'A stopped', 10_000);
   const said = await a.textContent('[data-testid=sync-status]');
   check(/name and password/.test(said), `wrong credentials: "${said}"`);
+  await inThemes(a, 'sync refused', 'sync-refused');
   await a.screenshot({ path: join(workspace, '..', 'palaver-sync-refused.png') }).catch(() => {});
   await setSync(a, { url: serve.origin });
   const notCouch = await waitSync(a, (s) => s.state === 'stopped' && !/name and password/.test(s.text), 'A stopped again', 10_000);

@@ -15,7 +15,7 @@ export default {
     };
     const list = el('ul', {}, ...reasons.map((r) => el('li', { 'data-tool': r.tool_name },
       el('code', { text: r.tool_name }), server(r.tool_name), ' ', el('span', { text: summarizeArgs(r.args) }),
-      el('pre', { class: 'args', text: JSON.stringify(r.args, null, 2).slice(0, 4000) }))));
+      el('pre', { class: 'args', tabIndex: 0, 'aria-label': 'Arguments', text: JSON.stringify(r.args, null, 2).slice(0, 4000) }))));
     return el('section', { class: 'card approval', testid: 'tool-approval' },
       el('h3', { text: reasons.length === 1 ? 'Allow this tool call?' : `Allow these ${reasons.length} tool calls?` }), list,
       el('div', { class: 'actions' }, button('approve', 'Approve', 'approve'), button('reject', 'Reject', 'reject')));

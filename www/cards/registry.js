@@ -17,15 +17,22 @@ export const CARDS = [proposedPrompt, plan, subagents, approval, askUser, regene
 /** Renders every card whose `select` gives data into its slot (`cards` unless it names one). */
 export function render(slots, chat, ctx) {
   const bySlot = new Map(Object.keys(slots).map((slot) => [slot, []]));
+  // A card whose data did not change keeps its node: what the user typed or selected in it
+  // (an answer being written, focus) survives the engine's other events.
+  const shown = new Map(Object.values(slots).flatMap((slot) => [...slot.children]).map((n) => [n.dataset.card, n]));
   for (const card of CARDS) {
     const data = card.select(chat);
     if (data === null || data === undefined) continue;
-    const node = card.render(data, ctx);
+    const key = JSON.stringify(data);
+    const kept = shown.get(card.name);
+    const node = kept?.cardKey === key ? kept : card.render(data, ctx);
     node.dataset.card = card.name;
+    node.cardKey = key;
     bySlot.get(card.slot ?? 'cards')?.push(node);
   }
   for (const [slot, nodes] of bySlot) {
-    slots[slot].replaceChildren(...nodes);
+    const same = nodes.length === slots[slot].children.length && nodes.every((n, i) => slots[slot].children[i] === n);
+    if (!same) slots[slot].replaceChildren(...nodes);
     slots[slot].hidden = nodes.length === 0;
   }
 }

@@ -86,6 +86,7 @@ export function install(ctx) {
       if (settings.sync?.remember) names.push('sync');
       const locked = await secrets.recall(names, (name) => (name === 'sync' ? settings.sync?.url : settings.providers[name]?.base_url));
       if (locked.length) ctx.say('Your remembered keys stay locked until palaver serve runs: start it, then reload this page (or type the key in Settings).', true);
+      ctx.settings?.refresh('provider'); // an open Settings shows the keys just unlocked
     }
     // Every kind's key again (an empty one forgets it), bound to the origin it was given for.
     for (const [kind, config] of Object.entries(settings.providers)) {

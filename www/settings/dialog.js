@@ -83,15 +83,31 @@ export function install(ctx) {
     // Saved and closed at once (a person types the next message right away); the engine takes
     // the settings next, and remembered keys are stored behind it.
     settingsStore.saveSettings(settings);
+    // A key to remember is stored before the dialog closes (a tab closed right after Save keeps
+    // it); forgetting waits until after, so an ordinary Save closes at once and a person's next
+    // message goes with the new settings.
+    if (remembering && !(await persistSecrets(settings, true))) return;
     close();
     await ctx.engine.configure();
     await ctx.sync.apply();
     ctx.empty.show();
+    if (!remembering) await persistSecrets(settings, false);
+  }
+
+  /** Keeps or forgets each secret as `settings` say; false (and says why) when it fails. */
+  async function persistSecrets(settings, inDialog) {
     try {
       for (const kind of settingsStore.PROVIDER_KINDS) await secrets.persist(kind, settings.remember_key);
       await secrets.persist('sync', settings.sync?.remember);
+      return true;
     } catch (error) {
-      ctx.say(`Saved, but the key could not be remembered on this device: ${error.message}`, true);
+      if (inDialog) {
+        $('settings-said').textContent = `The key could not be remembered on this device: ${error.message}`;
+        $('settings-said').className = 'error';
+      } else {
+        ctx.say(`Saved, but the stored keys could not be removed: ${error.message}`, true);
+      }
+      return false;
     }
   }
 
@@ -116,11 +132,6 @@ export function install(ctx) {
     refresh(id) {
       const section = SECTIONS.find((s) => s.id === id);
       if (dialog.open) section?.refresh?.(views.get(id), ctx);
-    },
-    /** The model a chat answers with when the engine has not said (the configured one). */
-    modelFor(kind) {
-      const settings = settingsStore.loadSettings();
-      return settings.providers?.[settings.kind]?.model ?? settings.providers?.[kind]?.model ?? '';
     },
   };
 }

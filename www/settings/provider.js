@@ -50,6 +50,7 @@ export default {
         el('textarea', { testid: 'fallback-models', rows: 2, placeholder: 'openai-chat gpt-4o-mini' })));
     kind.addEventListener('change', () => fillKind(view, settingsStore.loadSettings(), kind.value, ctx.proposalFor?.(kind.value)));
     base.addEventListener('input', () => showKey(view));
+    key.addEventListener('input', () => { view.keyTyped = true; });
     model.addEventListener('change', () => fillWindow(view));
     q(view, 'provider-n-ctx').addEventListener('input', (event) => { event.target.dataset.auto = 'false'; });
     view.models = [];
@@ -57,6 +58,7 @@ export default {
   },
 
   fill(settings, view, ctx, proposal) {
+    view.keyTyped = false;
     const kind = proposal?.kind ?? settings.kind;
     q(view, 'provider-kind').value = kind;
     fillKind(view, settings, kind, proposal);
@@ -85,6 +87,11 @@ export default {
     else if (secrets.keyFor(kind, baseUrl)) secrets.clear(kind);
     q(view, 'provider-key').value = '';
     return next;
+  },
+
+  /** Remembered keys were unlocked after the form opened: shown, unless the user typed one. */
+  refresh(view) {
+    if (!view.keyTyped) showKey(view);
   },
 
   /** A fallback of a kind that is not configured could never answer: refused with a sentence. */
@@ -120,6 +127,7 @@ function fillKind(view, settings, kind, proposal) {
   q(view, 'provider-thinking').value = config.thinking_budget ?? '';
   view.querySelector('#model-list').replaceChildren();
   view.models = [];
+  view.keyTyped = false;
   showKey(view);
 }
 

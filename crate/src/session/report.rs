@@ -10,7 +10,7 @@ use crate::config::EngineConfig;
 use crate::event::{ContextUsage, Event, Runtime, ToolCallView};
 use crate::history_limit::estimate_tokens;
 use crate::message::Role;
-use crate::tools::{ToolStep, DENIED_BY_POLICY, DENIED_BY_USER, SKIPPED_AFTER_REJECT};
+use crate::tools::{ToolStep, SKIPPED_AFTER_REJECT};
 
 impl ChatSession {
     pub fn runtime(&self, config: &EngineConfig) -> Runtime {
@@ -257,11 +257,19 @@ impl ChatSession {
         let stored = self.messages[from..]
             .iter()
             .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id));
+        // A rejection or a rule's denial is the engine's own decision (a `tool_decision` event),
+        // never read from the result's text, which a tool could write too.
+        if let Some(decided) = self.messages[from..].iter().find_map(|m| decided(m, id)) {
+            return decided;
+        }
         if let Some(result) = stored {
             let text = result.content.as_text();
             return outcome_status(result.tool_failed == Some(true), &text);
         }
         if let Some(step) = step.filter(|s| s.call(id).is_some()) {
+            if let Some(decided) = step.hidden.iter().find_map(|m| decided(m, id)) {
+                return decided;
+            }
             if let Some(outcome) = step.results.get(id) {
                 return outcome_status(outcome.failed, &outcome.content);
             }
@@ -283,10 +291,21 @@ impl ChatSession {
 /// A result's status from what the engine wrote for it.
 fn outcome_status(failed: bool, text: &str) -> &'static str {
     match text {
-        DENIED_BY_USER => "rejected",
-        SKIPPED_AFTER_REJECT => "skipped",
-        DENIED_BY_POLICY => "denied",
+        SKIPPED_AFTER_REJECT if failed => "skipped",
         _ if failed => "failed",
         _ => "done",
+    }
+}
+
+/// `rejected` or `denied` when `message` is the engine's decision on call `id`.
+fn decided(message: &crate::message::ChatMessage, id: &str) -> Option<&'static str> {
+    let payload = message.event_field("payload")?;
+    if message.event_subkind()? != "tool_decision" || payload.get("tool_call_id")?.as_str()? != id {
+        return None;
+    }
+    match payload.get("decision")?.as_str()? {
+        "rejected" => Some("rejected"),
+        "denied" => Some("denied"),
+        _ => None,
     }
 }

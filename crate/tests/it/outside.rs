@@ -206,3 +206,44 @@ fn an_import_without_a_title_is_named_by_its_first_message_and_one_with_a_title_
     let titled = serde_json::to_value(h.engine.snapshot("c2")).unwrap_or_default();
     assert_eq!(titled["thread"]["title"], "Fix the build");
 }
+
+fn call_status(h: &Harness) -> String {
+    serde_json::to_value(h.engine.snapshot("c1")).unwrap_or_default()["runtime"]["tool_calls"][0]
+        ["status"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A call's status is the engine's own decision: a rejection with the user's reason shows as
+/// rejected; a tool whose output reads like a rejection shows as what it was (done).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_calls_status_is_the_engines_decision_not_the_results_words() {
+    let mut h = harness(json!({"write_file": "ask", "read_file": "auto"}));
+    h.command(
+        "c1",
+        json!({"type": "user_message", "client_request_id": "u1", "content": "go"}),
+    );
+    reply_with_call(&mut h, "write_file");
+    assert_eq!(call_status(&h), "awaiting_approval");
+    h.command("c1", json!({"type": "reject_tools", "client_request_id": "r1", "tool_call_ids": ["k1"], "reason": "Not that file."}));
+    assert_eq!(call_status(&h), "rejected");
+
+    let mut h = harness(json!({"read_file": "auto"}));
+    h.command(
+        "c1",
+        json!({"type": "user_message", "client_request_id": "u1", "content": "go"}),
+    );
+    reply_with_call(&mut h, "read_file");
+    h.handle(palaver::engine::Input::ToolResult {
+        chat_id: "c1".into(),
+        tool_call_id: "k1".into(),
+        content: "Tool call denied by user.".into(),
+        tool_failed: false,
+        data: None,
+        session_metadata: None,
+        parts: Vec::new(),
+    });
+    assert_eq!(call_status(&h), "done");
+}
