@@ -50,6 +50,12 @@ pub struct EngineConfig {
     /// Settings' fallback models, for chats without a list of their own (issue 18).
     #[serde(default)]
     pub fallback_models: Vec<ModelRef>,
+    /// The plain chat's system prompt (`prompt::assemble_chat`), and the same with the
+    /// workspace context for chats that ask for it; `None`: the default chat prompt.
+    #[serde(default)]
+    pub chat_prompt: Option<String>,
+    #[serde(default)]
+    pub chat_workspace_prompt: Option<String>,
 }
 
 fn default_stall_timeout() -> u64 {
@@ -81,6 +87,8 @@ impl Default for EngineConfig {
             tool_rules: ToolRules::new(),
             active_provider: None,
             fallback_models: Vec::new(),
+            chat_prompt: None,
+            chat_workspace_prompt: None,
         }
     }
 }

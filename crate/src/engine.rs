@@ -98,6 +98,9 @@ pub enum Input {
         /// A context window the error body states (llama.cpp's `n_ctx`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         context_window: Option<u64>,
+        /// The prompt's size in tokens the error body states (llama.cpp's `n_prompt_tokens`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_tokens: Option<u64>,
     },
     ToolResult {
         chat_id: String,
@@ -194,6 +197,7 @@ impl Input {
                 retry_after_ms: f.or_default("retry_after_ms")?,
                 headers: f.or_default("headers")?,
                 context_window: f.or_default("context_window")?,
+                prompt_tokens: f.or_default("prompt_tokens")?,
             },
             "tool_result" => Input::ToolResult {
                 chat_id: f.take("chat_id")?,
@@ -338,6 +342,7 @@ impl Engine {
                 retry_after_ms,
                 headers,
                 context_window,
+                prompt_tokens,
             } => {
                 let failure = RequestFailure {
                     status,
@@ -346,6 +351,7 @@ impl Engine {
                     retry_after_ms,
                     headers,
                     context_window,
+                    prompt_tokens,
                 };
                 self.to_request(now, &request_id, Trigger::RequestFailed(failure), &mut step);
             }

@@ -31,6 +31,10 @@ pub struct ErrorNotice<'a> {
     pub code: &'a str,
     pub kind: &'a str,
     pub retryable: bool,
+    /// The error class (`network`, `auth`, …) and who said it (`provider`, `app`,
+    /// `connection`): the page words the notice from them, the code kept for details.
+    pub class: &'a str,
+    pub source: &'a str,
 }
 
 impl ChatMessage {
@@ -118,11 +122,19 @@ impl ChatMessage {
         self.extra.insert("kind".into(), notice.kind.into());
         self.extra
             .insert("retryable".into(), notice.retryable.into());
+        self.extra.insert("class".into(), notice.class.into());
+        self.extra.insert("source".into(), notice.source.into());
     }
 
     /// Tool calls whose arguments were cut mid-stream: kept for the record, never run.
     pub fn set_incomplete_tool_calls(&mut self, calls: Value) {
         self.extra.insert("incomplete_tool_calls".into(), calls);
+    }
+
+    /// What cut an answer that hit a token limit: `output_limit` (the answer's limit the request
+    /// carried) or `window` (the context window ran out first).
+    pub fn set_cut_by(&mut self, by: &str) {
+        self.extra.insert("cut_by".into(), by.into());
     }
 
     /// Structured data a tool returned beside its text.

@@ -29,6 +29,7 @@ pub enum CompressionStrength {
 }
 
 use crate::hidden::{exemption, Exemption};
+use crate::provider::ProviderKind;
 
 pub const DROP_ON_AGE_USER_TURNS: usize = 2;
 pub const KEEP_RECENT_N: usize = 3;
@@ -113,13 +114,37 @@ impl LimitedMessage<'_> {
     }
 }
 
-/// SPEC §5's estimate for one message: characters / 4 + 10, images 1000 tokens each.
+/// SPEC §5's estimate for one message: characters / 4 + 10, and each image as a middle-ground
+/// provider counts it (`images::image_tokens`; 1 000 when its size cannot be read).
 pub fn estimate_tokens(message: &ChatMessage) -> u64 {
+    estimate_tokens_for(message, None)
+}
+
+/// [`estimate_tokens`] with the images counted as provider `kind` counts them.
+pub fn estimate_tokens_for(message: &ChatMessage, kind: Option<ProviderKind>) -> u64 {
     let mut chars = content_chars(&message.content) as u64;
     for call in message.tool_calls() {
         chars += (call.function.name.len() + call.function.arguments.len()) as u64;
     }
-    chars / 4 + 10 + 1000 * message.content.image_count() as u64
+    let images: u64 = match &message.content {
+        Content::Parts(parts) => parts
+            .iter()
+            .filter(|p| crate::message::is_image_part(p))
+            .map(|p| crate::images::part_tokens(image_rule(kind), p))
+            .sum(),
+        Content::Text(_) => 0,
+    };
+    chars / 4 + 10 + images
+}
+
+/// How `kind` counts images (the middle ground where no provider is named).
+fn image_rule(kind: Option<ProviderKind>) -> crate::images::ImageRule {
+    use crate::images::ImageRule;
+    match kind {
+        Some(ProviderKind::OpenaiChat | ProviderKind::OpenaiResponses) => ImageRule::OpenAi,
+        Some(ProviderKind::Gemini) => ImageRule::Gemini,
+        _ => ImageRule::Anthropic,
+    }
 }
 
 fn content_chars(content: &Content) -> usize {
@@ -149,23 +174,28 @@ struct Work<'a> {
     /// Provider-reported tokens per estimated token (1.0 until usage is known).
     calibration: f64,
     suppressed: BTreeSet<String>,
+    /// Whose accounting the images get (the provider the request is for).
+    kind: Option<ProviderKind>,
 }
 
 /// The estimate of what a request for `history` would send (SPEC §5): what linearize leaves
 /// out counts nothing, and the sum is calibrated by the provider's last reported usage.
 pub fn estimate_history(history: &[ChatMessage]) -> u64 {
-    let (tokens, calibration, _) = token_table(history);
+    let (tokens, calibration, _) = token_table(history, None);
     (tokens.iter().sum::<u64>() as f64 * calibration).ceil() as u64
 }
 
-fn token_table<M: Borrow<ChatMessage>>(messages: &[M]) -> (Vec<u64>, f64, BTreeSet<String>) {
+fn token_table<M: Borrow<ChatMessage>>(
+    messages: &[M],
+    kind: Option<ProviderKind>,
+) -> (Vec<u64>, f64, BTreeSet<String>) {
     let suppressed = crate::hidden::summarized_sources(messages);
     let tokens: Vec<u64> = messages
         .iter()
         .map(|m| {
             let m = m.borrow();
             if is_sent(m, &suppressed) {
-                estimate_tokens(m)
+                estimate_tokens_for(m, kind)
             } else {
                 0
             }
@@ -176,8 +206,8 @@ fn token_table<M: Borrow<ChatMessage>>(messages: &[M]) -> (Vec<u64>, f64, BTreeS
 }
 
 impl<'a> Work<'a> {
-    fn new(messages: Vec<LimitedMessage<'a>>, budget: u64) -> Self {
-        let (tokens, calibration, suppressed) = token_table(&messages);
+    fn new(messages: Vec<LimitedMessage<'a>>, budget: u64, kind: Option<ProviderKind>) -> Self {
+        let (tokens, calibration, suppressed) = token_table(&messages, kind);
         let total = tokens.iter().sum();
         Work {
             messages,
@@ -186,6 +216,7 @@ impl<'a> Work<'a> {
             budget,
             calibration,
             suppressed,
+            kind,
         }
     }
 
@@ -202,7 +233,7 @@ impl<'a> Work<'a> {
     fn rebuilt(self, messages: Vec<LimitedMessage<'a>>, origins: &[Option<usize>]) -> Self {
         let suppressed = crate::hidden::summarized_sources(&messages);
         if suppressed != self.suppressed {
-            return Work::new(messages, self.budget);
+            return Work::new(messages, self.budget, self.kind);
         }
         let tokens: Vec<u64> = messages
             .iter()
@@ -210,7 +241,7 @@ impl<'a> Work<'a> {
             .map(
                 |(m, origin)| match origin.and_then(|i| self.tokens.get(i)) {
                     Some(&known) => known,
-                    None if is_sent(m, &suppressed) => estimate_tokens(m),
+                    None if is_sent(m, &suppressed) => estimate_tokens_for(m, self.kind),
                     None => 0,
                 },
             )
@@ -223,6 +254,7 @@ impl<'a> Work<'a> {
             budget: self.budget,
             calibration,
             suppressed,
+            kind: self.kind,
         }
     }
 
@@ -231,7 +263,7 @@ impl<'a> Work<'a> {
             return;
         };
         let new = if is_sent(message, &self.suppressed) {
-            estimate_tokens(message)
+            estimate_tokens_for(message, self.kind)
         } else {
             0
         };
@@ -307,6 +339,15 @@ pub fn limit_history(
     history: &[ChatMessage],
     budget: Option<u64>,
 ) -> Result<Limited<'_>, HistoryLimitError> {
+    limit_history_for(history, budget, None)
+}
+
+/// [`limit_history`] for a request to provider `kind` (its images counted its way).
+pub fn limit_history_for(
+    history: &[ChatMessage],
+    budget: Option<u64>,
+    kind: Option<ProviderKind>,
+) -> Result<Limited<'_>, HistoryLimitError> {
     let copy = history
         .iter()
         .map(|message| {
@@ -319,7 +360,7 @@ pub fn limit_history(
             }
         })
         .collect();
-    let mut work = Work::new(copy, budget.unwrap_or(u64::MAX));
+    let mut work = Work::new(copy, budget.unwrap_or(u64::MAX), kind);
     let mut strength = CompressionStrength::Absent;
     if work.over() && deduplicate_context_files(&mut work) {
         strength = CompressionStrength::Low;

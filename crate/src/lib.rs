@@ -14,6 +14,7 @@ pub mod event;
 pub mod export;
 pub mod hidden;
 pub mod history_limit;
+pub mod images;
 pub mod json_text;
 pub mod linearize;
 pub mod message;

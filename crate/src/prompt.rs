@@ -17,6 +17,11 @@ pub const DEFAULT_AGENT_PROMPT: &str = "You are Palaver, a coding agent working 
 - A large task with independent parts can be delegated: `spawn_agent` gives one self-contained part to a subagent (its own chat, your tools or fewer) and returns its answer; with `wait: false` several run at once and `wait_agents` collects them.
 - Keep answers short and concrete. Use fenced code blocks with a language. When you are unsure, say so.";
 
+/// The plain chat's prompt (issue 35: a chat without tools, and the small model in the page,
+/// get a short prompt, not the coding agent's).
+pub const DEFAULT_CHAT_PROMPT: &str =
+    "You are a helpful assistant. Answer the user's question directly, clearly and briefly.";
+
 /// The instruction files a workspace may carry, in the order they are looked for; the README is
 /// read only when none of them exists.
 pub const INSTRUCTION_FILES: [&str; 4] = [
@@ -68,6 +73,20 @@ pub fn assemble(agent_prompt: Option<&str>, context: &WorkspaceContext) -> Strin
     }
     if let Some(tree) = file_tree_section(&context.files, context.files_truncated) {
         parts.push(tree);
+    }
+    if !context.date.trim().is_empty() {
+        parts.push(format!("Today's date: {}.", context.date.trim()));
+    }
+    parts.join("\n\n")
+}
+
+/// The plain chat's system prompt: the chat prompt, the workspace context only when the chat
+/// asks for it (`with_workspace`), the date.
+pub fn assemble_chat(context: &WorkspaceContext, with_workspace: bool) -> String {
+    let mut parts = vec![DEFAULT_CHAT_PROMPT.to_string()];
+    if with_workspace {
+        parts.extend(instructions_section(&context.instructions));
+        parts.extend(file_tree_section(&context.files, context.files_truncated));
     }
     if !context.date.trim().is_empty() {
         parts.push(format!("Today's date: {}.", context.date.trim()));

@@ -32,9 +32,21 @@ pub enum ErrorClass {
     ServerError,
     /// The stream itself was malformed (bad JSON, bad UTF-8, a protocol violation).
     Malformed,
+    /// The model cannot take what was sent (images to a text-only model): no retry helps.
+    Unsupported,
     /// Anything else.
     #[default]
     Other,
+}
+
+/// Whether a provider's error says the model does not take images (llama.cpp's "image input is
+/// not supported", OpenAI-compatible servers' "does not support image input", …).
+pub fn images_refused(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("image")
+        && (lower.contains("not supported")
+            || lower.contains("does not support")
+            || lower.contains("unsupported"))
 }
 
 /// How many attempts a request gets and the first backoff (SPEC §6.5: 4 attempts, from 1 s).
@@ -267,10 +279,12 @@ fn mix(seed: u64, attempt: u32) -> u64 {
     x ^ (x >> 33)
 }
 
-/// What a "context too long" refusal says: that it is one, and the window it reports if any.
+/// What a "context too long" refusal says: that it is one, the window it reports, and how many
+/// tokens the provider counted in the prompt it refused, when it says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContextOverflow {
     pub window: Option<u64>,
+    pub prompt_tokens: Option<u64>,
 }
 
 /// Phrases providers use when the prompt does not fit the model's window: OpenAI
@@ -303,12 +317,44 @@ pub fn context_overflow(
     message: &str,
     reported: Option<u64>,
 ) -> Option<ContextOverflow> {
+    context_overflow_counted(error_type, message, reported, None)
+}
+
+/// [`context_overflow`] with the prompt's size the host found in the body (llama.cpp's
+/// `n_prompt_tokens`), else the one the message names.
+pub fn context_overflow_counted(
+    error_type: Option<&str>,
+    message: &str,
+    reported: Option<u64>,
+    counted: Option<u64>,
+) -> Option<ContextOverflow> {
     let lower = message.to_ascii_lowercase();
     let named = error_type.is_some_and(|t| OVERFLOW_TYPES.contains(&t))
         || OVERFLOW_PHRASES.iter().any(|p| lower.contains(p));
     named.then(|| ContextOverflow {
         window: reported.filter(|w| *w > 0).or_else(|| window_in(&lower)),
+        prompt_tokens: counted
+            .filter(|t| *t > 0)
+            .or_else(|| prompt_tokens_in(&lower)),
     })
+}
+
+/// The prompt's size a provider's message names: Anthropic's "prompt is too long: X tokens",
+/// OpenAI's "your messages resulted in X tokens", Gemini's "input token count (X)", vLLM's
+/// "(X in the messages".
+fn prompt_tokens_in(lower: &str) -> Option<u64> {
+    let after = |marker: &str| -> Option<u64> {
+        let rest = &lower[lower.find(marker)? + marker.len()..];
+        first_number(rest)
+    };
+    after("prompt is too long:")
+        .or_else(|| after("messages resulted in"))
+        .or_else(|| after("input token count ("))
+        .or_else(|| {
+            let end = lower.find(" in the messages")?;
+            let start = lower[..end].rfind('(')?;
+            first_number(&lower[start + 1..end])
+        })
 }
 
 /// The window a provider's message names: the number after "maximum context length is", before

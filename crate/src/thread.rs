@@ -22,6 +22,16 @@ pub struct ModelRef {
     pub model: String,
 }
 
+/// What a chat's requests carry (issue 35): `agent` — the agent prompt, the workspace context
+/// and the tools; `chat` — a short plain prompt and no tools (the workspace context only when
+/// the chat asks for it).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptProfile {
+    Agent,
+    Chat,
+}
+
 /// A tool's approval rule (SPEC §8.4).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -96,6 +106,13 @@ pub struct ThreadParams {
     /// is kept there and nowhere else (SECURITY F4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
+    /// The chat's prompt profile, when the user chose one (else the provider's: see
+    /// `ChatSession::prompt_profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_profile: Option<PromptProfile>,
+    /// A plain chat sends the workspace's instructions and file list only when this is set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub workspace_context: bool,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -139,6 +156,8 @@ impl Default for ThreadParams {
             composer_draft: String::new(),
             pinned_model: false,
             workspace_id: None,
+            prompt_profile: None,
+            workspace_context: false,
             extra: Map::new(),
         })
     }
@@ -177,6 +196,8 @@ impl ThreadParams {
             composer_draft: f.or_default("composer_draft")?,
             pinned_model: f.or_default("pinned_model")?,
             workspace_id: f.or_default("workspace_id")?,
+            prompt_profile: f.or_default("prompt_profile")?,
+            workspace_context: f.or_default("workspace_context")?,
             extra: f.rest(),
         })
     }
@@ -287,7 +308,7 @@ pub fn from_outside(outside: &Value, local: &Value) -> Value {
 }
 
 /// The thread params a tool's `session_metadata` may not set (SPEC §8.3): what steers the agent.
-pub const STEERING_PARAMS: [&str; 22] = [
+pub const STEERING_PARAMS: [&str; 24] = [
     "model",
     "provider",
     "mode",
@@ -310,6 +331,8 @@ pub const STEERING_PARAMS: [&str; 22] = [
     "max_subagents",
     "allowed_tools",
     "fallback_models",
+    "prompt_profile",
+    "workspace_context",
 ];
 
 /// SPEC §8.4's defaults; an MCP server's tool asks, unless a server the user trusts marks it

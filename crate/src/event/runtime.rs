@@ -30,6 +30,27 @@ pub struct ErrorInfo {
     /// How many attempts the request got before giving up (0: not a provider request).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub attempts: u32,
+    /// Who said what `message` says: the provider (its own words), the app (its own checks, or
+    /// what it saw of a stream), or the connection (the browser could not reach the provider).
+    #[serde(default, skip_serializing_if = "ErrorSource::is_provider")]
+    pub source: ErrorSource,
+}
+
+/// Who an error's words are from: the page says so (issue 35: the app never speaks as the
+/// provider).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorSource {
+    #[default]
+    Provider,
+    App,
+    Connection,
+}
+
+impl ErrorSource {
+    pub fn is_provider(&self) -> bool {
+        *self == ErrorSource::Provider
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -46,6 +67,13 @@ pub struct ContextUsage {
     /// `estimated_tokens + draft_tokens` while it streams (it travels in `stream_delta`).
     #[serde(default)]
     pub draft_tokens: u64,
+    /// `n_ctx` is the window a provider reported when it refused a prompt (the page keeps it
+    /// in the provider's settings).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learned: bool,
+    /// The answer's limit the next request carries, kept free in the window.
+    #[serde(default)]
+    pub output_tokens: u64,
 }
 
 /// A tool call of the current turn and where it stands (`ChatSession::tool_calls`).
@@ -116,6 +144,9 @@ pub struct Runtime {
     /// with its model (each answer records the model that did answer, as the provider said).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::thread::ModelRef>,
+    /// What the next request carries: the agent's prompt and tools, or a plain chat's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_profile: Option<crate::thread::PromptProfile>,
 }
 
 /// A subagent as its parent shows it: what it was asked, where it is, what it cost.

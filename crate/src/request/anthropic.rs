@@ -67,6 +67,7 @@ pub(super) fn anthropic(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         headers,
         body: body_text(&body),
         compression_strength: Default::default(),
+        left_out: Default::default(),
     }
 }
 

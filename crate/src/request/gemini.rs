@@ -56,6 +56,7 @@ pub(super) fn gemini(input: &RequestInput, history: &[LimitedMessage<'_>]) -> Pr
         headers: input.provider.headers.clone(),
         body: body_text(&body),
         compression_strength: Default::default(),
+        left_out: Default::default(),
     }
 }
 

@@ -8,7 +8,7 @@ mod gemini;
 mod openai_chat;
 mod openai_responses;
 
-use crate::history_limit::{limit_history, CompressionStrength, HistoryLimitError};
+use crate::history_limit::{limit_history_for, CompressionStrength, HistoryLimitError};
 use crate::message::ChatMessage;
 use crate::provider::ProviderKind;
 use crate::thread::ThreadParams;
@@ -42,9 +42,42 @@ pub struct ProviderConfig {
     /// Anthropic and Gemini: thinking tokens; set, it turns thinking on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u64>,
+    /// The most the model may write in one answer, as the provider says (model lists, `/props`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    /// What the model reads (`["text"]`, `["text", "image"]`), as the provider says; `None`:
+    /// not known (images are sent, and a refusal is reported as the provider's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_modalities: Option<Vec<String>>,
+    /// Whether the model is given tools: `false` marks a provider "chat only" (a plain prompt,
+    /// no tools); `None`: yes, except for the model in the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use: Option<bool>,
 }
 
+/// The least and most a default answer limit takes (a quarter of the window between them).
+pub const DEFAULT_OUTPUT_RANGE: (u64, u64) = (256, 8192);
+
 impl ProviderConfig {
+    /// The answer's limit sent with every request, and kept free in the window: the chat's or
+    /// the provider's `max_tokens` when set; else the model's own limit (as the provider says
+    /// it), else a quarter of the window (256 to 8 192) — never more than half the window.
+    pub fn output_tokens(&self, thread: &ThreadParams, n_ctx: u64) -> u64 {
+        if let Some(set) = thread.max_tokens.or(self.max_tokens) {
+            return set.max(1);
+        }
+        let half = (n_ctx / 2).max(1);
+        let share = (n_ctx / 4).clamp(DEFAULT_OUTPUT_RANGE.0, DEFAULT_OUTPUT_RANGE.1);
+        self.max_output_tokens.unwrap_or(share).min(half).max(1)
+    }
+
+    /// Whether the model reads images (`false` only when the provider said it does not).
+    pub fn takes_images(&self) -> bool {
+        self.input_modalities
+            .as_ref()
+            .is_none_or(|m| m.iter().any(|k| k == "image"))
+    }
+
     /// The thread's params with each model setting it leaves unset taken from this provider.
     pub fn effective<'a>(&self, thread: &'a ThreadParams) -> Cow<'a, ThreadParams> {
         let unset = (thread.max_tokens.is_none() && self.max_tokens.is_some())
@@ -77,6 +110,23 @@ pub struct ProviderRequest {
     /// How far the history limit went for this request (SPEC §5).
     #[serde(default)]
     pub compression_strength: CompressionStrength,
+    /// The stored messages the history limit left out of this request or shortened in it: the
+    /// chat shows them (issue 35). Not part of the request.
+    #[serde(skip)]
+    pub left_out: LeftOut,
+}
+
+/// Message ids the history limit left out of a request, and those it sent shortened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    pub dropped: Vec<String>,
+    pub shortened: Vec<String>,
+}
+
+impl LeftOut {
+    pub fn is_empty(&self) -> bool {
+        self.dropped.is_empty() && self.shortened.is_empty()
+    }
 }
 
 impl ProviderRequest {
@@ -109,7 +159,7 @@ pub struct RequestInput<'a> {
 /// Builds the request; `Err` names what this provider cannot do yet.
 /// The request for the history after the history limit (SPEC §5), which works on a copy.
 pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, HistoryLimitError> {
-    let limited = limit_history(input.history, input.budget)?;
+    let limited = limit_history_for(input.history, input.budget, Some(input.provider.kind))?;
     let history = &limited.messages;
     let mut request = match input.provider.kind {
         // The model in the page takes OpenAI chat requests (llama.cpp's server code).
@@ -119,7 +169,39 @@ pub fn build_request(input: &RequestInput) -> Result<ProviderRequest, HistoryLim
         ProviderKind::OpenaiResponses => openai_responses::responses(input, history),
     };
     request.compression_strength = limited.strength;
+    if limited.strength != CompressionStrength::Absent {
+        request.left_out = left_out(input.history, history);
+    }
     Ok(request)
+}
+
+/// What of `stored` the limited copy `sent` lacks, or holds changed (a diff sent as a tool
+/// result is not a change; messages the model never sees are not counted).
+fn left_out(stored: &[ChatMessage], sent: &[crate::history_limit::LimitedMessage]) -> LeftOut {
+    use crate::history_limit::LimitedMessage;
+    use crate::message::Role;
+    let kept: rustc_hash::FxHashSet<&str> = sent.iter().map(|m| m.message_id.as_str()).collect();
+    let originals: rustc_hash::FxHashMap<&str, &ChatMessage> =
+        stored.iter().map(|m| (m.message_id.as_str(), m)).collect();
+    let seen = |m: &ChatMessage| !m.is_ui_only() && m.role != Role::CompressionReport;
+    LeftOut {
+        dropped: stored
+            .iter()
+            .filter(|m| seen(m) && !kept.contains(m.message_id.as_str()))
+            .map(|m| m.message_id.clone())
+            .collect(),
+        shortened: sent
+            .iter()
+            .filter_map(|m| match m {
+                LimitedMessage::Changed(changed) => {
+                    let original = originals.get(changed.message_id.as_str())?;
+                    (original.role != Role::Diff && original.content != changed.content)
+                        .then(|| changed.message_id.clone())
+                }
+                LimitedMessage::Stored(_) => None,
+            })
+            .collect(),
+    }
 }
 
 /// The characters of the parts of a request that are not history: system prompt and tools.

@@ -43,6 +43,7 @@ pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) 
         headers: input.provider.headers.clone(),
         body: body_text(&body),
         compression_strength: CompressionStrength::Absent,
+        left_out: Default::default(),
     }
 }
 

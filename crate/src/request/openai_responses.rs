@@ -62,6 +62,7 @@ pub(super) fn responses(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         headers: input.provider.headers.clone(),
         body: body_text(&body),
         compression_strength: Default::default(),
+        left_out: Default::default(),
     }
 }
 

@@ -11,6 +11,7 @@ mod report;
 pub mod state;
 mod tool_step;
 mod turn;
+mod window;
 
 pub use crate::event::{ContextUsage, ErrorInfo, RetryStatus, Runtime};
 pub use commands::BranchSource;
@@ -22,6 +23,7 @@ use crate::effect::Effect;
 use crate::event::{Event, EventEnvelope, QueuedItemSummary};
 use crate::message::{ChatMessage, Role};
 use crate::queue::CommandQueue;
+use crate::thread::PromptProfile;
 use crate::thread::ThreadParams;
 use crate::tools::ToolOutcome;
 use crate::trajectory::TrajectoryBook;
@@ -45,6 +47,8 @@ pub struct RequestFailure {
     pub headers: litemap::LiteMap<String, String>,
     /// A context window the error body states.
     pub context_window: Option<u64>,
+    /// The prompt's size in tokens the error body states.
+    pub prompt_tokens: Option<u64>,
 }
 
 /// The inputs that move the state machine.
@@ -113,6 +117,11 @@ pub struct ChatSession {
     last_strength: Option<crate::history_limit::CompressionStrength>,
     /// A context window a provider reported in a context-too-long error (it caps `n_ctx`).
     pub(crate) learned_n_ctx: Option<u64>,
+    /// How much larger than estimated the provider counts this chat's prompts (≥ 1; learned
+    /// from a refusal the window should have held).
+    estimate_scale: f64,
+    /// What the last `history_limited` marker said (counts and the last message left out).
+    left_out_shown: Option<(usize, usize, Option<String>)>,
     /// What the engine tools asked of the engine (spawn, wait); drained after each input.
     agent_requests: Vec<crate::tools::AgentRequest>,
     /// This chat's subagents as they stand (set by the engine; shown in the runtime).
@@ -171,6 +180,8 @@ impl ChatSession {
             draft_checkpoint: None,
             draft_checkpoint_at: 0,
             learned_n_ctx: None,
+            estimate_scale: 1.0,
+            left_out_shown: None,
             agent_requests: Vec::new(),
             subagents: Vec::new(),
             waiting_for_agents: Vec::new(),
@@ -264,6 +275,9 @@ impl ChatSession {
     /// The tools this chat may use: engine tools, the host's and workspace tools, narrowed by
     /// its `allowed_tools` (a subagent's subset).
     pub fn offered_tools(&self, config: &EngineConfig) -> Vec<crate::tools::ToolSpec> {
+        if self.prompt_profile(config) == PromptProfile::Chat {
+            return Vec::new(); // a plain chat: no tools
+        }
         let mut tools = crate::tools::engine_tool_specs();
         tools.extend(config.workspace_tools.iter().cloned());
         tools.extend(config.host_tools.iter().cloned());
@@ -354,13 +368,45 @@ impl ChatSession {
         self.effects.push(effect);
     }
 
-    /// The system prompt of this chat: its own (`set_params`), else the host's.
+    /// The system prompt of this chat: its own (`set_params`), else the host's for its profile
+    /// (the agent prompt, or the plain chat's — with the workspace context if the chat asks).
     pub(crate) fn system_prompt<'a>(&'a self, config: &'a EngineConfig) -> Option<&'a str> {
-        self.thread
+        let own = self
+            .thread
             .system_prompt
             .as_deref()
-            .filter(|p| !p.trim().is_empty())
-            .or(config.system_prompt.as_deref())
+            .filter(|p| !p.trim().is_empty());
+        if own.is_some() {
+            return own;
+        }
+        match self.prompt_profile(config) {
+            PromptProfile::Agent => config.system_prompt.as_deref(),
+            PromptProfile::Chat if self.thread.workspace_context => config
+                .chat_workspace_prompt
+                .as_deref()
+                .or(config.chat_prompt.as_deref())
+                .or(Some(crate::prompt::DEFAULT_CHAT_PROMPT)),
+            PromptProfile::Chat => config
+                .chat_prompt
+                .as_deref()
+                .or(Some(crate::prompt::DEFAULT_CHAT_PROMPT)),
+        }
+    }
+
+    /// The chat's prompt profile: its own choice, else `chat` for a provider marked chat only
+    /// and for the model in the page (unless marked as calling tools), else `agent`.
+    pub fn prompt_profile(&self, config: &EngineConfig) -> PromptProfile {
+        if let Some(chosen) = self.thread.prompt_profile {
+            return chosen;
+        }
+        let answering = self.answering_thread(config);
+        let tool_use = config
+            .provider_for(answering.provider)
+            .and_then(|p| p.tool_use);
+        match (tool_use, answering.provider) {
+            (Some(false), _) | (None, crate::provider::ProviderKind::Local) => PromptProfile::Chat,
+            _ => PromptProfile::Agent,
+        }
     }
 
     /// A reply recovered from a checkpoint on load: saved as a message, checkpoint cleared.

@@ -53,6 +53,7 @@ impl ChatSession {
             offers: self.offers(),
             tool_calls: self.tool_calls(),
             model: Some(self.answering_model(config)).filter(|m| !m.model.is_empty()),
+            prompt_profile: Some(self.prompt_profile(config)),
         }
     }
 
@@ -76,6 +77,8 @@ impl ChatSession {
             message_count: self.messages.len(),
             pressure: (estimated_tokens as f64 / n_ctx as f64 * 1000.0).round() / 1000.0,
             draft_tokens: self.draft_tokens(),
+            learned: self.learned_n_ctx == Some(n_ctx),
+            output_tokens: self.output_tokens(config),
         }
     }
 
@@ -104,23 +107,6 @@ impl ChatSession {
             .iter()
             .map(estimate_tokens)
             .sum::<u64>()
-    }
-
-    /// The context window: the thread's cap, else its provider's window, else the engine default;
-    /// never more than a window a provider reported in a context-too-long error.
-    pub(crate) fn n_ctx(&self, config: &EngineConfig) -> u64 {
-        let configured = self
-            .thread
-            .context_tokens_cap
-            .or_else(|| {
-                config
-                    .provider_for(self.answering_thread(config).provider)
-                    .and_then(|p| p.n_ctx)
-            })
-            .unwrap_or(config.default_n_ctx);
-        self.learned_n_ctx
-            .map_or(configured, |learned| configured.min(learned))
-            .max(1)
     }
 
     pub(super) fn emit_status_changes(&mut self, ctx: &Ctx) {

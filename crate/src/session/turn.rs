@@ -5,7 +5,7 @@ use super::state::{AttemptFailure, Generating, Resume, SessionState, StreamPhase
 use super::{ChatSession, Ctx, RequestFailure};
 use crate::delta::{DeltaOp, Draft, StreamFailure};
 use crate::effect::{Effect, RequestPurpose};
-use crate::event::{ErrorInfo, Event};
+use crate::event::{ErrorInfo, ErrorSource, Event};
 use crate::message::{ChatMessage, Role};
 use crate::provider::{DecodeItem, StreamDecoder};
 use crate::request::{build_request, RequestInput};
@@ -125,6 +125,7 @@ impl ChatSession {
             );
         };
         self.reported_model = None;
+        self.show_left_out(ctx, &request.left_out);
         if self.draft.is_none() {
             let message_id = self.next_message_id(ctx);
             self.draft = Some(Draft::new(message_id.clone()));
@@ -171,9 +172,21 @@ impl ChatSession {
                 ErrorClass::Other,
             ));
         };
+        if !provider.takes_images() {
+            if let Some(refusal) = images_for_text_only(&self.messages) {
+                return Err(error(
+                    "llm_error",
+                    "images_not_read",
+                    &refusal,
+                    ErrorClass::Unsupported,
+                ));
+            }
+        }
         let tools = self.offered_tools(ctx.config);
         let system_prompt = self.system_prompt(ctx.config);
-        let thread = provider.effective(&answering);
+        // Every request says how long the answer may be: what is kept free for it in the window.
+        let mut thread = provider.effective(&answering).into_owned();
+        thread.max_tokens = Some(self.output_tokens(ctx.config));
         let history = foreign_thinking_dropped(&self.messages, answering.provider);
         build_request(&RequestInput {
             provider,
@@ -184,32 +197,16 @@ impl ChatSession {
             budget: Some(self.history_budget(ctx, system_prompt, &tools)),
         })
         .map_err(|e| {
+            let crate::history_limit::HistoryLimitError::TooLarge { estimated, budget } = e;
+            let sentence =
+                self.too_large_sentence(ctx.config, estimated, budget, system_prompt, &tools);
             error(
                 "llm_error",
                 "history_too_large",
-                &e.to_string(),
+                &sentence,
                 ErrorClass::RequestTooLarge,
             )
         })
-    }
-
-    /// Tokens the history may take (SPEC §5), for this thread and these fixed parts.
-    pub(super) fn history_budget(
-        &self,
-        ctx: &Ctx,
-        system_prompt: Option<&str>,
-        tools: &[crate::tools::ToolSpec],
-    ) -> u64 {
-        let max_tokens = self.thread.max_tokens.or_else(|| {
-            ctx.config
-                .provider_for(self.answering_thread(ctx.config).provider)
-                .and_then(|p| p.max_tokens)
-        });
-        crate::history_limit::history_budget(
-            self.n_ctx(ctx.config),
-            max_tokens,
-            crate::request::fixed_chars(system_prompt, tools),
-        )
     }
 
     pub(super) fn on_stream_bytes(
@@ -346,7 +343,13 @@ impl ChatSession {
         };
         self.clear_draft_checkpoint();
         let mut message = draft.into_message(Some(finish_reason.clone()), ctx.now);
-        set_aside_cut_calls(&mut message, &finish_reason);
+        if set_aside_cut_calls(&mut message, &finish_reason) {
+            // Cut: by the answer's limit, or by the window running out before it?
+            let limit = self.output_tokens(ctx.config);
+            let written = message.usage.as_ref().and_then(|u| u.completion_tokens);
+            let by_window = written.is_some_and(|w| w + 16 < limit);
+            message.set_cut_by(if by_window { "window" } else { "output_limit" });
+        }
         self.record_model(ctx, &mut message);
         self.emit(Event::StreamFinished {
             message_id: message.message_id.clone(),
@@ -370,10 +373,11 @@ impl ChatSession {
         g: Generating,
         failure: RequestFailure,
     ) -> SessionState {
-        let overflow = retry::context_overflow(
+        let overflow = retry::context_overflow_counted(
             failure.error_type.as_deref(),
             &failure.message,
             failure.context_window,
+            failure.prompt_tokens,
         );
         let mut verdict = retry::classify_request(
             failure.status,
@@ -383,6 +387,12 @@ impl ChatSession {
         if overflow.is_some() {
             verdict = Verdict {
                 class: ErrorClass::RequestTooLarge,
+                retryable: false,
+            };
+        } else if retry::images_refused(&failure.message) {
+            // A text-only model: sending the same images again cannot help.
+            verdict = Verdict {
+                class: ErrorClass::Unsupported,
                 retryable: false,
             };
         }
@@ -414,9 +424,11 @@ impl ChatSession {
         self.retry_or_fail(ctx, g, "llm_error", attempt_failure, verdict, asked_wait)
     }
 
-    /// The provider says the prompt exceeds the model's window: the window it reports (else three
-    /// quarters of the one assumed) is learned, and the round is sent once more after the
-    /// history limit — or compaction, when the history is long enough for it — fits it.
+    /// The provider says the prompt exceeds the model's window: the window it reports — exactly
+    /// that, else three quarters of the one assumed — is learned, and so is how far the estimate
+    /// fell short (the prompt's size the provider counted, else a fifth more); the round is sent
+    /// once more after the history limit — or compaction, when the history is long enough for
+    /// it — fits it.
     fn on_context_overflow(
         &mut self,
         ctx: &mut Ctx,
@@ -432,11 +444,12 @@ impl ChatSession {
             return self.end_with_error(ctx, info);
         }
         let assumed = self.n_ctx(ctx.config);
-        let window = overflow
-            .window
-            .filter(|w| *w < assumed)
-            .unwrap_or(assumed / 4 * 3);
-        self.learned_n_ctx = Some(window.max(1));
+        let window = overflow.window.unwrap_or(assumed / 4 * 3).max(1);
+        self.learned_n_ctx = Some(window);
+        if window >= assumed {
+            // The window was right: the estimate of the prompt was short.
+            self.learn_estimate_scale(ctx, overflow.prompt_tokens);
+        }
         if self.can_compact(ctx) {
             return self.start_compaction(ctx, Resume::Round(g.round));
         }
@@ -660,10 +673,14 @@ impl ChatSession {
             Role::Error,
             crate::message::Content::Text(info.message.clone()),
         );
+        let class = serde_json::to_value(info.class).unwrap_or_default();
+        let source = serde_json::to_value(info.source).unwrap_or_default();
         notice.mark_error_notice(crate::hidden::ErrorNotice {
             code: &info.code,
             kind: &info.kind,
             retryable: info.retryable,
+            class: class.as_str().unwrap_or("other"),
+            source: source.as_str().unwrap_or("provider"),
         });
         self.push_message(notice);
         SessionState::Error(info)
@@ -698,13 +715,14 @@ impl ChatSession {
 /// A round cut by the token limit may end inside a tool call's arguments. Such a call is never
 /// run and never sent back (no `tool_use` without its result, SECURITY D6): it moves to
 /// `incomplete_tool_calls`, kept for the UI only.
-fn set_aside_cut_calls(message: &mut ChatMessage, finish_reason: &str) {
+/// Returns whether the round was cut by a token limit.
+fn set_aside_cut_calls(message: &mut ChatMessage, finish_reason: &str) -> bool {
     const LENGTH_REASONS: [&str; 4] = ["length", "max_tokens", "max_output_tokens", "MAX_TOKENS"];
     if !LENGTH_REASONS.contains(&finish_reason) {
-        return;
+        return false;
     }
     let Some(calls) = message.tool_calls.take() else {
-        return;
+        return true;
     };
     let (whole, cut): (Vec<_>, Vec<_>) = calls.into_iter().partition(|call| {
         serde_json::from_str::<Value>(&call.function.arguments).is_ok_and(|v| v.is_object())
@@ -713,6 +731,7 @@ fn set_aside_cut_calls(message: &mut ChatMessage, finish_reason: &str) {
         message.set_incomplete_tool_calls(json!(cut));
     }
     message.tool_calls = (!whole.is_empty()).then_some(whole);
+    true
 }
 
 /// A partial keeps what streamed but never its incomplete tool calls; it is marked stopped.
@@ -725,6 +744,7 @@ fn partial_message(draft: Draft, finish_reason: &str, now: u64) -> ChatMessage {
     message
 }
 
+/// An error of the app's own (a check before sending, a limit of the engine's).
 fn error(kind: &str, code: &str, message: &str, class: ErrorClass) -> ErrorInfo {
     ErrorInfo {
         kind: kind.into(),
@@ -733,10 +753,20 @@ fn error(kind: &str, code: &str, message: &str, class: ErrorClass) -> ErrorInfo 
         retryable: false,
         class,
         attempts: 0,
+        source: ErrorSource::App,
     }
 }
 
+/// A request or stream that failed: the provider's words, or what the app saw of it.
 fn failed(kind: &str, failure: AttemptFailure, retryable: bool, attempts: u32) -> ErrorInfo {
+    let source = match failure.class {
+        ErrorClass::Network => ErrorSource::Connection,
+        ErrorClass::Truncated
+        | ErrorClass::IdleTimeout
+        | ErrorClass::FirstByteTimeout
+        | ErrorClass::Malformed => ErrorSource::App,
+        _ => ErrorSource::Provider,
+    };
     ErrorInfo {
         kind: kind.into(),
         code: failure.code,
@@ -744,6 +774,7 @@ fn failed(kind: &str, failure: AttemptFailure, retryable: bool, attempts: u32) -
         retryable,
         class: failure.class,
         attempts,
+        source,
     }
 }
 
@@ -760,6 +791,23 @@ impl AttemptFailure {
             message: self.message,
         }
     }
+}
+
+/// The refusal before sending images to a model that reads text only (as its provider says).
+fn images_for_text_only(messages: &[ChatMessage]) -> Option<String> {
+    let images: usize = messages.iter().map(|m| m.content.image_count()).sum();
+    (images > 0).then(|| {
+        let last = messages.iter().rev().find(|m| m.role == crate::message::Role::User);
+        let here = last.is_some_and(|m| m.content.image_count() > 0);
+        format!(
+            "This model reads text only (its server says so), and {} {} {} image{}. Remove {}, or pick a model that reads images.",
+            if here { "your message" } else { "the chat" },
+            if here { "has" } else { "holds" },
+            images,
+            if images == 1 { "" } else { "s" },
+            if images == 1 { "it" } else { "them" },
+        )
+    })
 }
 
 /// Why a failure may move the turn to a fallback model, or `None` when it must not.

@@ -31,15 +31,15 @@ use wasm_bindgen::JsCast;
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 /** A provider endpoint without its key; the host adds the auth header. */
-export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; }
+export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; max_output_tokens?: number; input_modalities?: string[]; tool_use?: boolean; }
 /** What the host learned about the workspace for the system prompt (`Engine.assembleSystemPrompt`). */
 export interface WorkspaceContext { instructions?: { path: string; text: string }[]; files?: string[]; files_truncated?: boolean; date?: string; }
 export interface ToolSpec { name: string; description?: string; parameters?: object; annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; title?: string }; trust_annotations?: boolean; mcp?: { server: string; tool: string; title?: string }; }
 /** An approval rule (SPEC §8.4). */
 export type ToolRule = "auto" | "ask" | "deny";
-export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; compact_at?: number | null; tool_rules?: Record<string, ToolRule>; active_provider?: ProviderConfig["kind"] | null; fallback_models?: { provider: ProviderConfig["kind"]; model: string }[]; }
+export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; compact_at?: number | null; tool_rules?: Record<string, ToolRule>; active_provider?: ProviderConfig["kind"] | null; fallback_models?: { provider: ProviderConfig["kind"]; model: string }[]; chat_prompt?: string | null; chat_workspace_prompt?: string | null; }
 /** The error classes of SECURITY D24, in `runtime.error.class` and `runtime.retry.class`. */
-export type ErrorClass = "overloaded" | "rate_limited" | "quota" | "auth" | "network" | "truncated" | "idle_timeout" | "first_byte_timeout" | "request_too_large" | "bad_request" | "server_error" | "malformed" | "other";
+export type ErrorClass = "overloaded" | "rate_limited" | "quota" | "auth" | "network" | "truncated" | "idle_timeout" | "first_byte_timeout" | "request_too_large" | "bad_request" | "server_error" | "malformed" | "unsupported" | "other";
 /** One input to `Engine.handle`; `input` names the variant (SPEC §0, ARCHITECTURE.md). */
 export type Input =
   | { input: "open_chat"; chat_id: string; trajectory?: unknown; stored?: { message_id: string; position: number }[] }
@@ -48,7 +48,7 @@ export type Input =
   | { input: "command"; chat_id: string; command: { type: string; client_request_id: string; priority?: boolean; [key: string]: unknown } }
   | { input: "stream_bytes"; request_id: string; bytes: string | number[] }
   | { input: "stream_end"; request_id: string }
-  | { input: "request_failed"; request_id: string; status?: number; error_type?: string; message?: string; retry_after_ms?: number; headers?: Record<string, string>; context_window?: number }
+  | { input: "request_failed"; request_id: string; status?: number; error_type?: string; message?: string; retry_after_ms?: number; headers?: Record<string, string>; context_window?: number; prompt_tokens?: number }
   | { input: "tool_result"; chat_id: string; tool_call_id: string; content: string; tool_failed?: boolean; data?: unknown; session_metadata?: Record<string, unknown>; parts?: unknown[] }
   | { input: "tool_progress"; chat_id: string; tool_call_id: string; stream?: string; text: string }
   | { input: "save_acked"; chat_id: string; version: number }
@@ -60,13 +60,13 @@ export interface Runtime {
   state: "idle" | "generating" | "executing_tools" | "paused" | "waiting_ide" | "waiting_user_input" | "completed" | "error";
   /** A turn is under way: Stop instead of Send, a message now is queued. */
   busy: boolean;
-  error?: { kind: string; code: string; message: string; retryable: boolean; class: ErrorClass; attempts?: number };
+  error?: { kind: string; code: string; message: string; retryable: boolean; class: ErrorClass; attempts?: number; source?: "provider" | "app" | "connection" };
   pause_reasons: { tool_call_id: string; tool_name: string; args: unknown; rule: string }[];
   queue_size: number;
   queued_items: { client_request_id: string; type: string; priority: boolean; preview?: string }[];
   queue_held?: boolean;
   /** The gauge: the history's estimate, the window, and the answer streaming now (`draft_tokens`, also in `stream_delta`). */
-  context_usage: { estimated_tokens: number; n_ctx: number; message_count: number; pressure: number; draft_tokens: number };
+  context_usage: { estimated_tokens: number; n_ctx: number; message_count: number; pressure: number; draft_tokens: number; learned?: boolean; output_tokens: number };
   is_compressing: boolean;
   compression_phase?: "checking" | "running" | "applied" | "skipped" | "failed";
   compression_reason?: string;
@@ -89,6 +89,8 @@ export interface Runtime {
   tool_calls?: { id: string; name: string; status: "pending" | "queued" | "running" | "awaiting_approval" | "waiting_host" | "done" | "failed" | "denied" | "rejected" | "skipped" | "stopped" }[];
   /** The model the next request asks (the chat's pinned one, else Settings'). */
   model?: { provider: ProviderConfig["kind"]; model: string };
+  /** What the next request carries: the agent's prompt and tools, or a plain chat's. */
+  prompt_profile?: "agent" | "chat";
 }
 export type Effect =
   | { effect: "start_request"; chat_id: string; request_id: string; purpose: "chat" | "compaction"; request: { provider: string; url: string; headers: Record<string, string>; body: unknown } }
@@ -312,6 +314,22 @@ impl WasmEngine {
         let mut files: Vec<&str> = crate::prompt::INSTRUCTION_FILES.to_vec();
         files.push(crate::prompt::README_FALLBACK);
         to_js(&files)
+    }
+
+    /// The plain chat's system prompt (no tools): the chat prompt, the workspace context only
+    /// `withWorkspace`, the date.
+    #[wasm_bindgen(js_name = assembleChatPrompt)]
+    pub fn assemble_chat_prompt(
+        #[wasm_bindgen(unchecked_param_type = "WorkspaceContext")] context: JsValue,
+        with_workspace: bool,
+    ) -> Result<String, JsValue> {
+        let context: crate::prompt::WorkspaceContext =
+            if context.is_undefined() || context.is_null() {
+                Default::default()
+            } else {
+                from_js(&context).map_err(|e| js_error("BadInput", &e))?
+            };
+        Ok(crate::prompt::assemble_chat(&context, with_workspace))
     }
 
     /// The system prompt: the agent prompt (empty: the default) and the workspace context

@@ -148,6 +148,7 @@ pub(super) async fn fetch_stream(
                 retry_after_ms: None,
                 headers: response_headers,
                 context_window: context_window_in(&text),
+                prompt_tokens: number_in_error(&text, "n_prompt_tokens"),
             },
         );
         return Ok(());
@@ -204,11 +205,17 @@ fn send(
 
 /// A context window an error body states: llama.cpp's `n_ctx` (in `error` or at the top).
 pub(super) fn context_window_in(text: &str) -> Option<u64> {
+    number_in_error(text, "n_ctx")
+}
+
+/// A number an error body states as `key`, in `error` or at the top (llama.cpp's `n_ctx`,
+/// `n_prompt_tokens`).
+pub(super) fn number_in_error(text: &str, key: &str) -> Option<u64> {
     let value: Value = serde_json::from_str(text).ok()?;
     let error = value.get("error").unwrap_or(&value);
     error
-        .get("n_ctx")
-        .or_else(|| value.get("n_ctx"))
+        .get(key)
+        .or_else(|| value.get(key))
         .and_then(Value::as_u64)
 }
 
@@ -250,6 +257,7 @@ pub(super) fn fail_request(
             retry_after_ms: None,
             headers,
             context_window: None,
+            prompt_tokens: None,
         },
     );
 }

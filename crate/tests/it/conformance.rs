@@ -250,6 +250,7 @@ fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Ste
                     .and_then(|h| serde_json::from_value(h).ok())
                     .unwrap_or_default(),
                 context_window: step.get("context_window").and_then(Value::as_u64),
+                prompt_tokens: None,
             })
         }
         "tool_result" => h.handle(Input::ToolResult {

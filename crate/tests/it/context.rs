@@ -813,6 +813,7 @@ fn a_failed_compaction_falls_back_to_the_four_stages() {
         retry_after_ms: None,
         headers: Default::default(),
         context_window: None,
+        prompt_tokens: None,
     });
     assert_eq!(purpose_of(&step), ["chat"]);
     assert_eq!(runtime(&h)["compression_phase"], "failed");
@@ -847,6 +848,7 @@ fn context_too_long_from_the_provider_compacts_then_resends() {
         retry_after_ms: None,
         headers: Default::default(),
         context_window: None,
+        prompt_tokens: None,
     });
     assert_eq!(purpose_of(&step), ["compaction"]);
     let step = reply(&mut h, json!({"text": "summary"}));
@@ -897,6 +899,7 @@ fn llama_cpp_context_refusal(h: &mut Harness, n_ctx: u64) -> Step {
         retry_after_ms: None,
         headers: Default::default(),
         context_window: Some(n_ctx),
+        prompt_tokens: None,
     })
 }
 
@@ -1062,6 +1065,7 @@ fn provider_model_settings_and_the_chats_system_prompt_reach_the_request() {
         retry_after_ms: None,
         headers: Default::default(),
         context_window: None,
+        prompt_tokens: None,
     });
     for (kind, check) in [("gemini", "gemini"), ("openai-responses", "responses")] {
         h.command("c1", json!({"type": "set_params", "client_request_id": format!("p-{kind}"), "patch": {"provider": kind, "max_tokens": null}}));
@@ -1088,6 +1092,7 @@ fn provider_model_settings_and_the_chats_system_prompt_reach_the_request() {
             retry_after_ms: None,
             headers: Default::default(),
             context_window: None,
+            prompt_tokens: None,
         });
     }
     // A chat's own max_tokens beats its provider's.
@@ -1340,6 +1345,7 @@ fn an_edit_popped_in_error_leaves_the_chat_idle() {
         retry_after_ms: None,
         headers: Default::default(),
         context_window: None,
+        prompt_tokens: None,
     });
     assert_eq!(runtime(&h)["state"], "error");
     h.command(

@@ -27,6 +27,7 @@ mod tagged;
 mod thinking;
 #[cfg(not(target_arch = "wasm32"))]
 mod trajectory;
+mod windows;
 
 #[cfg(target_arch = "wasm32")]
 mod browser_host;

@@ -199,7 +199,7 @@ impl Driver {
             }
             Op::Fail(status) => {
                 let request_id = self.h.request_id();
-                let step = self.h.handle(Input::RequestFailed { request_id, status: Some(status), error_type: None, message: "x".into(), retry_after_ms: None, headers: Default::default(), context_window: None });
+                let step = self.h.handle(Input::RequestFailed { request_id, status: Some(status), error_type: None, message: "x".into(), retry_after_ms: None, headers: Default::default(), context_window: None, prompt_tokens: None });
                 self.observe(&step);
             }
             Op::Regenerate => self.send(json!({"type": "regenerate"})),
@@ -632,6 +632,7 @@ impl Tree {
                     retry_after_ms: None,
                     headers: Default::default(),
                     context_window: None,
+                    prompt_tokens: None,
                 });
                 self.absorb(&step);
             }

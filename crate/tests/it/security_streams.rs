@@ -71,6 +71,7 @@ fn fail(
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         context_window: None,
+        prompt_tokens: None,
     })
 }
 

@@ -213,6 +213,7 @@ fn inputs() -> Vec<Input> {
             retry_after_ms: Some(1000),
             headers: from(json!({"retry-after": "1"})),
             context_window: Some(4096),
+            prompt_tokens: None,
         },
         Input::ToolResult {
             chat_id: "c".into(),

@@ -120,7 +120,7 @@ fn full_runtime() -> Runtime {
     };
     let mut runtime: Runtime = serde_json::from_value(json!({
         "state": "paused",
-        "context_usage": {"estimated_tokens": 1, "n_ctx": 2, "message_count": 3, "pressure": 0.5, "draft_tokens": 1},
+        "context_usage": {"estimated_tokens": 1, "n_ctx": 2, "message_count": 3, "pressure": 0.5, "draft_tokens": 1, "learned": true, "output_tokens": 1},
     }))
     .unwrap_or_else(|e| panic!("{e}"));
     runtime.error = Some(ErrorInfo {
@@ -130,6 +130,7 @@ fn full_runtime() -> Runtime {
         retryable: false,
         class: Default::default(),
         attempts: 1,
+        source: palaver::event::ErrorSource::App,
     });
     runtime.pause_reasons = vec![reason.clone()];
     runtime.queue_held = true;
@@ -171,6 +172,7 @@ fn full_runtime() -> Runtime {
         name: "t".into(),
         status: "running".into(),
     }];
+    runtime.prompt_profile = Some(palaver::thread::PromptProfile::Chat);
     runtime.model = Some(palaver::thread::ModelRef {
         provider: palaver::provider::ProviderKind::OpenaiChat,
         model: "m".into(),
@@ -212,6 +214,7 @@ fn the_configs_and_tool_specs_are_declared_as_they_are() {
     let provider: ProviderConfig = serde_json::from_value(json!({
         "kind": "openai-chat", "base_url": "u", "model": "m", "headers": {}, "n_ctx": 1, "max_tokens": 1,
         "temperature": 0.5, "reasoning_effort": "low", "thinking_budget": 1,
+        "max_output_tokens": 1, "input_modalities": ["text"], "tool_use": false,
     }))
     .unwrap_or_else(|e| panic!("{e}"));
     let provider = serde_json::to_value(provider).unwrap_or_default();

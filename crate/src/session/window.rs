@@ -1,0 +1,138 @@
+//! The window a chat's requests must fit (SPEC §5): the context window (the chat's cap, the
+//! provider's, or the one a provider reported when it refused a prompt — exactly that), the
+//! answer's limit every request carries and keeps free, and how far the token estimate is
+//! scaled after a provider counted a refused prompt larger than estimated.
+
+use super::{ChatSession, Ctx};
+use crate::config::EngineConfig;
+
+/// How much larger than estimated a refused prompt is taken to be when the provider does not
+/// say its size (a fifth).
+const UNCOUNTED_SCALE: f64 = 1.2;
+
+impl ChatSession {
+    /// The context window: the thread's cap, else its provider's window, else the engine default;
+    /// never more than a window a provider reported in a context-too-long error.
+    pub(crate) fn n_ctx(&self, config: &EngineConfig) -> u64 {
+        let configured = self
+            .thread
+            .context_tokens_cap
+            .or_else(|| {
+                config
+                    .provider_for(self.answering_thread(config).provider)
+                    .and_then(|p| p.n_ctx)
+            })
+            .unwrap_or(config.default_n_ctx);
+        self.learned_n_ctx
+            .map_or(configured, |learned| configured.min(learned))
+            .max(1)
+    }
+
+    /// Tokens the history may take (SPEC §5), for this thread and these fixed parts.
+    pub(super) fn history_budget(
+        &self,
+        ctx: &Ctx,
+        system_prompt: Option<&str>,
+        tools: &[crate::tools::ToolSpec],
+    ) -> u64 {
+        let budget = crate::history_limit::history_budget(
+            self.n_ctx(ctx.config),
+            Some(self.output_tokens(ctx.config)),
+            crate::request::fixed_chars(system_prompt, tools),
+        );
+        (budget as f64 / self.estimate_scale) as u64
+    }
+
+    /// The answer's limit this chat's next request carries (and keeps free in the window).
+    pub(crate) fn output_tokens(&self, config: &crate::config::EngineConfig) -> u64 {
+        let answering = self.answering_thread(config);
+        let n_ctx = self.n_ctx(config);
+        match config.provider_for(answering.provider) {
+            Some(provider) => provider.output_tokens(&answering, n_ctx),
+            None => crate::request::ProviderConfig::default().output_tokens(&answering, n_ctx),
+        }
+    }
+
+    /// A provider refused a prompt the window should have held: the estimate was short. Scaled
+    /// by what it counted over what was estimated (else a fifth), never down, at most fourfold.
+    pub(super) fn learn_estimate_scale(&mut self, ctx: &Ctx, counted: Option<u64>) {
+        let system_prompt = self.system_prompt(ctx.config);
+        let tools = self.offered_tools(ctx.config);
+        let estimated =
+            self.estimate_history() + crate::request::fixed_chars(system_prompt, &tools) as u64 / 4;
+        let seen = match counted {
+            Some(counted) if estimated > 0 => counted as f64 / estimated as f64,
+            _ => self.estimate_scale * UNCOUNTED_SCALE,
+        };
+        self.estimate_scale = seen.clamp(self.estimate_scale, 4.0);
+    }
+}
+
+impl ChatSession {
+    /// The app's own words when even the last message does not fit: what it needs, what the
+    /// window leaves, and how much to remove (never worded as the provider's).
+    pub(super) fn too_large_sentence(
+        &self,
+        config: &EngineConfig,
+        estimated: u64,
+        budget: u64,
+        system_prompt: Option<&str>,
+        tools: &[crate::tools::ToolSpec],
+    ) -> String {
+        let n_ctx = self.n_ctx(config);
+        let output = self.output_tokens(config);
+        let fixed = crate::request::fixed_chars(system_prompt, tools) as u64 / 4;
+        let over = estimated.saturating_sub(budget).max(1);
+        format!(
+            "Your message is too long for this model: with what must go with it, it needs about {estimated} tokens, and the {n_ctx}-token window leaves {budget} ({output} are kept for the answer, {fixed} for the instructions and tools). Remove about {over} tokens (≈ {} characters), or raise the window or lower \"Max output tokens\" in Settings.",
+            over * 4
+        )
+    }
+}
+
+impl ChatSession {
+    /// When the history limit leaves messages out of what the model sees (or shortens them),
+    /// the chat says so where it happens — once for each change of what is left out — with the
+    /// counts and which messages (a `history_limited` event the page shows, never sent).
+    pub(super) fn show_left_out(&mut self, ctx: &mut Ctx, left_out: &crate::request::LeftOut) {
+        let shown = (
+            left_out.dropped.len(),
+            left_out.shortened.len(),
+            left_out.dropped.last().cloned(),
+        );
+        if left_out.is_empty() || self.left_out_shown.as_ref() == Some(&shown) {
+            return;
+        }
+        self.left_out_shown = Some(shown);
+        let (dropped, shortened) = (left_out.dropped.len(), left_out.shortened.len());
+        let mut text = String::new();
+        if dropped > 0 {
+            text.push_str(&format!(
+                "{dropped} earlier message{} {} left out of what the model sees, to fit its window",
+                if dropped == 1 { "" } else { "s" },
+                if dropped == 1 { "is" } else { "are" },
+            ));
+        }
+        if shortened > 0 {
+            text.push_str(&format!(
+                "{}{shortened} tool result{} {} sent shortened",
+                if dropped > 0 { "; " } else { "" },
+                if shortened == 1 { "" } else { "s" },
+                if shortened == 1 { "is" } else { "are" },
+            ));
+        }
+        text.push('.');
+        let mut marker = self.new_message(
+            ctx,
+            crate::message::Role::Event,
+            crate::message::Content::Text(text),
+        );
+        marker.set_event(
+            "history_limited",
+            "engine",
+            serde_json::json!({"dropped": left_out.dropped, "shortened": left_out.shortened}),
+        );
+        marker.mark_ui_only();
+        self.push_message(marker);
+    }
+}
