@@ -10,6 +10,7 @@ import * as markdown from './markdown.js';
 import { createStore } from './page/store.js';
 import { $, say, scriptUrl } from './page/dom.js';
 import * as engine from './page/engine.js';
+import * as limits from './page/limits.js';
 import * as workspace from './page/workspace.js';
 import * as local from './page/local.js';
 import * as sync from './page/sync.js';
@@ -22,7 +23,7 @@ import * as actions from './chat/actions.js';
 import * as settingsDialog from './settings/dialog.js';
 
 const ctx = { store: createStore(), say: (text, error) => say(text, error) };
-for (const module of [workspace, engine, local, sync, list, open, empty, composer, transcript, actions, settingsDialog]) module.install(ctx);
+for (const module of [workspace, engine, limits, local, sync, list, open, empty, composer, transcript, actions, settingsDialog]) module.install(ctx);
 
 // The lifecycle's own sentence (a refusal, why a message waits) in the status line; gone with its cause.
 let said = null;

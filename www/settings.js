@@ -30,7 +30,7 @@ export function loadSettings() {
 }
 
 /** The model settings a provider may carry besides its URL and model (numbers or a string). */
-export const MODEL_SETTINGS = ['n_ctx', 'max_tokens', 'temperature', 'reasoning_effort', 'thinking_budget'];
+export const MODEL_SETTINGS = ['n_ctx', 'max_tokens', 'temperature', 'reasoning_effort', 'thinking_budget', 'tool_use'];
 
 /** The active provider: `{kind, base_url, model, …model settings}` ('' when not configured). */
 export function activeProvider(settings) {
@@ -43,7 +43,9 @@ export function withProvider(settings, kind, baseUrl, model, extra = null) {
   const current = settings.providers?.[kind] ?? {};
   const kept = extra ?? Object.fromEntries(MODEL_SETTINGS.filter((k) => k in current).map((k) => [k, current[k]]));
   const base_url = kind === 'local' ? LOCAL_BASE_URL : baseUrl;
-  return { ...settings, kind, providers: { ...settings.providers, [kind]: { base_url, model, ...kept } } };
+  // What the provider said of the model stays while the model and its server do.
+  const said = current.said && current.base_url === base_url && current.model === model ? { said: current.said } : {};
+  return { ...settings, kind, providers: { ...settings.providers, [kind]: { base_url, model, ...kept, ...said } } };
 }
 
 /** Whether anything can answer: a provider with a base URL, or a model chosen for the page. */
@@ -62,6 +64,22 @@ export function modelSettings(config) {
   const t = Number(config?.temperature);
   if (config?.temperature !== '' && config?.temperature != null && Number.isFinite(t) && t >= 0 && t <= 2) out.temperature = t;
   if (['low', 'medium', 'high'].includes(config?.reasoning_effort)) out.reasoning_effort = config.reasoning_effort;
+  if (typeof config?.tool_use === 'boolean') out.tool_use = config.tool_use;
+  return out;
+}
+
+/**
+ * What the provider said of the configured model (`page/limits.js` keeps it under `said`), as the
+ * engine takes it: the window (unless the user set one), the model's own answer limit, what it
+ * reads.
+ */
+export function saidSettings(config) {
+  const said = config?.said;
+  if (!said || said.model !== config.model) return {};
+  const out = {};
+  if (said.n_ctx > 0 && !(Number(config.n_ctx) > 0)) out.n_ctx = said.n_ctx;
+  if (said.max_output_tokens > 0) out.max_output_tokens = said.max_output_tokens;
+  if (Array.isArray(said.input_modalities)) out.input_modalities = said.input_modalities;
   return out;
 }
 

@@ -4,34 +4,13 @@
 // version, so a frame during streaming touches only the draft, and a long chat shows its last
 // `window` messages with a button for earlier ones.
 
+import * as notes from './views/notes.js';
+import { el, button, textOf } from './elements.js';
+
 export const PAGE = 200;
 
-/** An element with properties (`testid`, `text`, `class`, `data-*`, or any DOM property) and children. */
-export const el = (tag, props = {}, ...children) => {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (key === 'testid') node.dataset.testid = value;
-    else if (key === 'text') node.textContent = value;
-    else if (key === 'class') node.className = value;
-    // `data-*`, `aria-*` and other dashed names are attributes (no DOM property has a dash).
-    else if (key.includes('-')) node.setAttribute(key, value);
-    else node[key] = value;
-  }
-  node.append(...children.filter((c) => c != null));
-  return node;
-};
+export { el, button, textOf } from './elements.js';
 
-export function textOf(content) {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return content.filter((p) => p.type === 'text' || typeof p.text === 'string').map((p) => p.text).join('\n');
-}
-
-export const button = (testid, label, action, extra = {}) => el('button', { type: 'button', testid, text: label, 'data-action': action, ...extra });
-
-function marker(name, label = name) {
-  return el('span', { class: `marker ${name}`, testid: `marker-${name}`, text: label });
-}
 
 
 export class TranscriptView {
@@ -62,6 +41,7 @@ export class TranscriptView {
   }
 
   renderMessages(chat) {
+    this.chat = chat;
     const messages = chat.messages;
     const from = Math.max(0, messages.length - this.window);
     const nodes = [];
@@ -113,6 +93,7 @@ export class TranscriptView {
     }
     if (role === 'user') {
       return el('article', base, el('div', { class: 'text', text: textOf(message.content) }),
+        notes.attachmentsOf(message, this.filesBefore(index)),
         el('div', { class: 'actions' }, button('copy-message', 'Copy', 'copy-message'), button('edit', 'Edit', 'edit'), button('branch', 'Branch', 'branch'), button('delete-message', 'Delete', 'delete-message')));
     }
     if (role === 'assistant') {
@@ -120,31 +101,27 @@ export class TranscriptView {
       if (!text && !message.reasoning_content && !message.stopped) return null;
       const node = this.adoptDraft(message, text, base) ?? el('article', base, reasoningNode(message.reasoning_content), this.markdown(text));
       if (message.model) node.dataset.model = `${message.provider ?? ''}/${message.model}`;
-      if (message.stopped) node.append(marker('stopped', 'stopped'));
-      if (message.finish_reason === 'length') node.append(marker('length', 'cut at the output limit — raise "Max output tokens" in Settings, or ask it to continue'));
-      if (message.finish_reason === 'interrupted') node.append(marker('interrupted', 'interrupted — the page closed while this streamed'));
-      if (message.stream_error || message.finish_reason === 'stream_error') node.append(marker('error', 'the stream failed'));
+      node.append(...notes.answerMarkers(message));
       node.append(el('div', { class: 'actions' }, button('copy-message', 'Copy', 'copy-message'), button('branch', 'Branch', 'branch'), button('delete-message', 'Delete', 'delete-message')));
       return node;
     }
-    if (role === 'error') {
-      return el('article', { ...base, class: 'message error' },
-        el('div', { class: 'text', text: textOf(message.content) }),
-        marker('error', message.class ?? message.code ?? 'error'),
-        el('div', { class: 'actions' }, button('retry', 'Retry', 'regenerate')));
+    if (role === 'error') return notes.errorNode(message, base);
+    // system, tool (shown in its turn's tool activity), plan (the plan block) show nothing here.
+    return notes.noteNode(message, (id) => this.chat?.messages.find((m) => m.message_id === id));
+  }
+
+  /** The workspace files sent with the user message at `index` (its `context_file` messages). */
+  filesBefore(index) {
+    const messages = this.chat?.messages ?? [];
+    const names = [];
+    for (let i = index - (this.chat?.offset ?? 0) - 1; i >= 0 && messages[i]?.role === 'context_file'; i -= 1) {
+      try {
+        for (const file of JSON.parse(textOf(messages[i].content))) names.unshift(file.file_name);
+      } catch {
+        // not a list of files: nothing to name
+      }
     }
-    if (role === 'event' && message.event?.subkind === 'model_fallback') {
-      // The engine moved the turn to the chat's next fallback model (issue 18): one line says so.
-      const { preferred, actual, reason } = message.event.payload ?? {};
-      const text = `${preferred?.model || preferred?.provider} failed (${String(reason ?? '').replace(/_/g, ' ')}); answered by ${actual?.model || actual?.provider} (${actual?.provider}) instead.`;
-      return el('div', { class: 'note fallback', testid: 'model-fallback', text });
-    }
-    if (role === 'event' && message.event?.subkind !== 'plan_delta') {
-      const text = textOf(message.content);
-      return text ? el('div', { class: 'note', testid: 'event', text }) : null;
-    }
-    if (role === 'compression_report') return el('div', { class: 'note', testid: 'compression', text: 'Earlier context was compressed to fit the model.' });
-    return null; // system, tool (shown in its turn's tool activity), plan (the plan block)
+    return names;
   }
 
   /**

@@ -150,8 +150,11 @@ async function modelListsAndRequestContract(page) {
     check(JSON.stringify(listed) === JSON.stringify(expect.models), `${kind}: the model list comes from the provider (${listed.join(', ')})`);
     await page.fill('[data-testid=provider-model]', expect.pick);
     await page.dispatchEvent('[data-testid=provider-model]', 'change');
-    const window = Number(await page.inputValue('[data-testid=provider-n-ctx]'));
-    check(window === expect.window, `${kind}: the context window of ${expect.pick} is filled in (${window})`);
+    // The window is what the provider says (the field's hint, kept when Settings are saved); the
+    // field itself is the user's, left empty.
+    const hint = await page.getAttribute('[data-testid=provider-n-ctx]', 'placeholder');
+    const window = Number(hint.split(' ')[0].replace(/,/g, ''));
+    check(window === expect.window && await page.inputValue('[data-testid=provider-n-ctx]') === '', `${kind}: the context window of ${expect.pick} is what the provider says (${hint})`);
     await page.fill('[data-testid=provider-max-tokens]', '321');
     const thinking = kind === 'anthropic' || kind === 'gemini';
     await page.fill('[data-testid=provider-thinking]', thinking ? '1024' : '');
@@ -225,7 +228,8 @@ async function modelListFailures(page) {
   await page.fill('[data-testid=provider-model]', '');
   await page.click('[data-testid=list-models]');
   await page.waitForFunction(() => !document.querySelector('[data-testid=model-status]').textContent.startsWith('Asking'));
-  check(Number(await page.inputValue('[data-testid=provider-n-ctx]')) === 4096, 'llama.cpp: the window is its /props n_ctx');
+  const llamaHint = await page.getAttribute('[data-testid=provider-n-ctx]', 'placeholder');
+  check(llamaHint.startsWith('4,096 (the server says)'), `llama.cpp: the window is its /props n_ctx (${llamaHint})`);
   await page.click('[data-testid=cancel-settings]');
 }
 
@@ -356,7 +360,7 @@ async function attachments(page) {
   // Bad input: an image over the cap, a path outside the workspace, a URL the proxy refuses.
   await page.setInputFiles('[data-testid=image-file]', { name: 'huge.png', mimeType: 'image/png', buffer: Buffer.alloc(21 * 1024 * 1024) });
   await page.waitForFunction(() => document.getElementById('status').textContent.includes('huge.png'));
-  check(/huge\.png is 21 MB; images up to 20 MB/.test(await page.textContent('[data-testid=status]')) && await page.locator('[data-testid=chip-image]').count() === 0, 'an image over the cap is refused in one sentence, nothing attached');
+  check(/huge\.png is 21 MB; images up to 20 MB/.test(await page.textContent('[data-testid=status]')) && await page.locator('[data-testid=chip-image]').count() === 0, `an image over the cap is refused in one sentence, nothing attached (${await page.textContent('[data-testid=status]')}; ${await page.locator('[data-testid=chip-image]').count()} chips)`);
   const count = (await posts('attach')).length;
   await page.fill('[data-testid=composer]', 'Read @../outside.txt please');
   await page.click('[data-testid=send]');

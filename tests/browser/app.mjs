@@ -203,6 +203,8 @@ async function stopQueueRegenerate(page) {
   await page.locator('[data-testid=message][data-role=user]').nth(1).locator('[data-testid=edit]').click();
   await page.fill('[data-testid=edit-text]', 'First question, edited');
   await page.click('[data-testid=edit-send]');
+  // A person reads the answer when it has come: the old one leaves first, then the new one streams.
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=message][data-role=assistant]')].at(-1)?.textContent.includes('edited question'), null, { timeout: 10_000 }).catch(() => {});
   await waitIdle(page, 2);
   const afterEdit = await page.locator('[data-testid=message][data-role=user] .text').allTextContents();
   check(afterEdit.join('|') === 'Tell me a long story|First question, edited', `edit-and-resend replaces the history from there (${afterEdit.join('|')})`);
@@ -634,7 +636,9 @@ async function keys(page) {
   await setProvider(page, { kind: 'gemini', baseUrl: `${double.url}/wire/gemini/text`, model: 'gemini-test', key: CANARY });
   await sendAndWait(page, 'Hello Gemini', 1);
   const gemini = (await double.log('wire')).filter((e) => e.path.includes('/wire/gemini/'));
-  check(gemini.length === 1 && gemini[0].headers['x-goog-api-key'] === CANARY && !gemini[0].path.includes('key='), `C15: Gemini's key in x-goog-api-key, not in the URL (${gemini[0]?.path})`);
+  // Every request to Gemini (the model's details and the answer) carries the key the same way.
+  const keyed = gemini.every((e) => e.headers['x-goog-api-key'] === CANARY && !e.path.includes('key='));
+  check(gemini.some((e) => e.path.includes('GenerateContent')) && keyed, `C15: Gemini's key in x-goog-api-key, not in the URL (${gemini.map((e) => e.path).join(', ')})`);
   await person(page).openSettings('provider');
   await page.selectOption('[data-testid=provider-kind]', 'openai-chat');
   const kept = [await page.inputValue('[data-testid=provider-base-url]'), await page.inputValue('[data-testid=provider-key]')];

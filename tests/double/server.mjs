@@ -135,6 +135,12 @@ const SSE = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }
 
 let decided = 0; // numbers the deciding model's answers (unique tool call ids)
 
+/** A request for model information (`GET …/models`, `GET …/props`, Ollama's `POST …/api/show`). */
+function isModelQuestion(req, parts) {
+  const last = parts.at(-1);
+  return (req.method === 'GET' && (last === 'models' || last === 'props')) || (parts.at(-2) === 'api' && last === 'show');
+}
+
 const TEXT_WIRE = { 'openai-chat': 'openai-chat/text_gpt4o', anthropic: 'anthropic/text_basic', gemini: 'gemini/text', 'openai-responses': 'openai-responses/text' };
 
 /** A model list in each provider's own shape. */
@@ -193,6 +199,10 @@ async function handle(req, res) {
     json(res, 200, logs.get(parts[1]) ?? []);
     return;
   }
+  if (parts[0] === 'decide' && parts[1] && isModelQuestion(req, parts)) {
+    json(res, 404, { error: { type: 'not_found', message: 'no model information here' } });
+    return;
+  }
   if (parts[0] === 'decide' && parts[1] && req.method === 'POST') {
     const entry = logEntry(parts[1], req, body);
     const kind = KINDS.includes(parts[2]) ? parts[2] : 'openai-chat';
@@ -210,6 +220,12 @@ async function handle(req, res) {
   if (parts[0] === 'wire' && parts.length >= 3) {
     const entry = logEntry('wire', req, body);
     await respond(req, res, { wire: `${parts[1]}/${parts[2]}` }, entry);
+    return;
+  }
+  if (parts[0] === 's' && parts[1] && isModelQuestion(req, parts)) {
+    // What the page asks a provider about its models is not a turn: it never takes a scripted
+    // response (a server without these answers 404, as many do).
+    json(res, 404, { error: { type: 'not_found', message: 'no model information here' } });
     return;
   }
   if (parts[0] === 's' && parts[1]) {

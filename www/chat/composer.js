@@ -72,6 +72,7 @@ export function install(ctx) {
       ctx.say(error.message, true);
       return; // nothing sent, everything typed kept
     }
+    if ($('status').dataset.page === 'true') ctx.say(''); // its cause was before this message
     const message = { text, priority, ...extra, taken: attachments.take() };
     attachments.clear();
     composer.value = '';
@@ -84,6 +85,7 @@ export function install(ctx) {
     try {
       if (!ctx.chat.id) await ctx.chat.create();
       await ctx.chat.settled();
+      await ctx.limits.ready(); // the model's window and answer limit, as its provider says
       const body = { type: 'user_message', content: message.text, priority: Boolean(message.priority) };
       if (message.attachments?.length) body.attachments = message.attachments;
       if (message.context_files?.length) body.context_files = message.context_files;

@@ -39,6 +39,7 @@ export function install(ctx) {
 
   async function show(id, mark) {
     const renderer = markdown.load();
+    if (current.mirror) ctx.say(''); // a sentence about the chat left is not about this one
     leave(mark);
     // A long chat's last screen straight from storage, drawn while the engine loads the rest.
     const peeking = palaver().tabRole(id).role === 'closed' ? palaver().peekChat(id, PREVIEW).catch(() => null) : null;
@@ -87,6 +88,9 @@ export function install(ctx) {
         return;
       }
       if (envelope.type === 'thread_updated' && 'title' in (envelope.patch ?? {})) ctx.chats.render();
+      // A provider refused a prompt and said its window: Settings keep it.
+      const usage = chat.runtime?.context_usage;
+      if (envelope.type === 'runtime_updated' && usage?.learned) ctx.limits.learned(chat.runtime.model, usage.n_ctx).catch(() => {});
       // Screen readers hear that an answer ended, not every streamed word.
       if (envelope.type === 'stream_finished') $('announce').textContent = envelope.finish_reason === 'abort' ? 'Answer stopped.' : 'Answer complete.';
       schedule();

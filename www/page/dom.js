@@ -21,7 +21,11 @@ export const html = (text) => (policy ? policy.createHTML(text) : markdown.html(
 /** One of `SCRIPTS` as a script URL. */
 export const scriptUrl = (url) => (policy ? policy.createScriptURL(url) : url);
 
-/** A one-off sentence of the page's own in the status line. */
+/**
+ * A one-off sentence of the page's own in the status line: it stays (a chat's re-render does not
+ * wipe it) until the chat has something to say, the user sends, or another chat opens.
+ */
 export function say(text, error = false) {
   statusView.say($('status'), text, error);
+  $('status').dataset.page = text ? 'true' : '';
 }

@@ -64,10 +64,13 @@ export function install(ctx) {
     const tools = ctx.workspace.tools();
     const providers = Object.entries(settings.providers)
       .filter(([kind, p]) => settingsStore.PROVIDER_KINDS.includes(kind) && p?.base_url)
-      .map(([kind, p]) => ({ kind, base_url: p.base_url, model: p.model ?? '', ...(kind === 'local' ? { n_ctx: DEFAULT_LOCAL_N_CTX } : {}), ...settingsStore.modelSettings(p) }));
+      .map(([kind, p]) => ({ kind, base_url: p.base_url, model: p.model ?? '', ...(kind === 'local' ? { n_ctx: DEFAULT_LOCAL_N_CTX } : {}), ...settingsStore.saidSettings(p), ...settingsStore.modelSettings(p) }));
     const context = ctx.workspace.context();
     const prompt = Engine.assembleSystemPrompt(settings.system_prompt?.trim() || null, tools.length ? context : { date: context.date });
     return {
+      // A plain chat's prompt (no tools), and the same with the workspace for chats that ask.
+      chat_prompt: Engine.assembleChatPrompt({ date: context.date }, false),
+      chat_workspace_prompt: Engine.assembleChatPrompt(context, true),
       providers,
       // Settings name the model that answers: every chat uses it unless it pinned its own.
       active_provider: settingsStore.isConfigured(settings) ? settings.kind : null,

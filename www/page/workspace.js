@@ -3,7 +3,7 @@
 // that changed reaches the engine; bursts are coalesced, a broken stream reconnects with backoff
 // and quietly while offline), and the workspace copies of chats (where the open chat's stands, the
 // offer to restore chats this browser lacks).
-import * as agent from '../agent.js';
+import * as agent from '../workspace-api.js';
 import * as mcp from '../mcp.js';
 import * as settingsStore from '../settings.js';
 import * as workspaceChats from '../views/workspace-chats.js';

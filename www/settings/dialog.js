@@ -89,6 +89,7 @@ export function install(ctx) {
     if (remembering && !(await persistSecrets(settings, true))) return;
     close();
     await ctx.engine.configure();
+    ctx.limits.refresh(true); // what the provider says of the model, before its first request
     await ctx.sync.apply();
     ctx.empty.show();
     if (!remembering) await persistSecrets(settings, false);

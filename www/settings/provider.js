@@ -4,7 +4,7 @@
 // proposal (`#provider=…`) only pre-fills the form, with a notice naming the host (SECURITY E1).
 import * as settingsStore from '../settings.js';
 import * as secrets from '../page/secrets.js';
-import * as agent from '../agent.js';
+import * as info from '../provider-info.js';
 import { el } from '../view.js';
 
 const KINDS = [
@@ -40,6 +40,8 @@ export default {
         ' ', el('span', { testid: 'model-status', role: 'status' })),
       field('Model', model),
       el('datalist', { id: 'model-list', testid: 'model-list' }),
+      el('label', { class: 'inline' }, el('input', { type: 'checkbox', testid: 'provider-plain-chat' }),
+        ' Plain chat: a short prompt and no tools (for small models, and servers that cannot call tools)'),
       el('fieldset', { class: 'model-settings' }, el('legend', { text: 'Window and limits' }),
         field('Context window (tokens)', el('input', { testid: 'provider-n-ctx', type: 'number', min: 256, step: 1, placeholder: 'from the provider' })),
         field('Max output tokens', el('input', { testid: 'provider-max-tokens', type: 'number', min: 1, step: 1, placeholder: 'from the provider' })),
@@ -52,7 +54,7 @@ export default {
     base.addEventListener('input', () => showKey(view));
     key.addEventListener('input', () => { view.keyTyped = true; });
     model.addEventListener('change', () => fillWindow(view));
-    q(view, 'provider-n-ctx').addEventListener('input', (event) => { event.target.dataset.auto = 'false'; });
+    q(view, 'provider-n-ctx').addEventListener('input', () => showOutputDefault(view));
     view.models = [];
     return view;
   },
@@ -107,6 +109,7 @@ function modelSettings(view) {
   const fields = {
     n_ctx: number('provider-n-ctx'), max_tokens: number('provider-max-tokens'), temperature: number('provider-temperature'),
     reasoning_effort: q(view, 'provider-reasoning').value || undefined, thinking_budget: number('provider-thinking'),
+    tool_use: !q(view, 'provider-plain-chat').checked,
   };
   return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined && !Number.isNaN(v)));
 }
@@ -120,8 +123,9 @@ function fillKind(view, settings, kind, proposal) {
   q(view, 'provider-base-url').value = fromLink.base_url ?? (local ? '' : config.base_url ?? '');
   q(view, 'provider-model').value = fromLink.model ?? config.model ?? '';
   q(view, 'provider-n-ctx').value = config.n_ctx ?? '';
-  q(view, 'provider-n-ctx').placeholder = local ? '4096' : 'from the provider';
   q(view, 'provider-max-tokens').value = config.max_tokens ?? '';
+  q(view, 'provider-plain-chat').checked = config.tool_use === false || (local && config.tool_use !== true);
+  view.said = config.said?.model === config.model ? config.said : (local ? { n_ctx: 4096, from: 'default' } : null);
   q(view, 'provider-temperature').value = config.temperature ?? '';
   q(view, 'provider-reasoning').value = config.reasoning_effort ?? '';
   q(view, 'provider-thinking').value = config.thinking_budget ?? '';
@@ -129,6 +133,7 @@ function fillKind(view, settings, kind, proposal) {
   view.models = [];
   view.keyTyped = false;
   showKey(view);
+  showWindow(view);
 }
 
 /** The key field shows a key only for the origin it was given for, and says so otherwise. */
@@ -153,7 +158,7 @@ async function testConnection(view) {
   status.textContent = 'Asking the provider…';
   status.className = '';
   try {
-    view.models = await agent.listModels(kind, baseUrl, key);
+    view.models = await info.listModels(kind, baseUrl, key);
     view.querySelector('#model-list').replaceChildren(...view.models.map((m) => new Option(m.n_ctx ? `${m.n_ctx.toLocaleString('en')} tokens` : '', m.id)));
     const typed = q(view, 'provider-model').value.trim();
     const missing = typed && view.models.length && !view.models.some((m) => m.id === typed);
@@ -171,19 +176,32 @@ async function testConnection(view) {
   }
 }
 
-/** The window and output limit of the chosen model, when the provider (or the table) says. */
+/** What the provider (or, failing that, the table) says of the chosen model, as the fields' hints. */
 function fillWindow(view) {
   const model = q(view, 'provider-model').value.trim();
-  const listed = view.models?.find((m) => m.id === model);
-  const known = listed?.n_ctx ?? agent.knownWindow(model);
-  const nCtx = q(view, 'provider-n-ctx');
-  if (known && (!nCtx.value || nCtx.dataset.auto === 'true')) {
-    nCtx.value = known;
-    nCtx.dataset.auto = 'true';
-  }
-  const maxTokens = q(view, 'provider-max-tokens');
-  if (listed?.max_output && (!maxTokens.value || maxTokens.dataset.auto === 'true')) {
-    maxTokens.value = listed.max_output;
-    maxTokens.dataset.auto = 'true';
-  }
+  const listed = view.models?.find((m) => m.id === model) ?? (view.models?.length === 1 && view.models[0].server ? view.models[0] : null);
+  const table = info.knownWindow(model);
+  view.said = listed?.n_ctx
+    ? { n_ctx: listed.n_ctx, max_output_tokens: listed.max_output, from: 'provider' }
+    : table ? { n_ctx: table, from: 'table' } : null;
+  showWindow(view);
+}
+
+/** The window field's hint: what the server says (kept when Settings are saved), or the table's. */
+function showWindow(view) {
+  const said = view.said;
+  const words = { provider: 'the server says', refusal: 'the server said when it refused a prompt', table: 'a guess from the model name: the server did not say', default: 'the default' };
+  q(view, 'provider-n-ctx').placeholder = said?.n_ctx ? `${said.n_ctx.toLocaleString('en')} (${words[said.from] ?? 'the server says'})` : 'asked of the server when you Save';
+  showOutputDefault(view);
+}
+
+/** The answer limit's hint: the model's own (as the server says), else a quarter of the window. */
+function showOutputDefault(view) {
+  const window = Number(q(view, 'provider-n-ctx').value) || view.said?.n_ctx;
+  const own = view.said?.max_output_tokens;
+  const share = window ? Math.min(Math.max(Math.floor(window / 4), 256), 8192) : null;
+  const limit = own && window ? Math.min(own, Math.floor(window / 2)) : own ?? share;
+  q(view, 'provider-max-tokens').placeholder = limit
+    ? `${limit.toLocaleString('en')} (${own ? 'the model\'s own limit' : 'a quarter of the window'})`
+    : 'a quarter of the window';
 }

@@ -6,16 +6,26 @@
 const ERROR_SENTENCES = {
   auth: 'The provider refused the API key. Check the key (and the base URL) in Settings.',
   quota: 'The provider says the account is out of credit or over its limit. Check billing with the provider.',
-  rate_limited: 'The provider is limiting how fast requests may come. Wait a minute, then Retry.',
-  overloaded: 'The provider is overloaded right now. Retry in a moment, or pick another model.',
-  network: 'The provider could not be reached. Check the connection and the base URL, then Retry.',
-  request_too_large: 'The conversation is too long for this model\'s context window. Start a new chat, remove long messages, or pick a model with a larger window.',
+  rate_limited: 'The provider is limiting how fast requests may come. Wait a minute, then Regenerate.',
+  overloaded: 'The provider is overloaded right now. Regenerate in a moment, or pick another model.',
+  network: 'Palaver could not reach the provider. Check the connection and the base URL, then Regenerate.',
+  request_too_large: 'The provider says the conversation is too long for the model\'s window. Remove long messages, or pick a model with a larger window.',
   bad_request: 'The provider refused the request as invalid. The model name or a setting may be wrong; check Settings.',
-  server_error: 'The provider failed on its side. Retry in a moment.',
-  malformed: 'The provider sent a stream Palaver could not read. Retry; if it happens again, the server is not compatible.',
-  truncated: 'The answer stopped before the provider finished it. Retry to get it whole.',
-  idle_timeout: 'The provider stopped sending in the middle of the answer. Retry.',
-  first_byte_timeout: 'The provider did not start answering in time. Retry, or check the server.',
+  server_error: 'The provider failed on its side. Regenerate in a moment.',
+  malformed: 'The provider sent a stream Palaver could not read. Regenerate; if it happens again, the server is not compatible.',
+  truncated: 'The answer stopped before the provider finished it. Regenerate to get it whole.',
+  idle_timeout: 'The provider stopped sending in the middle of the answer. Regenerate.',
+  first_byte_timeout: 'The provider did not start answering in time. Regenerate, or check the server.',
+  unsupported: 'The model cannot read what was sent (images to a model that reads text only). Remove them, or pick a model that reads images.',
+};
+
+/** A short name of what went wrong, for the error's bubble (the code stays in its details). */
+export const ERROR_LABELS = {
+  auth: 'key refused', quota: 'out of credit', rate_limited: 'rate limited', overloaded: 'overloaded',
+  network: 'could not connect', request_too_large: 'too long for the window', bad_request: 'request refused',
+  server_error: 'provider failed', malformed: 'unreadable stream', truncated: 'answer cut off',
+  idle_timeout: 'provider went silent', first_byte_timeout: 'no answer in time', unsupported: 'not readable by this model',
+  other: 'failed',
 };
 const RETRY_CAUSE = {
   overloaded: 'The provider is overloaded', rate_limited: 'The provider is rate-limiting', server_error: 'The provider failed',
@@ -23,15 +33,23 @@ const RETRY_CAUSE = {
   first_byte_timeout: 'The provider did not answer in time',
 };
 
-/** A failed turn: what happened and what to do, then the provider's words. */
+/**
+ * A failed turn: what happened and what to do, and whose words the details are — the app's own
+ * checks speak for themselves, the browser's failure to connect is named as the browser's, and
+ * only the provider's own words are quoted as the provider's.
+ */
 export function errorSentence(error) {
+  if (error.source === 'app') return error.message || ERROR_SENTENCES[error.class] || 'The turn failed.';
   const sentence = ERROR_SENTENCES[error.class] ?? 'The turn failed.';
-  return error.message ? `${sentence} (The provider said: ${error.message})` : sentence;
+  if (!error.message) return sentence;
+  if (error.source === 'connection') return `${sentence} (The browser said: ${error.message})`;
+  return `${sentence} (The provider said: ${error.message})`;
 }
 
 export function say(node, text, error = false) {
   node.textContent = text;
   node.className = error ? 'error' : '';
+  delete node.dataset.page;
 }
 
 /** The chat's status from its runtime; `note` is said when nothing else is (e.g. a follower tab). */
@@ -40,7 +58,7 @@ export function render(node, runtime, note = '') {
   else if (runtime.retry) say(node, `${RETRY_CAUSE[runtime.retry.class] ?? 'The request failed'}; trying again (attempt ${runtime.retry.attempt} of ${runtime.retry.max_attempts})…`);
   else if (runtime.storage_error) say(node, `Not saved yet: ${runtime.storage_error}`, true);
   else if (runtime.is_compressing) say(node, 'Compressing the context…');
-  else say(node, note);
+  else if (node.dataset.page !== 'true') say(node, note); // a sentence of the page's stays
 }
 
 /** The status line has no controls. */

@@ -1,0 +1,85 @@
+// What the paired `palaver serve` gives the chat: the workspace tools (`GET /api/tools`), one tool
+// call, the workspace context for the system prompt (instruction files and the flat file list,
+// read through the same tools), whether the workspace keeps chats. The engine assembles the prompt
+// (`Engine.assembleSystemPrompt`) and builds every request; this module only asks the server.
+
+/** `{url, token}` of the paired proxy, or null. */
+export function proxyOf(settings) {
+  return settings.proxy_url ? { url: settings.proxy_url, token: settings.proxy_token ?? '' } : null;
+}
+
+async function proxyFetch(proxy, path, init = {}) {
+  const response = await fetch(`${proxy.url}${path}`, {
+    ...init,
+    headers: { authorization: `Bearer ${proxy.token}`, 'content-type': 'application/json', ...(init.headers ?? {}) },
+  });
+  const text = await response.text();
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = { content: text, is_error: true };
+  }
+  return { ok: response.ok, status: response.status, body };
+}
+
+/**
+ * Whether the paired workspace keeps chats (`.palaver/chats`, issue 21): a first visit opens the
+ * engine at once to offer them. Unreachable or refusing: no.
+ */
+export async function workspaceHasChats(proxy) {
+  try {
+    const { ok, body } = await proxyFetch(proxy, '/api/chats');
+    return ok && body.enabled === true && Array.isArray(body.chats) && body.chats.length > 0;
+  } catch {
+    return false;
+  }
+}
+
+/** One workspace tool call: `{content, data?, is_error}`. */
+export async function proxyTool(proxy, name, args) {
+  const { ok, body } = await proxyFetch(proxy, `/api/tools/${name}`, { method: 'POST', body: JSON.stringify(args) });
+  return { ...body, is_error: !ok || Boolean(body.is_error) };
+}
+
+/**
+ * The workspace tools to offer the model: `{tools, problem}`. With no paired proxy, or one that
+ * does not answer, there are none, and `problem` says why in one sentence with the fix.
+ */
+export async function workspaceTools(proxy) {
+  if (!proxy) {
+    return { tools: [], problem: 'The model has no workspace tools: run `palaver serve` in your project and open the address it prints (or paste it in Settings) to pair this page.' };
+  }
+  try {
+    const { ok, status, body } = await proxyFetch(proxy, '/api/tools');
+    if (status === 401) return { tools: [], problem: 'The workspace tools refused this page: the pairing token is wrong or from an earlier run of `palaver serve`. Open the address it prints again.' };
+    if (!ok || !Array.isArray(body)) return { tools: [], problem: `The workspace tools answered HTTP ${status}; the model gets none this time.` };
+    return { tools: body, problem: null };
+  } catch {
+    return { tools: [], problem: `palaver serve does not answer at ${proxy.url}: start it again and reload this page; until then the model has no workspace tools.` };
+  }
+}
+
+/**
+ * The workspace context for the system prompt: the flat file list, the instruction files found in
+ * it (the README only when there is none), and the date. Files are read only when listed, so a
+ * workspace without them costs no failed requests.
+ */
+export async function workspaceContext(proxy, instructionFiles) {
+  const context = { instructions: [], files: [], files_truncated: false, date: new Date().toISOString().slice(0, 10) };
+  if (!proxy) return context;
+  const tree = await proxyTool(proxy, 'file_tree', { flat: true }).catch(() => null);
+  if (!tree || tree.is_error) return context;
+  context.files = tree.content.split('\n').filter((line) => line && !line.startsWith('['));
+  context.files_truncated = Boolean(tree.data?.truncated);
+  const listed = new Set(context.files);
+  const readme = instructionFiles.at(-1);
+  let wanted = instructionFiles.slice(0, -1).filter((path) => listed.has(path));
+  if (!wanted.length && listed.has(readme)) wanted = [readme];
+  const read = async (path) => {
+    const reply = await proxyTool(proxy, 'read_file', { path }).catch(() => null);
+    return reply && !reply.is_error && reply.content.trim() ? { path, text: reply.content } : null;
+  };
+  context.instructions = (await Promise.all(wanted.map(read))).filter(Boolean);
+  return context;
+}
