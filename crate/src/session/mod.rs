@@ -7,6 +7,7 @@
 
 mod commands;
 mod compaction;
+mod failure;
 mod report;
 pub mod state;
 mod tool_step;

@@ -1,15 +1,16 @@
 //! The turn loop's provider side (SPEC §2.4, §2.5, §6.5): start a round, feed stream bytes to the
 //! decoder and the draft, end the round, retry what may be retried, watch for stalls, abort.
 
+use super::failure::{error, first_byte_timeout_ms};
 use super::state::{AttemptFailure, Generating, Resume, SessionState, StreamPhase, Streaming};
-use super::{ChatSession, Ctx, RequestFailure};
+use super::{ChatSession, Ctx};
 use crate::delta::{DeltaOp, Draft, StreamFailure};
 use crate::effect::{Effect, RequestPurpose};
-use crate::event::{ErrorInfo, ErrorSource, Event};
-use crate::message::{ChatMessage, Role};
+use crate::event::{ErrorInfo, Event};
+use crate::message::ChatMessage;
 use crate::provider::{DecodeItem, StreamDecoder};
 use crate::request::{build_request, RequestInput};
-use crate::retry::{self, ErrorClass, Verdict};
+use crate::retry::{self, ErrorClass};
 use serde_json::{json, Value};
 
 impl ChatSession {
@@ -155,7 +156,7 @@ impl ChatSession {
         })
     }
 
-    fn build_provider_request(
+    pub(super) fn build_provider_request(
         &self,
         ctx: &Ctx,
     ) -> Result<crate::request::ProviderRequest, ErrorInfo> {
@@ -243,7 +244,7 @@ impl ChatSession {
     }
 
     /// Applies decoded items; a decode error or a provider failure ends or retries the round.
-    fn after_decode(
+    pub(super) fn after_decode(
         &mut self,
         ctx: &mut Ctx,
         mut g: Generating,
@@ -285,7 +286,7 @@ impl ChatSession {
         }
     }
 
-    fn apply_ops(&mut self, ops: Vec<DeltaOp>) {
+    pub(super) fn apply_ops(&mut self, ops: Vec<DeltaOp>) {
         let Some(draft) = self.draft.as_mut() else {
             return;
         };
@@ -308,7 +309,7 @@ impl ChatSession {
     }
 
     /// The stream ended cleanly: the draft becomes a message; tool calls start the tool step.
-    fn close_round(&mut self, ctx: &mut Ctx, mut g: Generating) -> SessionState {
+    pub(super) fn close_round(&mut self, ctx: &mut Ctx, mut g: Generating) -> SessionState {
         let StreamPhase::Streaming(streaming) = g.phase else {
             return self.send_round(ctx, g.round, g.attempt, g.last_failure);
         };
@@ -367,245 +368,9 @@ impl ChatSession {
         self.begin_tool_step(ctx, g.round, message_id, calls)
     }
 
-    pub(super) fn on_request_failed(
-        &mut self,
-        ctx: &mut Ctx,
-        g: Generating,
-        failure: RequestFailure,
-    ) -> SessionState {
-        let overflow = retry::context_overflow_counted(
-            failure.error_type.as_deref(),
-            &failure.message,
-            failure.context_window,
-            failure.prompt_tokens,
-        );
-        let mut verdict = retry::classify_request(
-            failure.status,
-            failure.error_type.as_deref(),
-            &failure.headers,
-        );
-        if overflow.is_some() {
-            verdict = Verdict {
-                class: ErrorClass::RequestTooLarge,
-                retryable: false,
-            };
-        } else if retry::images_refused(&failure.message) {
-            // A text-only model: sending the same images again cannot help.
-            verdict = Verdict {
-                class: ErrorClass::Unsupported,
-                retryable: false,
-            };
-        }
-        let code = failure
-            .error_type
-            .clone()
-            .or(failure.status.map(|s| s.to_string()))
-            .unwrap_or_else(|| "network_error".into());
-        let asked_wait = failure
-            .retry_after_ms
-            .filter(|ms| (1..=retry::MAX_RETRY_AFTER_MS).contains(ms))
-            .or_else(|| retry::retry_after_ms(&failure.headers, ctx.now));
-        let attempt_failure = AttemptFailure {
-            class: verdict.class,
-            code,
-            message: failure.message,
-        };
-        let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.collected.visible);
-        if visible || g.compaction.is_some() {
-            return self.fail_stream(ctx, g, attempt_failure.into_stream_failure(), verdict);
-        }
-        if let Some(overflow) = overflow {
-            return self.on_context_overflow(ctx, g, overflow, attempt_failure);
-        }
-        // "Context too long": the model summarizes first, then the round is sent again.
-        if verdict.class == ErrorClass::RequestTooLarge && self.can_compact(ctx) {
-            return self.start_compaction(ctx, Resume::Round(g.round));
-        }
-        self.retry_or_fail(ctx, g, "llm_error", attempt_failure, verdict, asked_wait)
-    }
-
-    /// The provider says the prompt exceeds the model's window: the window it reports — exactly
-    /// that, else three quarters of the one assumed — is learned, and so is how far the estimate
-    /// fell short (the prompt's size the provider counted, else a fifth more); the round is sent
-    /// once more after the history limit — or compaction, when the history is long enough for
-    /// it — fits it.
-    fn on_context_overflow(
-        &mut self,
-        ctx: &mut Ctx,
-        g: Generating,
-        overflow: retry::ContextOverflow,
-        failure: AttemptFailure,
-    ) -> SessionState {
-        if g.overflow_retried {
-            if let Some(next) = self.fall_back(ctx, &g, &failure) {
-                return next;
-            }
-            let info = failed("llm_error", failure, false, g.attempt);
-            return self.end_with_error(ctx, info);
-        }
-        let assumed = self.n_ctx(ctx.config);
-        let window = overflow.window.unwrap_or(assumed / 4 * 3).max(1);
-        self.learned_n_ctx = Some(window);
-        if window >= assumed {
-            // The window was right: the estimate of the prompt was short.
-            self.learn_estimate_scale(ctx, overflow.prompt_tokens);
-        }
-        if self.can_compact(ctx) {
-            return self.start_compaction(ctx, Resume::Round(g.round));
-        }
-        // When the history cannot fit even the learned window, `send_round` ends the turn in
-        // `error` saying so (the history limit's own message).
-        let mut next = self.send_round(ctx, g.round, g.attempt + 1, Some(failure));
-        if let SessionState::Generating(sent) = &mut next {
-            sent.overflow_retried = true;
-        }
-        next
-    }
-
-    /// A stream broke: retried when nothing reached the user, else the partial is kept and
-    /// the user may regenerate (never a silent retry after content: SPEC §6.5).
-    fn fail_stream(
-        &mut self,
-        ctx: &mut Ctx,
-        mut g: Generating,
-        failure: StreamFailure,
-        verdict: Verdict,
-    ) -> SessionState {
-        if let Some(job) = g.compaction.take() {
-            self.effect(Effect::CancelRequest {
-                request_id: g.request_id,
-            });
-            return self.compaction_failed(ctx, *job);
-        }
-        let visible = matches!(&g.phase, StreamPhase::Streaming(s) if s.collected.visible);
-        let attempt_failure = AttemptFailure {
-            class: verdict.class,
-            code: failure.code,
-            message: failure.message,
-        };
-        if !visible {
-            // A server that opened its stream before it knew the prompt was too long (the model
-            // in the page, llama.cpp's server) says so in the stream: the same remedy as a refusal.
-            let overflow = retry::context_overflow(
-                Some(&attempt_failure.code),
-                &attempt_failure.message,
-                None,
-            );
-            if let Some(overflow) = overflow {
-                self.effect(Effect::CancelRequest {
-                    request_id: g.request_id.clone(),
-                });
-                return self.on_context_overflow(ctx, g, overflow, attempt_failure);
-            }
-            return self.retry_or_fail(ctx, g, "stream_error", attempt_failure, verdict, None);
-        }
-        self.effect(Effect::CancelRequest {
-            request_id: g.request_id.clone(),
-        });
-        if let Some(draft) = self.draft.as_mut() {
-            draft.set_stream_error(&attempt_failure.code, &attempt_failure.message);
-        }
-        let info = failed(
-            "stream_error",
-            attempt_failure,
-            verdict.retryable,
-            g.attempt,
-        );
-        self.end_with_error(ctx, info)
-    }
-
-    /// Schedules the next attempt when the failure may pass and attempts remain; otherwise the
-    /// turn ends in `error` saying how many attempts were made.
-    fn retry_or_fail(
-        &mut self,
-        ctx: &mut Ctx,
-        g: Generating,
-        kind: &str,
-        failure: AttemptFailure,
-        verdict: Verdict,
-        asked_wait: Option<u64>,
-    ) -> SessionState {
-        let retrying = verdict.retryable && g.attempt < ctx.config.retry.max_attempts;
-        // A failed request is over already; a failed stream may still hold its connection.
-        if retrying || kind == "stream_error" {
-            self.effect(Effect::CancelRequest {
-                request_id: g.request_id.clone(),
-            });
-        }
-        if retrying {
-            // The server's own wait wins when it is sane; otherwise exponential backoff.
-            let wait = asked_wait.unwrap_or_else(|| {
-                retry::backoff_ms(&ctx.config.retry, ctx.config.retry_seed, g.attempt)
-            });
-            let at_ms = ctx.now + wait;
-            self.effect(Effect::WakeAt { at_ms });
-            return SessionState::Generating(Generating {
-                phase: StreamPhase::Retrying { at_ms },
-                last_failure: Some(failure),
-                ..g
-            });
-        }
-        if let Some(next) = self.fall_back(ctx, &g, &failure) {
-            return next;
-        }
-        let info = failed(kind, failure, verdict.retryable, g.attempt);
-        self.end_with_error(ctx, info)
-    }
-
-    /// The preferred model failed for good in a way another model may not (issue 18): the turn
-    /// goes on with the next model of the chat's fallback list that has a provider configured,
-    /// the request built for its own kind from the same history. Never for quota, auth or a bad
-    /// request: those are the user's to fix.
-    fn fall_back(
-        &mut self,
-        ctx: &mut Ctx,
-        g: &Generating,
-        failure: &AttemptFailure,
-    ) -> Option<SessionState> {
-        if g.compaction.is_some() {
-            return None;
-        }
-        let reason = fallback_reason(failure)?;
-        let preferred = self.answering_model(ctx.config);
-        while let Some(next) = self
-            .fallback_models(ctx.config)
-            .get(self.fallbacks_used)
-            .cloned()
-        {
-            self.fallbacks_used += 1;
-            let same = next.provider == preferred.provider
-                && (next.model == preferred.model || next.model.is_empty());
-            if same || ctx.config.provider_for(next.provider).is_none() {
-                continue;
-            }
-            self.turn_model = Some(next);
-            let actual = self.answering_model(ctx.config);
-            let mut note = self.new_message(
-                ctx,
-                Role::Event,
-                crate::message::Content::Text(String::new()),
-            );
-            note.set_event(
-                "model_fallback",
-                "engine",
-                json!({"preferred": preferred, "actual": actual, "reason": reason, "message": failure.message}),
-            );
-            // The user sees it in the turn; the model does not need it.
-            note.mark_ui_only();
-            self.push_message(note);
-            self.emit(Event::ModelFallback {
-                preferred,
-                actual,
-                reason: reason.to_string(),
-            });
-            return Some(self.send_round(ctx, g.round, 1, None));
-        }
-        None
-    }
-
     /// Every assistant message records the provider kind and the model that produced it: the
     /// one the provider said answered (`reported`), else the one asked for.
-    fn record_model(&self, ctx: &Ctx, message: &mut ChatMessage) {
+    pub(super) fn record_model(&self, ctx: &Ctx, message: &mut ChatMessage) {
         let model = self.answering_model(ctx.config);
         let name = self.reported_model.as_deref().unwrap_or(&model.model);
         message.set_answered_by(json!(model.provider), name);
@@ -641,51 +406,6 @@ impl ChatSession {
         }
     }
 
-    /// The retry shown in the runtime: the countdown while waiting, the attempt while retrying.
-    pub(super) fn retry_status(
-        &self,
-        config: &crate::config::EngineConfig,
-    ) -> Option<super::RetryStatus> {
-        let SessionState::Generating(g) = &self.state else {
-            return None;
-        };
-        let failure = g.last_failure.as_ref()?;
-        let (attempt, at_ms) = match &g.phase {
-            StreamPhase::Retrying { at_ms } => (g.attempt + 1, Some(*at_ms)),
-            StreamPhase::Streaming(_) => (g.attempt, None),
-        };
-        Some(super::RetryStatus {
-            attempt,
-            max_attempts: config.retry.max_attempts,
-            at_ms,
-            class: failure.class,
-            code: failure.code.clone(),
-            message: failure.message.clone(),
-        })
-    }
-
-    /// Ends the turn in `error`: a partial draft is kept with `finish_reason: "error"`, and a
-    /// UI-only `error` message says what happened.
-    pub(super) fn end_with_error(&mut self, ctx: &mut Ctx, info: ErrorInfo) -> SessionState {
-        self.keep_partial_draft(ctx, "error");
-        let mut notice = self.new_message(
-            ctx,
-            Role::Error,
-            crate::message::Content::Text(info.message.clone()),
-        );
-        let class = serde_json::to_value(info.class).unwrap_or_default();
-        let source = serde_json::to_value(info.source).unwrap_or_default();
-        notice.mark_error_notice(crate::hidden::ErrorNotice {
-            code: &info.code,
-            kind: &info.kind,
-            retryable: info.retryable,
-            class: class.as_str().unwrap_or("other"),
-            source: source.as_str().unwrap_or("provider"),
-        });
-        self.push_message(notice);
-        SessionState::Error(info)
-    }
-
     /// Closes the draft: `stream_finished`, and the partial message if anything streamed.
     pub(super) fn keep_partial_draft(&mut self, ctx: &mut Ctx, finish_reason: &str) {
         let Some(draft) = self.draft.take() else {
@@ -716,7 +436,7 @@ impl ChatSession {
 /// run and never sent back (no `tool_use` without its result, SECURITY D6): it moves to
 /// `incomplete_tool_calls`, kept for the UI only.
 /// Returns whether the round was cut by a token limit.
-fn set_aside_cut_calls(message: &mut ChatMessage, finish_reason: &str) -> bool {
+pub(super) fn set_aside_cut_calls(message: &mut ChatMessage, finish_reason: &str) -> bool {
     const LENGTH_REASONS: [&str; 4] = ["length", "max_tokens", "max_output_tokens", "MAX_TOKENS"];
     if !LENGTH_REASONS.contains(&finish_reason) {
         return false;
@@ -735,7 +455,7 @@ fn set_aside_cut_calls(message: &mut ChatMessage, finish_reason: &str) -> bool {
 }
 
 /// A partial keeps what streamed but never its incomplete tool calls; it is marked stopped.
-fn partial_message(draft: Draft, finish_reason: &str, now: u64) -> ChatMessage {
+pub(super) fn partial_message(draft: Draft, finish_reason: &str, now: u64) -> ChatMessage {
     let mut message = draft.into_message(Some(finish_reason.to_string()), now);
     message.tool_calls = None;
     if finish_reason == "abort" {
@@ -744,57 +464,8 @@ fn partial_message(draft: Draft, finish_reason: &str, now: u64) -> ChatMessage {
     message
 }
 
-/// An error of the app's own (a check before sending, a limit of the engine's).
-fn error(kind: &str, code: &str, message: &str, class: ErrorClass) -> ErrorInfo {
-    ErrorInfo {
-        kind: kind.into(),
-        code: code.into(),
-        message: message.into(),
-        retryable: false,
-        class,
-        attempts: 0,
-        source: ErrorSource::App,
-    }
-}
-
-/// A request or stream that failed: the provider's words, or what the app saw of it.
-fn failed(kind: &str, failure: AttemptFailure, retryable: bool, attempts: u32) -> ErrorInfo {
-    let source = match failure.class {
-        ErrorClass::Network => ErrorSource::Connection,
-        ErrorClass::Truncated
-        | ErrorClass::IdleTimeout
-        | ErrorClass::FirstByteTimeout
-        | ErrorClass::Malformed => ErrorSource::App,
-        _ => ErrorSource::Provider,
-    };
-    ErrorInfo {
-        kind: kind.into(),
-        code: failure.code,
-        message: failure.message,
-        retryable,
-        class: failure.class,
-        attempts,
-        source,
-    }
-}
-
-fn first_byte_timeout_ms(ctx: &Ctx) -> u64 {
-    ctx.config
-        .first_byte_timeout_ms
-        .unwrap_or(ctx.config.stall_timeout_ms)
-}
-
-impl AttemptFailure {
-    fn into_stream_failure(self) -> StreamFailure {
-        StreamFailure {
-            code: self.code,
-            message: self.message,
-        }
-    }
-}
-
 /// The refusal before sending images to a model that reads text only (as its provider says).
-fn images_for_text_only(messages: &[ChatMessage]) -> Option<String> {
+pub(super) fn images_for_text_only(messages: &[ChatMessage]) -> Option<String> {
     let images: usize = messages.iter().map(|m| m.content.image_count()).sum();
     (images > 0).then(|| {
         let last = messages.iter().rev().find(|m| m.role == crate::message::Role::User);
@@ -810,24 +481,9 @@ fn images_for_text_only(messages: &[ChatMessage]) -> Option<String> {
     })
 }
 
-/// Why a failure may move the turn to a fallback model, or `None` when it must not.
-fn fallback_reason(failure: &AttemptFailure) -> Option<&'static str> {
-    let code = failure.code.to_ascii_lowercase();
-    if code.contains("model_not_found") || code == "404" || code == "not_found_error" {
-        return Some("model_not_found");
-    }
-    match failure.class {
-        ErrorClass::Overloaded => Some("overloaded"),
-        ErrorClass::RateLimited => Some("rate_limited"),
-        ErrorClass::ServerError => Some("server_error"),
-        ErrorClass::RequestTooLarge => Some("context_too_long"),
-        _ => None,
-    }
-}
-
 /// Thinking blocks are signed by the provider that wrote them; another provider refuses them
 /// (SPEC §7), so after a fallback across kinds they stay home.
-fn foreign_thinking_dropped(
+pub(super) fn foreign_thinking_dropped(
     messages: &[ChatMessage],
     provider: crate::provider::ProviderKind,
 ) -> std::borrow::Cow<'_, [ChatMessage]> {
@@ -853,7 +509,7 @@ fn foreign_thinking_dropped(
 }
 
 /// The characters an op adds to the answer (what `draft_tokens` counts, as the history does).
-fn op_chars(op: &DeltaOp) -> u64 {
+pub(super) fn op_chars(op: &DeltaOp) -> u64 {
     match op {
         DeltaOp::AppendContent { text } | DeltaOp::AppendReasoning { text } => {
             text.chars().count() as u64

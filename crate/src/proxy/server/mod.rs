@@ -18,6 +18,12 @@ use axum::{Json, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
+
+mod chat_routes;
+mod mcp_routes;
+
+use chat_routes::*;
+use mcp_routes::*;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -365,78 +371,6 @@ async fn vault_secret(State(api): State<Arc<Api>>) -> Response {
     }
 }
 
-fn mirror_error(e: MirrorError) -> Response {
-    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_error(status, e.code(), &e.to_string())
-}
-
-/// Runs a mirror operation off the async workers (it does file IO).
-async fn on_mirror<T: Send + 'static>(
-    api: &Arc<Api>,
-    work: impl FnOnce(&ChatFiles) -> Result<T, MirrorError> + Send + 'static,
-) -> Result<T, Response> {
-    let chats = api.chats.clone();
-    match tokio::task::spawn_blocking(move || work(&chats)).await {
-        Ok(result) => result.map_err(mirror_error),
-        Err(e) => Err(mirror_error(MirrorError::Io(e.to_string()))),
-    }
-}
-
-/// `GET /api/chats`: `{enabled, chats: [{id, bytes, modified_ms}], skipped}`.
-async fn list_chats(State(api): State<Arc<Api>>) -> Response {
-    match on_mirror(&api, |chats| chats.list()).await {
-        Ok(listing) => Json(listing).into_response(),
-        Err(response) => response,
-    }
-}
-
-async fn read_chat(State(api): State<Arc<Api>>, Path(id): Path<String>) -> Response {
-    match on_mirror(&api, move |chats| chats.read(&id)).await {
-        Ok((bytes, hash)) => (
-            [
-                (header::CONTENT_TYPE, "application/json".to_string()),
-                (header::HeaderName::from_static("x-palaver-hash"), hash),
-            ],
-            bytes,
-        )
-            .into_response(),
-        Err(response) => response,
-    }
-}
-
-/// `PUT /api/chats/{id}`: `If-Match: <hash>` (replace the copy last written by this browser),
-/// `If-None-Match: *` (only if there is none), or neither (replace whatever is there). Answers
-/// `{hash}`; 412 `conflict` when the copy is not the one expected.
-async fn write_chat(
-    State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
-    headers: axum::http::HeaderMap,
-    body: Bytes,
-) -> Response {
-    let header = |name: header::HeaderName| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.trim().trim_matches('"').to_string())
-    };
-    let expect = match (header(header::IF_MATCH), header(header::IF_NONE_MATCH)) {
-        (Some(hash), _) => chat_files::Precondition::Hash(hash),
-        (None, Some(star)) if star == "*" => chat_files::Precondition::Absent,
-        _ => chat_files::Precondition::Any,
-    };
-    match on_mirror(&api, move |chats| chats.write(&id, &body, &expect)).await {
-        Ok(hash) => Json(serde_json::json!({ "hash": hash })).into_response(),
-        Err(response) => response,
-    }
-}
-
-async fn delete_chat(State(api): State<Arc<Api>>, Path(id): Path<String>) -> Response {
-    match on_mirror(&api, move |chats| chats.remove(&id)).await {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(response) => response,
-    }
-}
-
 async fn list_tools(State(api): State<Arc<Api>>) -> Json<Vec<serde_json::Value>> {
     let mut specs = tools::specs(&api.tools.policy);
     specs.extend(api.mcp.tool_specs());
@@ -521,146 +455,6 @@ fn ndjson(receiver: tokio::sync::mpsc::Receiver<String>) -> Response {
         axum::body::Body::from_stream(lines),
     )
         .into_response()
-}
-
-/// An MCP tool call as NDJSON: its progress notifications as `line`s (stream `progress`), then
-/// the `result`. When the page goes away the call is dropped, which cancels it at the server.
-fn stream_mcp(api: Arc<Api>, name: String, args: serde_json::Value) -> Response {
-    let (lines, receiver) = tokio::sync::mpsc::channel::<String>(64);
-    tokio::spawn(async move {
-        let (progress, mut updates) = tokio::sync::mpsc::channel::<String>(64);
-        let call = api.mcp.call(&name, args, Some(progress));
-        tokio::pin!(call);
-        let progress_line = |text: String| {
-            let line = serde_json::json!({"type": "line", "stream": "progress", "text": text});
-            format!("{line}\n")
-        };
-        loop {
-            tokio::select! {
-                biased;
-                Some(text) = updates.recv() => {
-                    if lines.send(progress_line(text)).await.is_err() {
-                        break;
-                    }
-                }
-                reply = &mut call => {
-                    // Progress that came just before the answer goes first.
-                    while let Ok(text) = updates.try_recv() {
-                        let _ = lines.send(progress_line(text)).await;
-                    }
-                    let mut body = reply.body();
-                    body["type"] = serde_json::json!("result");
-                    let _ = lines.send(format!("{body}\n")).await;
-                    break;
-                }
-                () = lines.closed() => break,
-            }
-        }
-    });
-    ndjson(receiver)
-}
-
-/// `GET /api/mcp`: each MCP server's state, error, stderr tail, tools and protocol version.
-async fn mcp_status(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
-    Json(api.mcp.status())
-}
-
-/// `GET /api/mcp/events`: NDJSON, one line per change (`status`, `tools_changed`, …) with the
-/// tools' version, so the page asks `/api/tools` again when an MCP server's tools change.
-async fn mcp_events(State(api): State<Arc<Api>>) -> Response {
-    let (lines, receiver) = tokio::sync::mpsc::channel::<String>(16);
-    let mut events = api.mcp.subscribe();
-    tokio::spawn(async move {
-        let hello = serde_json::json!({"type": "hello", "tools_version": api.mcp.tools_version()});
-        if lines.send(format!("{hello}\n")).await.is_err() {
-            return;
-        }
-        loop {
-            let line = tokio::select! {
-                event = events.recv() => match event {
-                    Ok(event) => serde_json::json!({"type": event.name(), "tools_version": api.mcp.tools_version()}),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => serde_json::json!({"type": "status", "tools_version": api.mcp.tools_version()}),
-                    Err(_) => break,
-                },
-                () = tokio::time::sleep(Duration::from_secs(15)) => serde_json::json!({"type": "ping"}),
-                () = lines.closed() => break,
-            };
-            if lines.send(format!("{line}\n")).await.is_err() {
-                break;
-            }
-        }
-    });
-    let mut response = ndjson(receiver);
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
-async fn mcp_resources(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
-    Json(serde_json::json!({"resources": api.mcp.resources().await}))
-}
-
-async fn mcp_prompts(State(api): State<Arc<Api>>) -> Json<serde_json::Value> {
-    Json(serde_json::json!({"prompts": api.mcp.prompts().await}))
-}
-
-fn str_field<'a>(value: &'a serde_json::Value, key: &str) -> Result<&'a str, Response> {
-    value.get(key).and_then(|v| v.as_str()).ok_or_else(|| {
-        json_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_arguments",
-            &format!("`{key}` (a string) is required"),
-        )
-    })
-}
-
-fn mcp_answer(answer: Result<serde_json::Value, (u16, String)>) -> Response {
-    match answer {
-        Ok(value) => Json(value).into_response(),
-        Err((status, message)) => json_error(
-            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
-            "mcp_error",
-            &message,
-        ),
-    }
-}
-
-/// `POST /api/mcp/resources/read {server, uri}`: the resource's text, to attach to a message.
-async fn mcp_read_resource(State(api): State<Arc<Api>>, body: Bytes) -> Response {
-    let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            "the body is not JSON",
-        );
-    };
-    let (server, uri) = match (str_field(&request, "server"), str_field(&request, "uri")) {
-        (Ok(server), Ok(uri)) => (server, uri),
-        (Err(e), _) | (_, Err(e)) => return e,
-    };
-    mcp_answer(api.mcp.read_resource(server, uri).await)
-}
-
-/// `POST /api/mcp/prompts/get {server, name, arguments}`: the prompt's messages as text.
-async fn mcp_get_prompt(State(api): State<Arc<Api>>, body: Bytes) -> Response {
-    let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            "the body is not JSON",
-        );
-    };
-    let (server, name) = match (str_field(&request, "server"), str_field(&request, "name")) {
-        (Ok(server), Ok(name)) => (server, name),
-        (Err(e), _) | (_, Err(e)) => return e,
-    };
-    let arguments = request
-        .get("arguments")
-        .and_then(|a| a.as_object())
-        .cloned()
-        .unwrap_or_default();
-    mcp_answer(api.mcp.get_prompt(server, name, arguments).await)
 }
 
 /// Stops the MCP servers when `serve` returns, however it returns.

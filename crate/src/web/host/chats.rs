@@ -1,0 +1,83 @@
+//! `Palaver`'s stored chats: listed, created, renamed and deleted (a deletion another tab or a
+//! synced device learns of).
+
+use super::*;
+
+#[wasm_bindgen(js_class = Palaver)]
+impl Host {
+    /// Stored chats: `[{id, title, message_count, updated_at, parent_id, root_chat_id, link_type}]`,
+    /// newest first (a subagent's chat names its parent and root).
+    #[wasm_bindgen(js_name = listChats, unchecked_return_type = "Promise<ChatSummary[]>")]
+    pub fn list_chats(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let db = shared.borrow().db.clone();
+            let tx = idb::read_transaction(&db)?;
+            let all = idb::request_done(&idb::store(&tx, idb::CHATS)?.get_all()?).await?;
+            let mut chats: Vec<Value> = js_sys::Array::from(&all)
+                .iter()
+                .filter_map(|c| idb::from_js(&c))
+                .map(|c| chat_list::summary(&c))
+                .collect();
+            chats.sort_by(|a, b| {
+                b["updated_at"]
+                    .as_f64()
+                    .partial_cmp(&a["updated_at"].as_f64())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            Ok(to_js(&chats))
+        })
+    }
+
+    /// A new empty chat; resolves to its id once stored.
+    #[wasm_bindgen(js_name = createChat, unchecked_return_type = "Promise<string>")]
+    pub fn create_chat(&self, title: Option<String>) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
+            let title = title.unwrap_or_default();
+            let record = json!({"id": id, "title": title, "thread": {"title": title}, "message_count": 0, "version": 0, "updated_at": now()});
+            let db = shared.borrow().db.clone();
+            let tx = idb::write_transaction(&db)?;
+            idb::store(&tx, idb::CHATS)?.put(&idb::to_js(&record)?)?;
+            idb::transaction_done(&tx).await?;
+            shared.borrow_mut().chats.insert(id.clone(), record.clone());
+            chat_list::changed(&shared, &[record], &[]);
+            Ok(JsValue::from_str(&id))
+        })
+    }
+
+    /// Renames a chat (a `set_params` of its title, saved like any change).
+    #[wasm_bindgen(js_name = renameChat, unchecked_return_type = "EventEnvelope[]")]
+    pub fn rename_chat(&self, chat_id: String, title: String) -> Result<JsValue, JsValue> {
+        let command = json!({"type": "set_params", "patch": {"title": title}});
+        self.send(chat_id, to_js(&command))
+    }
+
+    /// Removes a chat and its messages from the engine and IndexedDB.
+    #[wasm_bindgen(js_name = deleteChat, unchecked_return_type = "Promise<void>")]
+    pub fn delete_chat(&self, chat_id: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            handle(
+                &shared,
+                Input::CloseChat {
+                    chat_id: chat_id.clone(),
+                },
+            );
+            let db = shared.borrow().db.clone();
+            let tx = idb::write_transaction(&db)?;
+            if sync::enabled(&shared) {
+                sync::removing_chat(&shared, &tx, &chat_id).await?;
+            }
+            idb::store(&tx, idb::MESSAGES)?.delete(&idb::messages_of(&chat_id)?)?;
+            idb::store(&tx, idb::CHATS)?.delete(&JsValue::from_str(&chat_id))?;
+            idb::transaction_done(&tx).await?;
+            shared.borrow_mut().chats.remove(&chat_id);
+            chat_files::deleted(&shared, &chat_id);
+            sync::local_change(&shared);
+            chat_list::changed(&shared, &[], std::slice::from_ref(&chat_id));
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+}

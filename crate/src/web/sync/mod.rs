@@ -1,0 +1,344 @@
+//! Issue 21: sync between devices through a CouchDB database — the browser side of
+//! `replication::Replicator`. The replicator decides; this module performs what it asks: the
+//! HTTP requests (with the user's Basic credentials, a `longpoll` aborted when a local change
+//! comes), the reads and writes of the sync stores beside the chats (`sync_revs`, `sync_outbox`),
+//! the checkpoint kept in `localStorage`, the timer, `online`/`offline`. A pulled change to a chat
+//! open here reaches its engine as `ReloadChat` once the chat is idle and saved.
+
+use super::idb;
+use super::shared::*;
+use super::tabs::ChatRole;
+use crate::engine::Input;
+use crate::replication::{
+    chat_doc, chat_doc_id, hash_hex, local_doc, message_doc, message_doc_id, LocalDoc, OutboxEntry,
+    Pulled, Pushed, Replicator, RevInfo, SyncEffect, SyncInput, SyncStatus,
+};
+use js_sys::{Function, Reflect};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{spawn_local, JsFuture};
+use web_sys::AbortController;
+
+mod http;
+mod records;
+
+use http::*;
+use records::*;
+
+/// What Settings → Sync gives: the server, the database, the credentials (never stored here).
+#[derive(Deserialize, Clone, Debug)]
+pub(super) struct SyncConfig {
+    pub url: String,
+    pub database: String,
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub password: String,
+}
+
+pub(super) struct SyncState {
+    replicator: Replicator,
+    /// The database's URL, ending in `/`.
+    db_url: String,
+    auth: Option<String>,
+    aborts: HashMap<u64, AbortController>,
+    /// Bumped by each `configure`: what an older replication's futures bring back is dropped.
+    generation: u64,
+    checkpoint_key: String,
+    /// Chats whose pulled changes wait for them to be idle and saved.
+    reload_later: BTreeSet<String>,
+}
+
+#[derive(Default)]
+pub(super) struct SyncHost {
+    pub(super) state: Option<SyncState>,
+    pub(super) listener: Option<Function>,
+    generation: u64,
+    online_hooked: bool,
+    mark: f64,
+}
+
+/// Whether saves record their changes for the replication.
+pub(super) fn enabled(shared: &Handle) -> bool {
+    shared.borrow().sync.state.is_some()
+}
+
+/// The outbox mark of the next change: increasing within this tab, distinct across tabs.
+pub(super) fn next_mark(shared: &Handle) -> f64 {
+    let mut s = shared.borrow_mut();
+    s.sync.mark = (s.sync.mark + 1.0).max(now() as f64 * 1000.0);
+    s.sync.mark
+}
+
+/// One outbox record: the document id and where its body lives.
+pub(super) fn outbox_record(
+    chat_id: &str,
+    message_id: Option<&str>,
+    mark: f64,
+) -> Result<JsValue, JsValue> {
+    let id = match message_id {
+        Some(m) => message_doc_id(chat_id, m),
+        None => chat_doc_id(chat_id),
+    };
+    idb::to_js(&json!({"id": id, "mark": mark, "chat_id": chat_id, "message_id": message_id}))
+}
+
+/// A chat removed here: its document and each message's are removed on the other devices too.
+pub(super) async fn removing_chat(
+    shared: &Handle,
+    tx: &web_sys::IdbTransaction,
+    chat_id: &str,
+) -> Result<(), JsValue> {
+    let keys = idb::request_done(
+        &idb::store(tx, idb::MESSAGES)?.get_all_keys_with_key(&idb::messages_of(chat_id)?)?,
+    )
+    .await?;
+    let outbox = idb::store(tx, idb::SYNC_OUTBOX)?;
+    let mark = next_mark(shared);
+    outbox.put(&outbox_record(chat_id, None, mark)?)?;
+    for key in js_sys::Array::from(&keys).iter() {
+        if let Some(message_id) = js_sys::Array::from(&key).get(1).as_string() {
+            outbox.put(&outbox_record(chat_id, Some(&message_id), mark)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts (or stops, with `None`) the replication; the status goes to the listener.
+pub(super) async fn configure(shared: &Handle, config: Option<SyncConfig>) -> Result<(), JsValue> {
+    stop(shared);
+    let Some(config) = config else {
+        emit_status(
+            shared,
+            &SyncStatus {
+                state: "off".into(),
+                ..SyncStatus::default()
+            },
+        );
+        return Ok(());
+    };
+    let db_url = database_url(&config)?;
+    let device = device_id();
+    let replication_id = format!(
+        "palaver-{}",
+        &hash_hex(&[device.as_bytes(), db_url.as_bytes()])[..20]
+    );
+    let db_name = shared.borrow().marker.clone();
+    let checkpoint_key = format!("palaver.sync.{db_name}.{replication_id}");
+    let checkpoint = local_storage_get(&checkpoint_key).and_then(|t| serde_json::from_str(&t).ok());
+    let seeded_key = format!("{checkpoint_key}.seeded");
+    let auth =
+        (!config.username.is_empty()).then(|| basic_auth(&config.username, &config.password));
+    let generation = {
+        let mut s = shared.borrow_mut();
+        s.sync.generation += 1;
+        let generation = s.sync.generation;
+        s.sync.state = Some(SyncState {
+            replicator: Replicator::new(&replication_id),
+            db_url,
+            auth,
+            aborts: HashMap::new(),
+            generation,
+            checkpoint_key,
+            reload_later: BTreeSet::new(),
+        });
+        generation
+    };
+    hook_online(shared);
+    if local_storage_get(&seeded_key).is_none() {
+        // Every chat this browser holds goes into the outbox once: the first push sends them.
+        seed_outbox(shared).await?;
+        local_storage_set(&seeded_key, "1");
+    }
+    if current(shared, generation) {
+        step(shared, generation, SyncInput::Start { checkpoint });
+    }
+    Ok(())
+}
+
+fn stop(shared: &Handle) {
+    let old = shared.borrow_mut().sync.state.take();
+    if let Some(old) = old {
+        for controller in old.aborts.values() {
+            controller.abort();
+        }
+    }
+}
+
+fn current(shared: &Handle, generation: u64) -> bool {
+    shared
+        .borrow()
+        .sync
+        .state
+        .as_ref()
+        .is_some_and(|s| s.generation == generation)
+}
+
+fn hook_online(shared: &Handle) {
+    if shared.borrow().sync.online_hooked {
+        return;
+    }
+    shared.borrow_mut().sync.online_hooked = true;
+    let Ok(window) = js_sys::global().dyn_into::<web_sys::Window>() else {
+        return;
+    };
+    for (event, online) in [("online", true), ("offline", false)] {
+        let shared = shared.clone();
+        let callback = Closure::<dyn FnMut()>::new(move || {
+            let generation = shared.borrow().sync.state.as_ref().map(|s| s.generation);
+            if let Some(generation) = generation {
+                step(&shared, generation, SyncInput::Online { online });
+            }
+        });
+        let _ = window.add_event_listener_with_callback(event, callback.as_ref().unchecked_ref());
+        callback.forget();
+    }
+}
+
+/// A save (or a removal) changed the outbox: push soon.
+pub(super) fn local_change(shared: &Handle) {
+    let generation = shared.borrow().sync.state.as_ref().map(|s| s.generation);
+    if let Some(generation) = generation {
+        step(shared, generation, SyncInput::LocalChange);
+    }
+}
+
+/// Starts again from the checkpoint (after a stop, or when the user asks).
+pub(super) fn restart(shared: &Handle) {
+    let found = shared
+        .borrow()
+        .sync
+        .state
+        .as_ref()
+        .map(|s| (s.generation, s.checkpoint_key.clone()));
+    if let Some((generation, key)) = found {
+        let checkpoint = local_storage_get(&key).and_then(|t| serde_json::from_str(&t).ok());
+        step(shared, generation, SyncInput::Start { checkpoint });
+    }
+}
+
+pub(super) fn status(shared: &Handle) -> SyncStatus {
+    shared
+        .borrow()
+        .sync
+        .state
+        .as_ref()
+        .map(|s| s.replicator.status().clone())
+        .unwrap_or_else(|| SyncStatus {
+            state: "off".into(),
+            ..SyncStatus::default()
+        })
+}
+
+fn emit_status(shared: &Handle, status: &SyncStatus) {
+    emit(shared, &json!({"type": "status", "status": status}));
+}
+
+fn emit(shared: &Handle, value: &Value) {
+    let listener = shared.borrow().sync.listener.clone();
+    if let Some(listener) = listener {
+        let _ = listener.call1(&JsValue::NULL, &to_js(value));
+    }
+}
+
+/// One input to the replicator, and its effects performed.
+fn step(shared: &Handle, generation: u64, input: SyncInput) {
+    if !current(shared, generation) || shared.borrow().closed {
+        return;
+    }
+    let effects = {
+        let mut s = shared.borrow_mut();
+        let Some(state) = s.sync.state.as_mut() else {
+            return;
+        };
+        state.replicator.handle(now(), input)
+    };
+    for effect in effects {
+        perform(shared, generation, effect);
+    }
+}
+
+fn perform(shared: &Handle, generation: u64, effect: SyncEffect) {
+    let shared = shared.clone();
+    match effect {
+        SyncEffect::Http(request) => spawn_local(async move {
+            let id = request.id;
+            let input = match http(&shared, request).await {
+                Ok((status, body)) => SyncInput::Reply { id, status, body },
+                Err(reason) => SyncInput::Failed { id, reason },
+            };
+            if let Some(state) = shared.borrow_mut().sync.state.as_mut() {
+                state.aborts.remove(&id);
+            }
+            step(&shared, generation, input);
+        }),
+        SyncEffect::Abort { id } => {
+            let controller = shared
+                .borrow_mut()
+                .sync
+                .state
+                .as_mut()
+                .and_then(|s| s.aborts.remove(&id));
+            if let Some(controller) = controller {
+                controller.abort();
+            }
+        }
+        SyncEffect::ReadOutbox { limit } => spawn_local(async move {
+            let input = match read_outbox(&shared, limit).await {
+                Ok(entries) => SyncInput::Outbox { entries },
+                Err(e) => storage_failed(e),
+            };
+            step(&shared, generation, input);
+        }),
+        SyncEffect::ReadKnown { ids } => spawn_local(async move {
+            let input = match read_known(&shared, &ids).await {
+                Ok((known, pending)) => SyncInput::Known { known, pending },
+                Err(e) => storage_failed(e),
+            };
+            step(&shared, generation, input);
+        }),
+        SyncEffect::Store { pulled, pushed } => spawn_local(async move {
+            match store(&shared, &pulled, &pushed).await {
+                Ok(changed) => {
+                    step(&shared, generation, SyncInput::Stored);
+                    if !changed.chats.is_empty() || !changed.deleted.is_empty() {
+                        after_pull(&shared, generation, changed).await;
+                    }
+                }
+                Err(e) => {
+                    let input = storage_failed(e);
+                    step(&shared, generation, input);
+                }
+            }
+        }),
+        SyncEffect::Checkpoint { last_seq } => {
+            let key = shared
+                .borrow()
+                .sync
+                .state
+                .as_ref()
+                .map(|s| s.checkpoint_key.clone());
+            if let Some(key) = key {
+                local_storage_set(&key, &last_seq.to_string());
+            }
+        }
+        SyncEffect::Wake { at } => {
+            let delay = u32::try_from(at.saturating_sub(now())).unwrap_or(u32::MAX);
+            gloo_timers::callback::Timeout::new(delay, move || {
+                step(&shared, generation, SyncInput::Tick);
+            })
+            .forget();
+        }
+        SyncEffect::Status(status) => emit_status(&shared, &status),
+    }
+}
+
+/// A local storage failure during sync: shown, and retried like a server failure.
+fn storage_failed(error: JsValue) -> SyncInput {
+    SyncInput::LocalFailed {
+        reason: describe(error),
+    }
+}

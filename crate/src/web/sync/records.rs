@@ -1,0 +1,317 @@
+//! Sync's stores beside the chats: the outbox (seeded on the first start, read in batches), the
+//! revisions known here, what a pull stores (chats and messages, in one transaction with the
+//! revisions), and the open chats reloaded once a pull changed them.
+
+use super::*;
+
+/// Every chat and message of this browser into the outbox (sync's first start here).
+pub(super) async fn seed_outbox(shared: &Handle) -> Result<(), JsValue> {
+    let db = shared.borrow().db.clone();
+    let tx = idb::write_transaction(&db)?;
+    let chat_keys = idb::request_done(&idb::store(&tx, idb::CHATS)?.get_all_keys()?).await?;
+    let message_keys = idb::request_done(&idb::store(&tx, idb::MESSAGES)?.get_all_keys()?).await?;
+    let outbox = idb::store(&tx, idb::SYNC_OUTBOX)?;
+    for key in js_sys::Array::from(&chat_keys).iter() {
+        if let Some(chat_id) = key.as_string() {
+            outbox.put(&outbox_record(&chat_id, None, next_mark(shared))?)?;
+        }
+    }
+    for key in js_sys::Array::from(&message_keys).iter() {
+        let pair = js_sys::Array::from(&key);
+        if let (Some(chat_id), Some(message_id)) =
+            (pair.get(0).as_string(), pair.get(1).as_string())
+        {
+            outbox.put(&outbox_record(
+                &chat_id,
+                Some(&message_id),
+                next_mark(shared),
+            )?)?;
+        }
+    }
+    idb::transaction_done(&tx).await
+}
+
+#[derive(Deserialize)]
+pub(super) struct OutboxRow {
+    id: String,
+    mark: f64,
+    chat_id: String,
+    #[serde(default)]
+    message_id: Option<String>,
+}
+
+/// The outbox's first `limit` entries with their bodies as stored now and what is known of them.
+pub(super) async fn read_outbox(
+    shared: &Handle,
+    limit: usize,
+) -> Result<Vec<OutboxEntry>, JsValue> {
+    let db = shared.borrow().db.clone();
+    let tx = idb::read_transaction(&db)?;
+    let rows = idb::request_done(
+        &idb::store(&tx, idb::SYNC_OUTBOX)?
+            .get_all_with_key_and_limit(&JsValue::NULL, limit as u32)?,
+    )
+    .await?;
+    let rows: Vec<OutboxRow> = idb::from_js(&rows)
+        .and_then(|v| serde_json::from_value(v).ok())
+        .ok_or_else(|| error("StorageError", "an outbox record of sync is malformed"))?;
+    let (chats, messages, revs) = (
+        idb::store(&tx, idb::CHATS)?,
+        idb::store(&tx, idb::MESSAGES)?,
+        idb::store(&tx, idb::SYNC_REVS)?,
+    );
+    // All reads asked at once, then awaited: one round through IndexedDB.
+    let mut asked = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let body = match &row.message_id {
+            Some(m) => messages.get(&idb::message_key(&row.chat_id, m))?,
+            None => chats.get(&JsValue::from_str(&row.chat_id))?,
+        };
+        asked.push((body, revs.get(&JsValue::from_str(&row.id))?));
+    }
+    let mut entries = Vec::with_capacity(rows.len());
+    for (row, (body, known)) in rows.into_iter().zip(asked) {
+        let record = idb::from_js(&idb::request_done(&body).await?);
+        let known = idb::from_js(&idb::request_done(&known).await?)
+            .and_then(|v| serde_json::from_value::<RevInfo>(v).ok());
+        let body = record.map(|r| match &row.message_id {
+            Some(_) => message_doc(&r),
+            None => chat_doc(&row.chat_id, &r),
+        });
+        entries.push(OutboxEntry {
+            id: row.id,
+            mark: row.mark,
+            body,
+            known,
+        });
+    }
+    Ok(entries)
+}
+
+/// What is known of `ids`, and which of them have unpushed changes.
+pub(super) async fn read_known(
+    shared: &Handle,
+    ids: &[String],
+) -> Result<(HashMap<String, RevInfo>, Vec<String>), JsValue> {
+    let db = shared.borrow().db.clone();
+    let tx = idb::read_transaction(&db)?;
+    let (revs, outbox) = (
+        idb::store(&tx, idb::SYNC_REVS)?,
+        idb::store(&tx, idb::SYNC_OUTBOX)?,
+    );
+    let mut asked = Vec::with_capacity(ids.len());
+    for id in ids {
+        let key = JsValue::from_str(id);
+        asked.push((revs.get(&key)?, outbox.get_key(&key)?));
+    }
+    let mut known = HashMap::new();
+    let mut pending = Vec::new();
+    for (id, (rev, queued)) in ids.iter().zip(asked) {
+        if let Some(info) = idb::from_js(&idb::request_done(&rev).await?)
+            .and_then(|v| serde_json::from_value(v).ok())
+        {
+            known.insert(id.clone(), info);
+        }
+        let queued = idb::request_done(&queued).await?;
+        if !queued.is_undefined() && !queued.is_null() {
+            pending.push(id.clone());
+        }
+    }
+    Ok((known, pending))
+}
+
+#[derive(Default)]
+pub(super) struct Changed {
+    pub(super) chats: BTreeSet<String>,
+    pub(super) deleted: BTreeSet<String>,
+}
+
+/// Pulled documents into the chats' stores and pushed ones recorded — one transaction.
+pub(super) async fn store(
+    shared: &Handle,
+    pulled: &[Pulled],
+    pushed: &[Pushed],
+) -> Result<Changed, JsValue> {
+    let db = shared.borrow().db.clone();
+    let tx = idb::write_transaction(&db)?;
+    let (chats, messages, revs, outbox) = (
+        idb::store(&tx, idb::CHATS)?,
+        idb::store(&tx, idb::MESSAGES)?,
+        idb::store(&tx, idb::SYNC_REVS)?,
+        idb::store(&tx, idb::SYNC_OUTBOX)?,
+    );
+    let mut changed = Changed::default();
+    let mut chat_docs: HashMap<String, Value> = HashMap::new();
+    for p in pulled {
+        revs.put(&rev_record(&p.id, &p.info)?)?;
+        if p.doc.is_null() {
+            continue;
+        }
+        match local_doc(&p.doc) {
+            Some(LocalDoc::Message {
+                chat_id,
+                message_id,
+                record,
+            }) => {
+                match record {
+                    Some(record) => messages.put(&idb::to_js(&record)?)?,
+                    None => messages.delete(&idb::message_key(&chat_id, &message_id))?,
+                };
+                changed.chats.insert(chat_id);
+            }
+            Some(LocalDoc::Chat {
+                chat_id,
+                fields: None,
+            }) => {
+                chats.delete(&JsValue::from_str(&chat_id))?;
+                messages.delete(&idb::messages_of(&chat_id)?)?;
+                changed.deleted.insert(chat_id);
+            }
+            Some(LocalDoc::Chat {
+                chat_id,
+                fields: Some(fields),
+            }) => {
+                changed.chats.insert(chat_id.clone());
+                chat_docs.insert(chat_id, fields);
+            }
+            None => {}
+        }
+    }
+    for chat_id in &changed.deleted {
+        changed.chats.remove(chat_id);
+    }
+    // Each changed chat's record: the pulled thread and title, its message count recounted.
+    for chat_id in &changed.chats {
+        let stored = idb::request_done(&chats.get(&JsValue::from_str(chat_id))?).await?;
+        let mut record = idb::from_js(&stored).unwrap_or_else(
+            || json!({"id": chat_id, "thread": {}, "title": "", "updated_at": now()}),
+        );
+        if let Some(body) = chat_docs.get(chat_id) {
+            // What steers the agent never comes from another device's document (SECURITY F2).
+            record["thread"] = crate::thread::from_outside(&body["thread"], &record["thread"]);
+            record["title"] = body["title"].clone();
+            record["updated_at"] = body["updated_at"].clone();
+        }
+        let count = idb::request_done(
+            &messages
+                .index(idb::BY_POSITION)?
+                .count_with_key(&idb::positions_of(chat_id)?)?,
+        )
+        .await?;
+        record["message_count"] = json!(count.as_f64().unwrap_or(0.0));
+        chats.put(&idb::to_js(&record)?)?;
+        shared.borrow_mut().chats.insert(chat_id.clone(), record);
+    }
+    for p in pushed {
+        revs.put(&rev_record(&p.id, &p.info)?)?;
+        let entry = idb::request_done(&outbox.get(&JsValue::from_str(&p.id))?).await?;
+        let mark = Reflect::get(&entry, &"mark".into())
+            .ok()
+            .and_then(|m| m.as_f64());
+        if mark == Some(p.mark) {
+            outbox.delete(&JsValue::from_str(&p.id))?;
+        }
+    }
+    idb::transaction_done(&tx).await?;
+    for chat_id in &changed.deleted {
+        shared.borrow_mut().chats.remove(chat_id);
+    }
+    let records: Vec<Value> = {
+        let s = shared.borrow();
+        changed
+            .chats
+            .iter()
+            .filter_map(|id| s.chats.get(id).cloned())
+            .collect()
+    };
+    let deleted: Vec<String> = changed.deleted.iter().cloned().collect();
+    crate::web::chat_list::changed(shared, &records, &deleted);
+    Ok(changed)
+}
+
+pub(super) fn rev_record(id: &str, info: &RevInfo) -> Result<JsValue, JsValue> {
+    let mut value =
+        serde_json::to_value(info).map_err(|e| error("StorageError", &e.to_string()))?;
+    value["id"] = json!(id);
+    idb::to_js(&value)
+}
+
+/// Pulled changes reach the page: the chat list refreshes, open chats take them (now if idle and
+/// saved, else when they are), a chat removed elsewhere closes.
+pub(super) async fn after_pull(shared: &Handle, generation: u64, changed: Changed) {
+    for chat_id in &changed.deleted {
+        if shared.borrow().engine.session(chat_id).is_some() {
+            handle(
+                shared,
+                Input::CloseChat {
+                    chat_id: chat_id.clone(),
+                },
+            );
+        }
+    }
+    if let Some(state) = shared.borrow_mut().sync.state.as_mut() {
+        state.reload_later.extend(changed.chats.iter().cloned());
+    }
+    emit(
+        shared,
+        &json!({"type": "changed", "chats": changed.chats, "deleted": changed.deleted}),
+    );
+    reload_open_chats(shared, generation).await;
+}
+
+/// Open chats owned here with pulled changes take them when idle and saved; the rest wait.
+pub(super) async fn reload_open_chats(shared: &Handle, generation: u64) {
+    let waiting: Vec<String> = match shared.borrow().sync.state.as_ref() {
+        Some(state) if state.generation == generation => {
+            state.reload_later.iter().cloned().collect()
+        }
+        _ => return,
+    };
+    let mut still = BTreeSet::new();
+    for chat_id in waiting {
+        let owned = {
+            let s = shared.borrow();
+            s.engine.session(&chat_id).is_some()
+                && !matches!(s.roles.get(&chat_id), Some(ChatRole::Follower { .. }))
+        };
+        if !owned {
+            continue;
+        }
+        let ready = shared
+            .borrow()
+            .engine
+            .session(&chat_id)
+            .is_some_and(|s| s.can_reload().is_ok());
+        if !ready {
+            still.insert(chat_id);
+            continue;
+        }
+        match crate::web::storage::load_trajectory(shared, &chat_id).await {
+            Ok((trajectory, stored)) => {
+                let step = handle(
+                    shared,
+                    Input::ReloadChat {
+                        chat_id: chat_id.clone(),
+                        trajectory,
+                        stored: Some(stored),
+                    },
+                );
+                if !step.errors.is_empty() {
+                    still.insert(chat_id);
+                }
+            }
+            Err(e) => web_sys::console::warn_2(&"palaver: sync could not reload a chat".into(), &e),
+        }
+    }
+    let again = !still.is_empty();
+    if let Some(state) = shared.borrow_mut().sync.state.as_mut() {
+        state.reload_later = still;
+    }
+    if again {
+        let shared = shared.clone();
+        gloo_timers::callback::Timeout::new(1000, move || {
+            spawn_local(async move { reload_open_chats(&shared, generation).await });
+        })
+        .forget();
+    }
+}
