@@ -65,14 +65,27 @@ try {
   // Then a 10 000-message save, and the renderer dies while it is being written.
   // importChat resolves only once the chat is stored, so it is not awaited: its save starts in
   // the same task (parse, restore, save effect) and is under way when the browser dies.
+  // A probe tells "rolled back" from "never started": a read of the messages store opened after
+  // the save's write transaction waits until that transaction ends (IndexedDB orders them), so a
+  // probe still pending when the browser dies proves the write was under way.
   await page.evaluate(async () => {
     const messages = Array.from({ length: 10000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `message ${i} `.padEnd(200, 'x') }));
     window.palaver.importChat(JSON.stringify(messages)).catch(() => {});
+    window.probe = 'not opened';
     await new Promise((r) => setTimeout(r, 0));
+    const open = indexedDB.open('crash-test');
+    open.onsuccess = () => {
+      const count = open.result.transaction('messages', 'readonly').objectStore('messages').count();
+      window.probe = 'pending';
+      count.onsuccess = () => { window.probe = `read ${count.result}`; };
+    };
   });
+  await page.waitForFunction(() => window.probe !== 'not opened', null, { timeout: 5_000 }).catch(() => {});
   // Kill the browser outright (SIGKILL, as a crash or an OOM kill would), mid-transaction.
   await new Promise((r) => setTimeout(r, 40));
+  const probe = await page.evaluate(() => window.probe);
   const killed = await killProfileProcesses(profile);
+  check(probe === 'pending', `the 10 000-message save was being written when the browser died (a read queued behind it: ${probe})`);
   check(killed > 0, `the browser was killed mid-save (${killed} processes)`);
   await context.close().catch(() => {});
   context = await launch();
@@ -84,9 +97,10 @@ try {
     const chats = await window.palaver.listChats();
     const count = async (id) => (id ? (await window.palaver.openChat(id)).messages.length : 0);
     const bigId = chats.find((c) => c.id !== smallId)?.id;
-    return { small: chats.some((c) => c.id === smallId) ? await count(smallId) : 0, big: await count(bigId), chats: chats.length };
+    const smallText = chats.some((c) => c.id === smallId) ? (await window.palaver.openChat(smallId)).messages.map((m) => m.content).join('|') : '';
+    return { small: chats.some((c) => c.id === smallId) ? await count(smallId) : 0, smallText, big: await count(bigId), chats: chats.length };
   }, small.id);
-  check(after.small === 1, `the acknowledged chat survived the crash (${after.small} message)`);
+  check(after.small === 1 && after.smallText === 'saved before the crash', `the acknowledged chat survived the crash, word for word (${after.small} message: ${after.smallText})`);
   check(after.chats <= 2 && (after.big === 0 || after.big === 10000), `the interrupted save is all or nothing (${after.big} of 10000 messages)`);
   console.log(`B2: after the crash the big chat has ${after.big} messages (${after.big ? 'committed before the crash' : 'rolled back'})`);
 } finally {
