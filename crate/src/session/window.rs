@@ -84,8 +84,14 @@ impl ChatSession {
         let fixed = crate::request::fixed_chars(system_prompt, tools) as u64 / 4;
         let over = estimated.saturating_sub(budget).max(1);
         format!(
-            "Your message is too long for this model: with what must go with it, it needs about {estimated} tokens, and the {n_ctx}-token window leaves {budget} ({output} are kept for the answer, {fixed} for the instructions and tools). Remove about {over} tokens (≈ {} characters), or raise the window or lower \"Max output tokens\" in Settings.",
-            over * 4
+            "Your message is too long for this model: with what must go with it, it needs about {} tokens, and the {}-token window leaves {} ({} are kept for the answer, {} for the instructions and tools). Remove about {} tokens (≈ {} characters), or raise the window or lower \"Max output tokens\" in Settings.",
+            grouped(estimated),
+            grouped(n_ctx),
+            grouped(budget),
+            grouped(output),
+            grouped(fixed),
+            grouped(over),
+            grouped(over * 4)
         )
     }
 }
@@ -135,4 +141,17 @@ impl ChatSession {
         marker.mark_ui_only();
         self.push_message(marker);
     }
+}
+
+/// `9532` → `9,532`: the numbers a person reads, grouped as the page groups them.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

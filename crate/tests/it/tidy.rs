@@ -401,15 +401,30 @@ fn every_file_is_within_its_size_budget() {
     rust_files(&src_dir(), &mut files);
     let mut page = Vec::new();
     web_files(&root.join("www"), &root.join("www"), &mut page);
-    files.extend(page.iter().filter(|f| f.ends_with(".js")).map(|f| root.join("www").join(f)));
+    files.extend(
+        page.iter()
+            .filter(|f| f.ends_with(".js"))
+            .map(|f| root.join("www").join(f)),
+    );
     let mut over = Vec::new();
     for path in files {
-        let lines = fs::read_to_string(&path).unwrap_or_default().lines().count();
+        let lines = fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .count();
         let text = path.to_string_lossy().replace('\\', "/");
-        let budget = if text.contains("/src/web/") || text.contains("/www/") { 400 } else { 600 };
+        let budget = if text.contains("/src/web/") || text.contains("/www/") {
+            400
+        } else {
+            600
+        };
         if lines > budget {
             over.push(format!("{text}: {lines} lines (budget {budget})"));
         }
     }
-    assert!(over.is_empty(), "files over their size budget:\n{}", over.join("\n"));
+    assert!(
+        over.is_empty(),
+        "files over their size budget:\n{}",
+        over.join("\n")
+    );
 }

@@ -142,7 +142,7 @@ fn a_refusals_window_is_learned_exactly_every_time_and_its_count_scales_the_esti
             && said["message"]
                 .as_str()
                 .unwrap_or("")
-                .contains("4096-token window"),
+                .contains("4,096-token window"),
         "{said}"
     );
     // A shorter message; the server refuses again with the same window: it stays 4 096 (not ¾).

@@ -1,0 +1,151 @@
+// A real local server, as a person meets it: llama.cpp's own `llama-server` (built from the PyPI
+// sdist, `scripts/lib.sh ensure_llama_server`) running SmolLM2-135M with a 4,096-token window,
+// set up in Settings as an OpenAI-compatible provider through the real `palaver serve`.
+// Checks what a person sees and what the server was asked:
+// - the window comes from the server (`/props`), not a name table: Settings show 4,096 as what
+//   the server says, and every request carries an answer limit (no more 55 s of junk);
+// - an answer comes, labelled with the model the server says answered;
+// - a plain-chat provider ("chat only") gets no tools and answers a factual question;
+// - a window typed too large is corrected by the server's refusal: the page says so once, keeps
+//   4,096 in Settings, and a message that cannot fit even alone is refused with how much to remove.
+// node tests/browser/llama.mjs   (after build_pkg, ensure_default_model, ensure_llama_server, cargo build)
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { createServer, request as httpRequest } from 'node:http';
+import { spawn } from 'node:child_process';
+import { check, failed, watchdog, startServe, launch, tempDir, cleanup } from './harness.mjs';
+import { person } from './person.mjs';
+
+watchdog(600, 'the llama.cpp server test');
+const cache = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
+const MODELS = process.env.PALAVER_MODELS ?? join(cache, 'palaver', 'models');
+const SERVER = process.env.PALAVER_LLAMA_SERVER;
+if (!SERVER) throw new Error('PALAVER_LLAMA_SERVER names the llama-server binary (scripts/test.sh sets it)');
+
+/** A free port on 127.0.0.1 (llama-server takes a port, not 0). */
+async function freePort() {
+  const probe = createServer();
+  await new Promise((ok) => probe.listen(0, '127.0.0.1', ok));
+  const { port } = probe.address();
+  await new Promise((ok) => probe.close(ok));
+  return port;
+}
+const llamaPort = await freePort();
+// llama-server logs on stderr; it is ready when it says it listens. One slot: the whole window.
+const llama = spawn(SERVER, ['-m', join(MODELS, 'SmolLM2-135M-Instruct.Q4_1.gguf'), '-c', '4096', '-np', '1', '--host', '127.0.0.1', '--port', String(llamaPort), '-t', '2'],
+  { stdio: ['ignore', 'ignore', 'pipe'] });
+process.on('exit', () => llama.kill('SIGKILL'));
+await new Promise((ok, fail) => {
+  let log = '';
+  llama.stderr.on('data', (chunk) => {
+    log += chunk;
+    if (/listening on http/.test(log)) ok();
+  });
+  llama.on('exit', (code) => fail(new Error(`llama-server exited (${code}): ${log.slice(-400)}`)));
+});
+
+// A recording front of llama-server: what the page asked is kept (a person cannot see request
+// bodies; the server's log is where an operator would look), everything passes through unchanged.
+const asked = [];
+const reported = [];
+const front = createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    if (req.method === 'POST') asked.push({ path: req.url, body: JSON.parse(body.toString() || 'null') });
+    const upstream = httpRequest({ host: '127.0.0.1', port: llamaPort, path: req.url, method: req.method, headers: { ...req.headers, host: `127.0.0.1:${llamaPort}` } }, (answer) => {
+      res.writeHead(answer.statusCode, answer.headers);
+      // The model the server says answered (the first `"model"` of its stream).
+      answer.on('data', (chunk) => {
+        const named = /"model":"([^"]+)"/.exec(chunk.toString());
+        if (named && !reported.length) reported.push(named[1]);
+      });
+      answer.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    upstream.end(body);
+  });
+});
+await new Promise((ok) => front.listen(0, '127.0.0.1', ok));
+const baseUrl = `http://127.0.0.1:${front.address().port}/v1`;
+
+const workspace = await tempDir('palaver-llama-ws-');
+const profile = await tempDir('palaver-llama-');
+const serve = await startServe(workspace);
+const context = await launch(profile);
+const page = await context.newPage();
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(e.message));
+const you = person(page);
+
+try {
+  await page.goto(serve.printed);
+  await you.setProvider({ baseUrl, model: 'smollm2', key: '' });
+
+  // The window as the server says it: Settings show 4,096 from the server, nothing typed.
+  await you.openSettings('provider');
+  const windowField = page.getByTestId('provider-n-ctx');
+  await page.waitForFunction(() => /4,096/.test(document.querySelector('[data-testid=provider-n-ctx]')?.placeholder ?? ''), null, { timeout: 10_000 }).catch(() => {});
+  const placeholder = await windowField.getAttribute('placeholder');
+  check(/4,096/.test(placeholder ?? '') && (await windowField.inputValue()) === '', `Settings show the server's window, 4,096, not a name table's (${placeholder})`);
+  const limitPlaceholder = await page.getByTestId('provider-max-tokens').getAttribute('placeholder');
+  check(/\d/.test(limitPlaceholder ?? ''), `the answer limit used by default is shown (${limitPlaceholder})`);
+  await you.click('cancel-settings');
+
+  // An answer comes, within an answer limit; labelled with what the server says answered.
+  const sent = Date.now();
+  await you.ask('What is the capital of France? Answer in one word.', 1, 120_000);
+  const seconds = (Date.now() - sent) / 1000;
+  const first = asked.find((r) => r.path.endsWith('/chat/completions'));
+  const limit = first?.body?.max_tokens ?? first?.body?.max_completion_tokens;
+  check(Number.isInteger(limit) && limit > 0 && limit <= 2048, `the request carries an answer limit within the window (max_tokens ${limit})`);
+  console.log(`llama-server answered in ${seconds.toFixed(1)} s`);
+  // The header names the model the chat asks next; each answer names the one that answered.
+  // (the label is drawn beside the text from the message's `data-label`)
+  const label = (await page.locator('[data-testid=message][data-role=assistant]').last().getAttribute('data-label')) ?? '';
+  const named = reported[0] ?? '';
+  check(named.length > 0 && label.includes(`Assistant · ${named.split('/').pop()}`), `the answer is labelled with the model the server named (${label}; the server said ${named})`);
+
+  // Chat only: no tools, a short prompt; the small model answers the question.
+  await you.openSettings('provider');
+  await you.check('provider-plain-chat');
+  await you.type('provider-temperature', '0');
+  await you.click('save-settings');
+  await you.click('new-chat');
+  const before = asked.length;
+  await you.ask('What is the capital of France?', 1, 120_000);
+  const plain = asked.slice(before).find((r) => r.path.endsWith('/chat/completions'))?.body;
+  check(plain && !plain.tools && (plain.messages?.[0]?.content ?? '').length < 600, `chat only: no tools, a short prompt (${plain?.tools?.length ?? 0} tools, ${(plain?.messages?.[0]?.content ?? '').length} prompt characters)`);
+  const answer = (await you.answers()).at(-1) ?? '';
+  check(/paris/i.test(answer), `and the small model answers it (${answer.slice(0, 80).replace(/\n/g, ' ')})`);
+
+  // A window typed too large: the server's refusal corrects it, once, and the page says so.
+  await you.openSettings('provider');
+  await you.type('provider-n-ctx', '32768');
+  await you.click('save-settings');
+  await you.click('new-chat');
+  const long = Array.from({ length: 1400 }, (_, i) => `note ${i} about the garden`).join('. ');
+  await you.send(long);
+  await page.getByTestId('status').filter({ hasText: /4,096/ }).waitFor({ timeout: 60_000 }).catch(() => {});
+  const said = await you.read('status');
+  check(/4,096/.test(said) && /32,768/.test(said), `the page says the server's window replaced the typed one (${said.slice(0, 160)})`);
+  const refused = await page.locator('[data-testid=message][data-role=error], [data-testid=error-notice]').allInnerTexts().catch(() => []);
+  const sentences = [said, ...refused].join(' ');
+  check(/remove|shorten/i.test(sentences) && !/The provider said/i.test(sentences), `a message that cannot fit even alone is refused in the app's own words, with how much to remove (${sentences.slice(0, 200)})`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'llama-window-learned.png') });
+  await you.openSettings('provider');
+  check(await page.getByTestId('provider-n-ctx').inputValue() === '4096', 'Settings now keep the server\'s window');
+  await you.click('cancel-settings');
+  check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
+} catch (error) {
+  check(false, `the llama.cpp journey went through (${error.message.split('\n')[0]})`);
+  await page.screenshot({ path: join(process.env.PALAVER_SHOTS ?? workspace, 'llama-failed.png') }).catch(() => {});
+} finally {
+  await context.close().catch(() => {});
+  front.close();
+  llama.kill('SIGKILL');
+  serve.child?.kill('SIGKILL');
+  await cleanup(workspace, profile);
+}
+process.exit(failed() ? 1 : 0);
