@@ -17,6 +17,19 @@ import { check, failed, watchdog, startServe, launch, tempDir, cleanup } from '.
 import { person } from './person.mjs';
 
 watchdog(600, 'the llama.cpp server test');
+/** Ten factual questions and what a right answer contains. */
+const QUESTIONS = [
+  ['What is the capital of France?', /paris/i],
+  ['What is the capital of Italy?', /rome/i],
+  ['What is the capital of Japan?', /tokyo/i],
+  ['What is the largest planet in the solar system?', /jupiter/i],
+  ['What colour is the sky on a clear day?', /blue/i],
+  ['How many days are there in a week?', /seven|\b7\b/i],
+  ['What is the chemical symbol for water?', /h2o|h₂o/i],
+  ['Which animal is known as the king of the jungle?', /lion/i],
+  ['What is the boiling point of water in degrees Celsius?', /\b100\b/i],
+  ['Who wrote Romeo and Juliet?', /shakespeare/i],
+];
 const cache = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
 const MODELS = process.env.PALAVER_MODELS ?? join(cache, 'palaver', 'models');
 const SERVER = process.env.PALAVER_LLAMA_SERVER;
@@ -119,6 +132,24 @@ try {
   check(plain && !plain.tools && (plain.messages?.[0]?.content ?? '').length < 600, `chat only: no tools, a short prompt (${plain?.tools?.length ?? 0} tools, ${(plain?.messages?.[0]?.content ?? '').length} prompt characters)`);
   const answer = (await you.answers()).at(-1) ?? '';
   check(/paris/i.test(answer), `and the small model answers it (${answer.slice(0, 80).replace(/\n/g, ' ')})`);
+
+  // The measurement of the two prompt profiles: the same 10 factual questions, temperature 0,
+  // sent with the agent profile's prompt and tools (the first request) and with chat only's.
+  const profiles = { agent: first?.body, 'chat only': plain };
+  const scores = {};
+  for (const [name, body] of Object.entries(profiles)) {
+    scores[name] = 0;
+    for (const [question, answerPattern] of QUESTIONS) {
+      const messages = [...body.messages.filter((m) => m.role === 'system'), { role: 'user', content: question }];
+      const reply = await fetch(`http://127.0.0.1:${llamaPort}/v1/chat/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...body, messages, stream: false, temperature: 0, max_tokens: 48 }),
+      }).then((r) => r.json()).catch(() => null);
+      if (answerPattern.test(reply?.choices?.[0]?.message?.content ?? '')) scores[name] += 1;
+    }
+  }
+  console.log(`SmolLM2-135M on llama-server, 10 factual questions at temperature 0: agent profile ${scores.agent}/10, chat only ${scores['chat only']}/10`);
+  check(scores['chat only'] >= scores.agent, `chat only answers at least as well as the agent profile (${scores['chat only']} vs ${scores.agent} of 10)`);
 
   // A window typed too large: the server's refusal corrects it, once, and the page says so.
   await you.openSettings('provider');
