@@ -61,7 +61,8 @@ async function checkStorage(palaver) {
 
 function registerServiceWorker() {
   if (!('serviceWorker' in navigator) || location.protocol === 'chrome-extension:') return;
-  navigator.serviceWorker.register(scriptUrl('sw.js')).catch((error) => console.warn('offline cache unavailable:', error.message));
+  // The list of files is checked on every update (pkg/shell.js), never from the HTTP cache.
+  navigator.serviceWorker.register(scriptUrl('sw.js'), { updateViaCache: 'none' }).catch((error) => console.warn('offline cache unavailable:', error.message));
   // Said once the worker holds the app's files (it is active only after they are all stored).
   navigator.serviceWorker.ready.then(() => { $('offline-ready').hidden = false; });
 }

@@ -1,21 +1,38 @@
-// The offline cache (SPEC §10): the app shell and pkg/ are cached on install; requests for them go
-// to the network first (so a deployed update takes effect on the next reload) and fall back to the
-// cache when the network is gone, so the app opens and past chats (in IndexedDB) are readable
-// offline. Provider streams, the proxy API and other origins are never touched. The cache name
-// carries a version; activating this worker deletes every other Palaver cache.
-// The file list and the version are generated with the wasm package (scripts/shell-list.mjs):
-// every file of www/ and pkg/'s bundle, the version a hash of their contents. The page's CSP
-// requires Trusted Types here too, hence the one policy, which allows only that script.
+// The offline cache (SPEC §10): the app shell and pkg/ are cached on install and served from the
+// cache first, so the app opens offline and past chats (in IndexedDB) are readable. Every file is
+// checked against the shell list's sha256 before it is kept: a file that does not match is never
+// cached, so whatever answers on the app's port while `palaver serve` is stopped cannot plant a page
+// at the app's origin (SECURITY F7). Only a navigation to the app's own page is answered with the
+// shell; a navigation elsewhere on the origin goes to the network and is never kept as the shell.
+// An update comes as a new list (pkg/shell.js changes, so this worker updates): the new version is
+// cached whole and checked before it takes over, and every other Palaver cache is deleted.
+// The list, the hashes and the version are generated with the wasm package (scripts/shell-list.mjs).
+// The page's CSP requires Trusted Types here too, hence the one policy, which allows only that script.
 const workerPolicy = self.trustedTypes?.createPolicy('palaver', {
   createScriptURL: (url) => (url === '../pkg/shell.js' ? url : ''),
 });
 importScripts(workerPolicy ? workerPolicy.createScriptURL('../pkg/shell.js') : '../pkg/shell.js');
-const { version: VERSION, files: SHELL, runtime: RUNTIME = [] } = self.palaverShell;
+const { version: VERSION, files: SHELL, runtime: RUNTIME = [], hashes: HASHES = {} } = self.palaverShell;
+/** Each file's expected sha256 by its URL. */
+const EXPECTED = new Map(Object.entries(HASHES).map(([path, hex]) => [new URL(path, self.location).href, hex]));
+const ROOT = new URL('./', self.location);
 /** Where the files loaded only on use live (llama.cpp in wasm for the model in the page). */
 const RUNTIME_PREFIX = new URL('../pkg/vendor/', self.location).pathname;
 
 self.addEventListener('install', (event) => {
-  event.waitUntil(caches.open(VERSION).then((cache) => cache.addAll(SHELL)).then(() => self.skipWaiting()));
+  // All or nothing: one file that does not match fails the install, and the old version stays.
+  event.waitUntil((async () => {
+    const cache = await caches.open(VERSION);
+    const files = await Promise.all(SHELL.map(async (path) => {
+      const url = new URL(path, self.location).href;
+      return [url, await verified(url)];
+    }));
+    for (const [url, response] of files) await cache.put(url, response);
+    await self.skipWaiting();
+  })().catch(async (error) => {
+    await caches.delete(VERSION);
+    throw error;
+  }));
 });
 
 self.addEventListener('activate', (event) => {
@@ -47,34 +64,48 @@ self.addEventListener('message', (event) => {
     const cache = await caches.open(VERSION);
     for (const path of RUNTIME) {
       const url = new URL(path, self.location).href;
-      if (!(await cache.match(url))) await cache.add(url).catch(() => {});
+      if (!(await cache.match(url))) await verified(url).then((response) => cache.put(url, response)).catch(() => {});
     }
     event.source?.postMessage({ type: 'runtime-cached' });
   })());
 });
 
-const shellUrls = new Set(SHELL.map((path) => new URL(path, self.location).href));
+/** `url` fetched from the network, if its bytes are the ones the shell list names. */
+async function verified(url) {
+  const response = await fetch(url, { cache: 'no-cache' });
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  const want = EXPECTED.get(url);
+  const digest = await crypto.subtle.digest('SHA-256', await response.clone().arrayBuffer());
+  const got = [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, '0')).join('');
+  if (!want || got !== want) throw new Error(`${url} does not match the shell list`);
+  return response;
+}
 
-function isShell(url) {
-  return shellUrls.has(url.origin + url.pathname) || url.pathname.startsWith(new URL('../pkg/', self.location).pathname);
+/** The cache key a request is answered from, or null when the worker leaves it alone. */
+function shellKey(request, url) {
+  if (request.mode === 'navigate') {
+    // Only the app's own page is the shell (a link to /icon.svg is not).
+    return url.pathname === ROOT.pathname || url.pathname === `${ROOT.pathname}index.html` ? ROOT.href : null;
+  }
+  const key = url.origin + url.pathname;
+  return EXPECTED.has(key) ? key : null;
 }
 
 self.addEventListener('fetch', (event) => {
   const request = event.request;
   const url = new URL(request.url);
   if (request.method !== 'GET' || url.origin !== self.location.origin) return;
-  if (request.mode !== 'navigate' && !isShell(url)) return;
+  const key = shellKey(request, url);
+  if (key === null) return;
   event.respondWith((async () => {
     const cache = await caches.open(VERSION);
-    const key = request.mode === 'navigate' ? new URL('./', self.location).href : url.origin + url.pathname;
-    try {
-      const response = await fetch(request);
-      if (response.ok) await cache.put(key, response.clone());
+    const cached = await cache.match(key);
+    if (cached) return cached;
+    // Not cached yet (a file loaded on use): kept only if it matches; otherwise the network's
+    // answer is shown as it would be without this worker, and never kept.
+    return verified(key).then(async (response) => {
+      await cache.put(key, response.clone());
       return response;
-    } catch (error) {
-      const cached = await cache.match(key);
-      if (cached) return cached;
-      throw error;
-    }
+    }, () => fetch(request));
   })());
 });

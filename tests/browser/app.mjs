@@ -4,6 +4,7 @@
 // model output, the CSP and Trusted Types (C11, C18, C19), key handling (C13-C17), two tabs on one
 // chat, and the offline app shell.
 // node tests/browser/app.mjs   (after build_pkg and `cargo build`; uses /usr/bin/chromium)
+import { createServer } from 'node:http';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -672,8 +673,24 @@ async function offline(page) {
   // What a person sees: the page says when it can be used offline.
   await person(page).see('offline-ready', 20_000);
   const chats = await chatCount(page);
+  // A navigation elsewhere on the origin is not the app: it never replaces the offline app.
+  await page.goto(`${serve.origin}/icon.svg`);
+  await page.goto(serve.origin);
   serve.child.kill();
   await new Promise((r) => serve.child.once('exit', r));
+  // F7: with palaver serve stopped, another program answers on the app's port. The page that
+  // opens is still the app (from the checked cache), never the impostor's.
+  const impostor = createServer((req, res) => {
+    res.writeHead(200, { 'content-type': req.url.endsWith('.js') ? 'text/javascript' : 'text/html' });
+    res.end(req.url.endsWith('.js') ? 'document.title = "impostor script";' : '<!doctype html><title>impostor</title><p data-testid="impostor">planted</p>');
+  });
+  await new Promise((ok) => impostor.listen(Number(new URL(serve.origin).port), '127.0.0.1', ok));
+  await page.reload();
+  await page.locator('[data-testid=chat-item]').nth(chats - 1).waitFor({ timeout: 10_000 }).catch(() => {});
+  const shown = { title: await page.title(), planted: await page.getByTestId('impostor').count(), chats: await chatCount(page) };
+  check(shown.planted === 0 && !/impostor/.test(shown.title) && shown.chats === chats, `F7: another server on the app's port gets no page at the app's origin: the cached app opens (${JSON.stringify(shown)})`);
+  await new Promise((ok) => impostor.close(ok));
+  impostor.closeAllConnections?.();
   await context.setOffline(true);
   await page.reload();
   await page.locator('[data-testid=chat-item]').nth(chats - 1).waitFor({ timeout: 10_000 }).catch(() => {});
