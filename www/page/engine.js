@@ -143,7 +143,11 @@ export function install(ctx) {
     configure,
     toolsChanged,
     neededAtStart,
-    defaults: () => loadModule().then(() => ({ prompt: Engine.defaultAgentPrompt(), rules: Engine.defaultToolRules(ctx.workspace.tools()) })),
+    defaults: () => loadModule().then(() => ({
+      prompt: Engine.defaultAgentPrompt(),
+      rules: Engine.defaultToolRules(ctx.workspace.tools()),
+      outputTokens: (nCtx, own) => Engine.defaultOutputTokens(nCtx, own),
+    })),
   };
   ctx.store.perform('load_engine', () => ensure().catch(() => {}));
 }

@@ -56,6 +56,12 @@ export default {
     model.addEventListener('change', () => fillWindow(view));
     q(view, 'provider-n-ctx').addEventListener('input', () => showOutputDefault(view));
     view.models = [];
+    // The default answer limit is the engine's rule, asked of it (the page does not restate it).
+    view.outputTokens = null;
+    ctx.engine.defaults().then(({ outputTokens }) => {
+      view.outputTokens = outputTokens;
+      showOutputDefault(view);
+    }).catch(() => {});
     return view;
   },
 
@@ -199,8 +205,7 @@ function showWindow(view) {
 function showOutputDefault(view) {
   const window = Number(q(view, 'provider-n-ctx').value) || view.said?.n_ctx;
   const own = view.said?.max_output_tokens;
-  const share = window ? Math.min(Math.max(Math.floor(window / 4), 256), 8192) : null;
-  const limit = own && window ? Math.min(own, Math.floor(window / 2)) : own ?? share;
+  const limit = window && view.outputTokens ? view.outputTokens(window, own) : own;
   q(view, 'provider-max-tokens').placeholder = limit
     ? `${limit.toLocaleString('en')} (${own ? 'the model\'s own limit' : 'a quarter of the window'})`
     : 'a quarter of the window';

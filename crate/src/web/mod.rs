@@ -279,6 +279,17 @@ impl WasmEngine {
     /// The workspace tools and the offered ones (`tools`: what `palaver serve` lists, MCP
     /// servers' tools among them) with their default approval rules (SPEC §8.4),
     /// `{tool: "auto"|"ask"}`: what the settings page lists and pre-selects.
+    /// The answer limit every request carries by default for a model with the window `nCtx` (and
+    /// its own limit, when the provider says one): what Settings show beside "Max output tokens".
+    #[wasm_bindgen(js_name = defaultOutputTokens)]
+    pub fn default_output_tokens(n_ctx: f64, model_limit: Option<f64>) -> f64 {
+        let config = crate::request::ProviderConfig {
+            max_output_tokens: model_limit.filter(|v| *v >= 1.0).map(|v| v as u64),
+            ..Default::default()
+        };
+        config.output_tokens(&crate::thread::ThreadParams::default(), n_ctx.max(1.0) as u64) as f64
+    }
+
     #[wasm_bindgen(js_name = defaultToolRules)]
     pub fn default_tool_rules(
         #[wasm_bindgen(unchecked_param_type = "ToolSpec[] | undefined")] tools: JsValue,
