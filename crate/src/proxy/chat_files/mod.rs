@@ -38,7 +38,7 @@ const GITIGNORE: &str =
 pub enum MirrorError {
     #[error("the workspace mirror is off (palaver serve --no-mirror)")]
     Off,
-    #[error("`{0}` is not a chat id (letters, digits, `-`, `_`, `.`; 1 to 200 characters)")]
+    #[error("`{0}` is not a chat id (letters, digits, `-`, `_`, `.`, `~`; 1 to 200 characters)")]
     BadId(String),
     #[error("`{0}` is a symlink; the mirror does not follow symlinks")]
     Symlink(String),
@@ -410,12 +410,14 @@ fn relpath(path: &str) -> Result<super::confine::RelPath, MirrorError> {
         .map_err(|e| MirrorError::Io(e.to_string()))
 }
 
+/// A chat id as a file name: letters, digits, `-`, `_`, `.` and `~` (a subagent's chat is
+/// `{parent}~{call}`), never starting with `.` or `~`.
 pub fn valid_id(id: &str) -> bool {
     (1..=200).contains(&id.len())
-        && !id.starts_with('.')
+        && !id.starts_with(['.', '~'])
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'))
 }
 
 fn file_name(id: &str) -> String {
