@@ -274,7 +274,8 @@ impl ChatSession {
     }
 
     /// The tools this chat may use: engine tools, the host's and workspace tools, narrowed by
-    /// its `allowed_tools` (a subagent's subset).
+    /// its `allowed_tools` (a subagent's subset); a tool whose rule is `deny` is not offered
+    /// (the model would only be refused).
     pub fn offered_tools(&self, config: &EngineConfig) -> Vec<crate::tools::ToolSpec> {
         if self.prompt_profile(config) == PromptProfile::Chat {
             return Vec::new(); // a plain chat: no tools
@@ -284,7 +285,11 @@ impl ChatSession {
         tools.extend(config.host_tools.iter().cloned());
         tools.retain(|t| {
             crate::tools::EngineTool::from_name(&t.name).is_some()
-                || self.thread.allows_tool(&t.name)
+                || (self.thread.allows_tool(&t.name)
+                    && self
+                        .thread
+                        .rule_for(&config.tool_rules, &t.name, t.is_read_only())
+                        != crate::thread::ToolRule::Deny)
         });
         tools
     }

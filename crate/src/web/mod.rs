@@ -287,7 +287,10 @@ impl WasmEngine {
             max_output_tokens: model_limit.filter(|v| *v >= 1.0).map(|v| v as u64),
             ..Default::default()
         };
-        config.output_tokens(&crate::thread::ThreadParams::default(), n_ctx.max(1.0) as u64) as f64
+        config.output_tokens(
+            &crate::thread::ThreadParams::default(),
+            n_ctx.max(1.0) as u64,
+        ) as f64
     }
 
     #[wasm_bindgen(js_name = defaultToolRules)]

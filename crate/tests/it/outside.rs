@@ -247,3 +247,28 @@ fn a_calls_status_is_the_engines_decision_not_the_results_words() {
     });
     assert_eq!(call_status(&h), "done");
 }
+
+/// A tool the user set to `deny` is not offered to the model (it would only be refused); the
+/// others are, and a chat's own `deny` hides a tool the same way.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_denied_tool_is_not_offered() {
+    let mut h = harness(json!({"write_file": "deny"}));
+    let step = h.command(
+        "c1",
+        json!({"type": "user_message", "client_request_id": "u1", "content": "Hello"}),
+    );
+    let sent = step
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::StartRequest { request, .. } => Some(request.body_json().to_string()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    assert!(sent.contains("\"read_file\""), "{sent}");
+    assert!(
+        !sent.contains("\"write_file\""),
+        "a denied tool is offered: {sent}"
+    );
+}

@@ -138,8 +138,14 @@ fn bad_ids_and_non_trajectories_are_refused_with_a_reason() {
     let port = fx.server.port;
     // A subagent's chat (`{parent}~{call}`) is a chat like any other.
     let child = "chat-1~call_7";
-    assert_eq!(chats(port, "PUT", &format!("/{child}"), &trajectory(child, 2)).status, 200);
-    assert!(fx.ws().join(format!(".palaver/chats/{child}.json")).exists());
+    assert_eq!(
+        chats(port, "PUT", &format!("/{child}"), &trajectory(child, 2)).status,
+        200
+    );
+    assert!(fx
+        .ws()
+        .join(format!(".palaver/chats/{child}.json"))
+        .exists());
     for id in ["..", ".hidden", "a%2Fb", "a b", "~home", "a~%2F"] {
         let reply = chats(port, "PUT", &format!("/{id}"), &trajectory(id, 1));
         assert!(
