@@ -94,6 +94,13 @@ try {
   ]);
   await page.click('[data-testid=settings]');
   await page.click('[data-testid=settings-tab-provider]');
+  // Fallbacks that cannot work are refused on Save in one sentence; the dialog stays open.
+  for (const [line, words] of [['gpt-4o-mini', /is not a fallback model/], ['gemini gemini-2.0-flash', /no gemini provider is configured/]]) {
+    await page.fill('[data-testid=fallback-models]', line);
+    await page.click('[data-testid=save-settings]');
+    const said = await page.getByTestId('settings-dialog').locator('#settings-said').innerText().catch(() => '');
+    check(words.test(said) && await page.getByTestId('settings-dialog').isVisible(), `a fallback "${line}" is refused on Save, in a sentence (${said})`);
+  }
   await page.fill('[data-testid=fallback-models]', 'openai-chat gpt-4o-mini');
   await page.click('[data-testid=save-settings]');
   await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });

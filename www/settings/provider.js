@@ -103,7 +103,9 @@ export default {
   },
 
   /** A fallback of a kind that is not configured could never answer: refused with a sentence. */
-  check(settings) {
+  check(settings, view) {
+    const unknown = q(view, 'fallback-models').value.split('\n').map((line) => line.trim()).find((line) => line && !settingsStore.PROVIDER_KINDS.includes(line.split(/\s+/)[0]));
+    if (unknown) return `"${unknown}" is not a fallback model: write one per line as a kind (${settingsStore.PROVIDER_KINDS.join(', ')}) and a model name.`;
     const missing = (settings.fallback_models ?? []).find((m) => !settings.providers?.[m.provider]?.base_url);
     if (missing) return `The fallback "${missing.provider} ${missing.model}" cannot work: no ${missing.provider} provider is configured. Configure it first (pick its kind above, give its address and key, Save), or remove that line.`;
     return null;
