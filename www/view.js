@@ -56,12 +56,14 @@ export class TranscriptView {
       if (message.role === 'user') turn = null;
       const node = this.messageNode(chat, message, chat.offset + i, keep);
       if (node) nodes.push(node);
-      if (message.role === 'assistant' && message.tool_calls?.length) {
+      // Calls a Stop left without a result are not sent again, but a person still sees them.
+      const calls = message.role === 'assistant' ? [...(message.tool_calls ?? []), ...(message.incomplete_tool_calls ?? [])] : [];
+      if (calls.length) {
         if (!turn) {
           turn = { calls: [], node: el('details', { class: 'tool-activity', testid: 'tool-activity' }) };
           nodes.push(turn.node);
         }
-        turn.calls.push(...message.tool_calls);
+        turn.calls.push(...calls);
         fillToolActivity(turn.node, turn.calls, results, statusesOf(chat), chat.progress, chat.decisions);
       }
     }

@@ -257,6 +257,25 @@ async function toolProgress(page) {
   await waitIdle(page, 1);
   const result = await page.textContent('[data-testid=tool-result]');
   check(result.includes('progress-3') && result.includes('exit code 0'), 'its result has the whole output and the exit code');
+
+  // Stop while the command runs: the call stays in sight, with its arguments, the output seen
+  // and "stopped" (it is not sent to the model again, and nothing else is lost).
+  const slow = 'for i in 1 2 3 4 5 6 7 8 9; do echo slow-$i; sleep 0.5; done';
+  await double.script('progress', [
+    { body: openaiStream({ toolCalls: [{ id: 'call_slow', name: 'run_command', args: { argv: ['sh', '-c', slow] } }] }), headers: { 'content-type': 'text/event-stream' } },
+  ]);
+  await page.click('[data-testid=new-chat]');
+  await person(page).send('Run the slow one');
+  await page.locator('[data-testid=tool-progress]').filter({ hasText: 'slow-2' }).waitFor({ timeout: 15_000 });
+  await person(page).click('stop');
+  await page.locator('[data-testid=tool-call][data-status=stopped]').waitFor({ timeout: 10_000 }).catch(() => {});
+  const stopped = page.locator('[data-testid=tool-call][data-tool=run_command]');
+  const seen = { count: await stopped.count(), status: await stopped.first().getAttribute('data-status').catch(() => null), text: await stopped.first().innerText().catch(() => '') };
+  check(seen.count === 1 && seen.status === 'stopped' && /slow-1/.test(seen.text) && /sh/.test(seen.text), `a call stopped while it ran stays visible: arguments, the output seen, "stopped" (${JSON.stringify(seen).slice(0, 200)})`);
+  await page.reload();
+  await page.locator('[data-testid=tool-call][data-tool=run_command]').first().waitFor({ timeout: 10_000 }).catch(() => {});
+  const after = await page.locator('[data-testid=tool-call][data-tool=run_command]').first().getAttribute('data-status').catch(() => null);
+  check(after === 'stopped', `after a reload the stopped call is still there, stopped (${after})`);
 }
 
 const SSE = { 'content-type': 'text/event-stream' };

@@ -441,7 +441,9 @@ impl ChatSession {
     }
 
     /// Tools in flight are cancelled and their results discarded; results already in are kept;
-    /// the assistant message loses the calls left without a result and is marked stopped.
+    /// the calls left without a result leave what is sent (a provider needs a result for each)
+    /// but stay on the message for the person (`incomplete_tool_calls`: shown as stopped, with
+    /// their arguments); the message is marked stopped.
     fn abort_step(&mut self, ctx: &mut Ctx, mut step: ToolStep) {
         for id in std::mem::take(&mut step.in_flight) {
             self.effect(Effect::CancelTool {
@@ -449,10 +451,15 @@ impl ChatSession {
                 tool_call_id: id,
             });
         }
-        step.calls
-            .retain(|call| step.results.contains_key(&call.id));
+        let (answered, stopped): (Vec<_>, Vec<_>) = std::mem::take(&mut step.calls)
+            .into_iter()
+            .partition(|call| step.results.contains_key(&call.id));
+        step.calls = answered;
         if let Some(index) = self.message_index(&step.assistant_message_id) {
             let mut message = self.messages[index].clone();
+            if !stopped.is_empty() {
+                message.set_incomplete_tool_calls(json!(stopped));
+            }
             message.tool_calls = (!step.calls.is_empty()).then(|| step.calls.clone());
             message.mark_stopped();
             self.replace_message(index, message);
