@@ -8,6 +8,9 @@ import { gzipSync, gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { startDouble, startServe, launch, tempDir, cleanup, root, openaiStream, setProvider, waitIdle, importFile } from './harness.mjs';
 
+// Requests a service worker makes are reported too (Playwright's Chromium-only switch): what a
+// person's first answer costs includes what the worker fetches for the offline cache.
+process.env.PW_EXPERIMENTAL_SERVICE_WORKER_NETWORK_EVENTS = '1';
 const argv = process.argv.slice(2);
 const tokens = Number(argv[argv.indexOf('--tokens') + 1] || 20_000) || 20_000;
 const RATE = 200; // tokens per second
@@ -17,6 +20,17 @@ const double = await startDouble();
 const serve = await startServe(workspace);
 const context = await launch(profile);
 const row = (name, value) => console.log(`${name.padEnd(52)} ${value}`);
+/** Everything fetched from the app's origin (by the page and its service worker), as received. */
+const wire = { page: 0, worker: 0, requests: 0, wasm: [] };
+context.on('requestfinished', async (request) => {
+  if (!request.url().startsWith(serve.origin)) return; // the provider's own traffic is not ours
+  const sizes = await request.sizes().catch(() => null);
+  const bytes = sizes ? sizes.responseBodySize + sizes.responseHeadersSize : 0;
+  wire.requests += 1;
+  if (request.serviceWorker()) wire.worker += bytes;
+  else wire.page += bytes;
+  if (request.url().includes('.wasm')) wire.wasm.push(request.url().replace(serve.origin, ''));
+});
 try {
   const page = await context.newPage();
   await page.goto(serve.printed);
@@ -39,10 +53,11 @@ try {
   await page.waitForFunction(() => document.querySelector('[data-testid=tool-policy] select'));
   const settingsMs = Date.now() - used;
   await page.click('[data-testid=cancel-settings]');
-  const shell = [...readdirSync(join(root, 'www'), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath ?? e.path, e.name)), join(root, 'pkg/palaver.js'), join(root, 'pkg/palaver_bg.wasm')];
+  const shell = [...readdirSync(join(root, 'www'), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath ?? e.path, e.name)),
+    ...['palaver.js', 'palaver_bg.wasm', 'render/palaver_render.js', 'render/palaver_render_bg.wasm'].map((f) => join(root, 'pkg', f))];
   const gz = shell.reduce((sum, f) => sum + gzipSync(readFileSync(f), { level: 9 }).length, 0);
   const wasmGz = gzipSync(readFileSync(join(root, 'pkg/palaver_bg.wasm')), { level: 9 }).length;
-  row('app transfer size, gzipped (www/ + pkg/)', `${gz.toLocaleString('en')} B (wasm ${wasmGz.toLocaleString('en')} B)`);
+  row('app transfer size, gzipped (www/ + pkg/, the renderer too)', `${gz.toLocaleString('en')} B (wasm ${wasmGz.toLocaleString('en')} B)`);
 
   // Streaming: N one-token chunks, 10 every 50 ms.
   const text = Array.from({ length: tokens }, (_, i) => (i % 40 === 39 ? ` w${i}.\n\n` : ` w${i}`)).join('');
@@ -65,6 +80,9 @@ try {
   const started = Date.now();
   await page.fill('[data-testid=composer]', 'Stream a lot');
   await page.click('[data-testid=send]');
+  await page.locator('[data-testid=message][data-role=assistant]').filter({ hasText: 'w1' }).first().waitFor({ timeout: 30_000 });
+  const atFirstAnswer = { ...wire, wasm: [...new Set(wire.wasm)] };
+  row('first visit → first answer\'s words: bytes from the app\'s origin', `${(atFirstAnswer.page + atFirstAnswer.worker).toLocaleString('en')} B (page ${atFirstAnswer.page.toLocaleString('en')} B, service worker ${atFirstAnswer.worker.toLocaleString('en')} B; ${atFirstAnswer.requests} requests; wasm: ${atFirstAnswer.wasm.join(', ')})`);
   await waitIdle(page, 1, (tokens / RATE) * 1000 * 3 + 30_000);
   const seconds = (Date.now() - started) / 1000;
   const stream = await page.evaluate(() => ({ long: globalThis.__longTasks, frames: globalThis.__frames }));
