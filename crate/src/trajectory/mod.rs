@@ -205,13 +205,13 @@ impl TrajectoryBook {
                 (first..=last).map(|i| known(&self.positions, i)).collect();
             let spread = current
                 .filter(|c| fits(below, c, above))
-                .or_else(|| spread(below, above, last - first + 1));
+                .or_else(|| spread(below, above, &messages[first..=last]));
             let spread = match spread {
                 Some(spread) => spread,
                 None => {
                     last = n - 1;
                     next = touched.len();
-                    spread_after(below, last - first + 1)
+                    spread_after(below, &messages[first..=last])
                 }
             };
             for (i, position) in (first..=last).zip(spread) {
@@ -327,11 +327,12 @@ fn fits(below: Option<f64>, current: &[f64], above: Option<f64>) -> bool {
     above.is_none_or(|above| last < above)
 }
 
-/// `count` increasing positions strictly between `below` and `above` (either may be open), or
+/// Increasing positions for `run` strictly between `below` and `above` (either may be open), or
 /// `None` when the numbers between them are too close to tell apart.
-fn spread(below: Option<f64>, above: Option<f64>, count: usize) -> Option<Vec<f64>> {
+fn spread(below: Option<f64>, above: Option<f64>, run: &[ChatMessage]) -> Option<Vec<f64>> {
+    let count = run.len();
     let out: Vec<f64> = match (below, above) {
-        (_, None) => return Some(spread_after(below, count)),
+        (_, None) => return Some(spread_after(below, run)),
         (None, Some(above)) => (0..count).map(|j| above - (count - j) as f64).collect(),
         (Some(below), Some(above)) => {
             let step = (above - below) / (count as f64 + 1.0);
@@ -341,10 +342,34 @@ fn spread(below: Option<f64>, above: Option<f64>, count: usize) -> Option<Vec<f6
     fits(below, &out, above).then_some(out)
 }
 
-/// `count` positions after `below` (from 0 when there is nothing before), one apart.
-fn spread_after(below: Option<f64>, count: usize) -> Vec<f64> {
-    let start = below.map_or(0.0, |b| b.floor() + 1.0);
-    (0..count).map(|j| start + j as f64).collect()
+/// How far apart the messages of one turn are: a turn of thousands of messages stays below the
+/// next whole number.
+const TURN_STEP: f64 = 1.0 / 1_048_576.0;
+
+/// Positions after `below` for `run`, appended at the end of the chat. A turn stays together when
+/// two devices append to a chat at once (the merge orders by position): a user message starts a
+/// turn at the next whole number plus a fraction of its own, taken from its id (another device's
+/// turn starting there gets another fraction), and the rest of its turn follows it closely.
+fn spread_after(below: Option<f64>, run: &[ChatMessage]) -> Vec<f64> {
+    let mut last = below;
+    run.iter()
+        .map(|message| {
+            let position = match last {
+                Some(previous) if message.role != Role::User => previous + TURN_STEP,
+                _ => last.map_or(0.0, |b| b.floor() + 1.0) + turn_fraction(&message.message_id),
+            };
+            last = Some(position);
+            position
+        })
+        .collect()
+}
+
+/// A fraction in [0.05, 0.95) from a message id (FNV-1a): the same on every device.
+fn turn_fraction(message_id: &str) -> f64 {
+    let hash = message_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    0.05 + (hash % 900) as f64 / 1000.0
 }
 
 /// A trajectory as JSON text, as a host reads it from storage: the engine reads it once, straight

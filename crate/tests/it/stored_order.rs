@@ -386,3 +386,41 @@ fn a_continued_chat_never_reuses_a_message_id_and_reload_chat_takes_the_store() 
         vec!["m1", "x-m9"]
     );
 }
+
+/// Two devices append a turn each to the same chat while apart (a question, then its answer
+/// and tool messages, saved one by one): merged by position — the order every device reads —
+/// each turn stays whole, so the model never gets two questions in a row.
+#[test]
+fn turns_appended_on_two_devices_stay_whole_when_merged() {
+    let mut base = Chat::new();
+    let mut store = Store::default();
+    base.insert(0);
+    base.insert(1);
+    settle(&mut base, &mut store);
+    let stored = store.ordered();
+    let device = |prefix: &str| {
+        let mut chat = Chat::new();
+        chat.messages = base.messages.clone();
+        chat.book.restore(&chat.messages, Some(&stored));
+        let mut merged = Store::default();
+        let roles = [Role::User, Role::Assistant, Role::Tool, Role::Assistant];
+        for (i, role) in roles.into_iter().enumerate() {
+            let id = format!("{prefix}-{i}");
+            chat.book.touch(&id);
+            chat.messages
+                .push(ChatMessage::new(&id, role, Content::Text(id.clone())));
+            settle(&mut chat, &mut merged);
+        }
+        merged
+    };
+    for (c, d) in [("c", "d"), ("dev-7", "dev-2"), ("x1", "x10")] {
+        let mut all = Store(store.0.clone());
+        all.0.extend(device(c).0);
+        all.0.extend(device(d).0);
+        let ids = all.ids();
+        let turn_of = |id: &String| id.rsplit_once('-').map(|(turn, _)| turn.to_string());
+        let tail: Vec<_> = ids[2..].iter().map(turn_of).collect();
+        let whole = tail.windows(2).filter(|w| w[0] != w[1]).count() == 1;
+        assert!(whole, "{c} and {d}: the turns interleave: {ids:?}");
+    }
+}
