@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import {
-  root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, sendAndWait, waitIdle, openChatId, importFile,
+  root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, sendAndWait, waitIdle, openChatId, importFile, chatMenu,
 } from './harness.mjs';
 import { inThemes } from './axe.mjs';
 
@@ -194,6 +194,7 @@ try {
     sse(openaiStream({ text: 'Answer two, in B.' })),
     sse(openaiStream({ text: 'Offline answer in A.' })),
     sse(openaiStream({ text: 'Offline answer in B.' })),
+    sse(openaiStream({ text: 'Kept answer in B.' })),
     sse(openaiStream({ text: 'A turn after the long chat.' })),
   ]);
   await setProvider(a, { baseUrl: url, key: 'sk-sync-CANARY' });
@@ -202,6 +203,7 @@ try {
   // A keeps the password (encrypted, like API keys): A reloads later and syncs on.
   await setSync(a, { remember: true });
   const aLive = await waitSync(a, (s) => live(s) && s.pushed >= 3, 'A to push its chat');
+  if (aLive.state !== 'live') console.log('  traffic:', JSON.stringify(traffic.byPath));
   check(aLive.state === 'live' && aLive.pushed >= 3, `A pushes its chat and listens (${JSON.stringify(aLive)})`);
   check(/In sync/.test(await a.textContent('[data-testid=sync-status]')), `the sidebar says so (${await a.textContent('[data-testid=sync-status]')})`);
   await inThemes(a, 'sync live in the sidebar', 'sync-live');
@@ -259,6 +261,26 @@ try {
   await a.waitForFunction(() => document.querySelectorAll('[data-testid=message]').length === 8, null, { timeout: 15_000 }).catch(() => {});
   check((await shown(a)).length === 8, `A's open chat shows the merged chat (${(await shown(a)).length})`);
 
+  // 3b. A deletes the chat while B, cut off from the server, adds a turn to it: the addition wins
+  // (the merge rule): back in sync, both devices hold the chat with every message, and say so.
+  await waitSync(a, live, 'A live before the delete');
+  proxyMode = 'fail';
+  await a.locator(`[data-testid=chat-item][data-chat-id="${id}"]`).click();
+  await chatMenu(a, 'delete-chat');
+  await a.locator(`[data-testid=chat-item][data-chat-id="${id}"]`).waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
+  await b.locator(`[data-testid=chat-item][data-chat-id="${id}"]`).click();
+  await sendAndWait(b, 'Added in B while A deleted it', 5);
+  // A's deletion reaches the server first, then B's turn.
+  proxyMode = 'pass';
+  await syncNow(a);
+  await waitSync(a, (s) => live(s), 'A to push its deletion');
+  await syncNow(b);
+  const keptB = await waitStored(b, id, (m) => m.length === 10, 'B to keep the chat whole');
+  const keptA = await waitStored(a, id, (m) => m.length === 10, 'A to get the chat back whole');
+  check(keptA.length === 10 && JSON.stringify(keptA) === JSON.stringify(keptB), `a chat deleted on A while B added to it is kept whole on both (${keptA.length} / ${keptB.length} messages)`);
+  const toldB = await b.getByTestId('status').innerText().catch(() => '');
+  check(/deleted on another device, but this one added to it/.test(toldB), `B is told its chat was kept (${toldB})`);
+
   // 4. A 5 000-message chat; the server restarted mid-way; resumed, not started again.
   // B is away while A imports and pushes the chat; then B pulls it, slowly enough to be cut.
   await contextB.setOffline(true);
@@ -268,7 +290,7 @@ try {
   const pushedBefore = (await syncStatus(a)).pushed;
   await a.reload();
   const pushStarted = Date.now();
-  const expected = 9 + 1 + total; // the first chat and its 8 messages, the long chat and its messages
+  const expected = 11 + 1 + total; // the first chat and its 10 messages, the long chat and its messages
   for (let i = 0; i < 600; i++) {
     if ((await couchRequest('GET', DB)).body?.doc_count >= expected) break;
     await new Promise((r) => setTimeout(r, 200));
@@ -311,6 +333,7 @@ try {
   const assistants = await a.locator('[data-testid=message][data-role=assistant]').count();
   await waitSync(a, live, 'A live');
   const sentBefore = traffic.sent;
+  const pathsBefore = { ...traffic.byPath };
   await a.fill('[data-testid=composer]', 'One more turn');
   await a.click('[data-testid=send]');
   await waitIdle(a, Math.min(assistants + 1, 200), 20_000).catch(() => {});
@@ -319,6 +342,7 @@ try {
   for (let i = 0; i < 100 && ((await couchRequest('GET', DB)).body?.doc_count ?? 0) < docsBefore + 2; i++) await new Promise((r) => setTimeout(r, 200));
   await new Promise((r) => setTimeout(r, 1500));
   const turnBytes = traffic.sent - sentBefore;
+  if (turnBytes >= 40_000) console.log('  by path:', JSON.stringify(Object.fromEntries(Object.entries(traffic.byPath).map(([k, v]) => [k, v - (pathsBefore[k] ?? 0)]).filter(([, v]) => v))));
   const chatBytes = history.length;
   check(turnBytes > 0 && turnBytes < 40_000, `one new turn in a ${total}-message chat sent ${turnBytes} bytes (the chat is ${chatBytes} bytes)`);
   console.log(`  bytes sent by the page for one turn: ${turnBytes}; all traffic so far sent ${traffic.sent}, received ${traffic.received}`);

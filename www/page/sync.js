@@ -44,6 +44,12 @@ export function install(ctx) {
   function start(palaver) {
     palaver.onSync((event) => {
       if (event.type === 'status') show(event.status);
+      // A chat deleted on another device while this one added to it is kept (nothing is lost).
+      if (event.type === 'changed' && event.kept?.length) {
+        const title = (id) => document.querySelector(`[data-testid=chat-item][data-chat-id="${CSS.escape(id)}"]`)?.textContent.trim();
+        const titles = event.kept.map((id) => `“${title(id) || id}”`);
+        ctx.say(`${titles.join(', ')} was deleted on another device, but this one added to it: kept, on every device.`);
+      }
     });
     return apply();
   }

@@ -40,8 +40,8 @@ export function noteNode(message, lookup) {
     return el('div', { class: 'note fallback', testid: 'model-fallback', text });
   }
   if (subkind === 'history_limited') {
-    const { dropped = [], shortened = [] } = message.event.payload ?? {};
-    return details('history-limited', textOf(message.content), [...dropped, ...shortened], lookup);
+    const { dropped = [], shortened = [], dropped_count: d = dropped.length, shortened_count: s = shortened.length } = message.event.payload ?? {};
+    return details('history-limited', textOf(message.content), [...dropped, ...shortened], lookup, d + s);
   }
   if (message.role === 'compression_report') {
     const summary = lookup(message.compression_report?.summary_message_id ?? message.extra?.compression_report?.summary_message_id);
@@ -58,12 +58,13 @@ export function noteNode(message, lookup) {
 }
 
 /** A note that unfolds to the first words of the messages it names. */
-function details(testid, text, ids, lookup) {
+function details(testid, text, ids, lookup, total = ids.length) {
   const items = ids.slice(0, 50).map((id) => lookup(id)).filter(Boolean)
     .map((m) => el('li', { text: `${m.role}: ${textOf(m.content).slice(0, 100) || '(no text)'}` }));
+  const more = total - items.length;
   return el('details', { class: 'note', testid },
     el('summary', { text: `${text} Show which` }),
-    el('ul', {}, ...items, ids.length > 50 ? el('li', { text: `… and ${ids.length - 50} more` }) : null));
+    el('ul', {}, ...items, more > 0 ? el('li', { text: `… and ${more.toLocaleString('en')} more` }) : null));
 }
 
 /** The images and workspace files a message of the user carried, under its text. */

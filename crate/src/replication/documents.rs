@@ -96,3 +96,21 @@ pub struct Pulled {
     pub doc: Value,
     pub info: RevInfo,
 }
+
+/// The body of a message document removed because its whole chat was deleted here: a deleted
+/// document that says why. A device that added to that chat meanwhile keeps the message (an
+/// addition wins over a deletion, the merge rule) instead of losing it with the chat.
+pub fn removed_with_chat() -> Value {
+    json!({"_deleted": true, "chat_deleted": true})
+}
+
+/// Whether a body to push removes its document: none, or a removal that says why.
+pub fn is_removal(body: Option<&Value>) -> bool {
+    body.is_none_or(|b| b.get("_deleted").and_then(Value::as_bool) == Some(true))
+}
+
+/// Whether a pulled document is a message removed only because its chat was deleted.
+pub fn removed_with_its_chat(doc: &Value) -> bool {
+    doc.get("_deleted").and_then(Value::as_bool) == Some(true)
+        && doc.get("chat_deleted").and_then(Value::as_bool) == Some(true)
+}

@@ -242,7 +242,7 @@ pub(super) fn outgoing_doc(entry: &OutboxEntry, info: &RevInfo) -> Value {
         "_revisions".into(),
         json!({"start": generation, "ids": info.ancestry}),
     );
-    if entry.body.is_none() {
+    if is_removal(entry.body.as_ref()) {
         doc.insert("_deleted".into(), json!(true));
     }
     Value::Object(doc)

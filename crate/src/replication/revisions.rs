@@ -94,7 +94,7 @@ pub fn next_revision(known: Option<&RevInfo>, body: Option<&Value>) -> RevInfo {
     RevInfo {
         rev: format!("{generation}-{hash}"),
         ancestry,
-        deleted: body.is_none(),
+        deleted: super::is_removal(body),
         // The losing leaves seen stay leaves on the server after a local change (a conflict is
         // not resolved by editing the winner): forgetting them fetched them again each time.
         seen: known.map(|k| k.seen.clone()).unwrap_or_default(),

@@ -133,15 +133,31 @@ impl ChatSession {
             crate::message::Role::Event,
             crate::message::Content::Text(text),
         );
+        // The first few of each, with the counts: a marker stays small in a 5,000-message chat
+        // (it is stored and synced like any message).
+        let first = |ids: &[String]| {
+            ids.iter()
+                .take(LEFT_OUT_LISTED)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
         marker.set_event(
             "history_limited",
             "engine",
-            serde_json::json!({"dropped": left_out.dropped, "shortened": left_out.shortened}),
+            serde_json::json!({
+                "dropped": first(&left_out.dropped),
+                "dropped_count": dropped,
+                "shortened": first(&left_out.shortened),
+                "shortened_count": shortened,
+            }),
         );
         marker.mark_ui_only();
         self.push_message(marker);
     }
 }
+
+/// How many of the messages left out a marker names (the page lists them; the rest are counted).
+const LEFT_OUT_LISTED: usize = 50;
 
 /// `9532` → `9,532`: the numbers a person reads, grouped as the page groups them.
 fn grouped(n: u64) -> String {

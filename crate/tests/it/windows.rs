@@ -182,6 +182,26 @@ fn what_the_history_limit_leaves_out_is_shown_with_counts() {
     );
     let dropped = serde_json::to_value(&last).unwrap_or_default().to_string();
     assert!(dropped.contains("\"dropped\""), "{dropped}");
+    assert!(dropped.contains("\"dropped_count\""), "{dropped}");
+}
+
+/// In a long chat the marker names the first few messages left out and counts the rest: it is
+/// stored and synced like any message, so it must not grow with the chat.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn the_left_out_marker_stays_small_in_a_long_chat() {
+    let mut h = harness(llama(json!({"n_ctx": 4096})));
+    for i in 0..150 {
+        say(&mut h, &format!("note {i}: {}", "pasted text ".repeat(20)));
+        answer(&mut h, &format!("answer {i}"));
+    }
+    let last = messages(&h)
+        .into_iter()
+        .rfind(|m| m.to_string().contains("history_limited"))
+        .unwrap_or_default();
+    let text = last.to_string();
+    assert!(text.len() < 8_000, "the marker holds {} bytes", text.len());
+    assert!(text.contains("dropped_count"), "{text}");
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

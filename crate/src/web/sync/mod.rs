@@ -13,6 +13,7 @@ use crate::replication::{
     chat_doc, chat_doc_id, hash_hex, local_doc, message_doc, message_doc_id, LocalDoc, OutboxEntry,
     Pulled, Pushed, Replicator, RevInfo, SyncEffect, SyncInput, SyncStatus,
 };
+use crate::replication::{removed_with_chat, removed_with_its_chat};
 use js_sys::{Function, Reflect};
 use serde::Deserialize;
 use serde_json::{json, Value};

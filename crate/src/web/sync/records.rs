@@ -67,17 +67,25 @@ pub(super) async fn read_outbox(
             Some(m) => messages.get(&idb::message_key(&row.chat_id, m))?,
             None => chats.get(&JsValue::from_str(&row.chat_id))?,
         };
-        asked.push((body, revs.get(&JsValue::from_str(&row.id))?));
+        // Asked in the order they are awaited (a request's success fires once, in order).
+        let known = revs.get(&JsValue::from_str(&row.id))?;
+        let chat = chats.get(&JsValue::from_str(&row.chat_id))?;
+        asked.push((body, known, chat));
     }
     let mut entries = Vec::with_capacity(rows.len());
-    for (row, (body, known)) in rows.into_iter().zip(asked) {
+    for (row, (body, known, chat)) in rows.into_iter().zip(asked) {
         let record = idb::from_js(&idb::request_done(&body).await?);
         let known = idb::from_js(&idb::request_done(&known).await?)
             .and_then(|v| serde_json::from_value::<RevInfo>(v).ok());
-        let body = record.map(|r| match &row.message_id {
-            Some(_) => message_doc(&r),
-            None => chat_doc(&row.chat_id, &r),
-        });
+        let chat_here = idb::from_js(&idb::request_done(&chat).await?).is_some();
+        let body = match (record, &row.message_id) {
+            (Some(r), Some(_)) => Some(message_doc(&r)),
+            (Some(r), None) => Some(chat_doc(&row.chat_id, &r)),
+            // A message gone with its whole chat says so: a device that added to the chat
+            // meanwhile keeps it (the merge rule).
+            (None, Some(_)) if !chat_here => Some(removed_with_chat()),
+            (None, _) => None,
+        };
         entries.push(OutboxEntry {
             id: row.id,
             mark: row.mark,
@@ -124,6 +132,8 @@ pub(super) async fn read_known(
 pub(super) struct Changed {
     pub(super) chats: BTreeSet<String>,
     pub(super) deleted: BTreeSet<String>,
+    /// Chats deleted on another device but added to here: kept, and the page says so.
+    pub(super) kept: BTreeSet<String>,
 }
 
 /// Pulled documents into the chats' stores and pushed ones recorded — one transaction.
@@ -142,7 +152,13 @@ pub(super) async fn store(
     );
     let mut changed = Changed::default();
     let mut chat_docs: HashMap<String, Value> = HashMap::new();
-    for p in pulled {
+    // Chats first: whether a chat is still here decides what a message removed with it means.
+    let mut ordered: Vec<&Pulled> = pulled.iter().collect();
+    ordered.sort_by_key(|p| !p.id.starts_with("chat:"));
+    // Chats that get an existing message or their own document (others are not made up).
+    let mut alive: BTreeSet<String> = BTreeSet::new();
+    let mark = next_mark(shared);
+    for p in ordered {
         revs.put(&rev_record(&p.id, &p.info)?)?;
         if p.doc.is_null() {
             continue;
@@ -154,8 +170,27 @@ pub(super) async fn store(
                 record,
             }) => {
                 match record {
-                    Some(record) => messages.put(&idb::to_js(&record)?)?,
-                    None => messages.delete(&idb::message_key(&chat_id, &message_id))?,
+                    Some(record) => {
+                        messages.put(&idb::to_js(&record)?)?;
+                        alive.insert(chat_id.clone());
+                    }
+                    // Removed only because another device deleted the chat, which is still
+                    // here (this device added to it): the message is kept and pushed again, a
+                    // new revision over the removal, so every device has it back.
+                    None if removed_with_its_chat(&p.doc)
+                        && !changed.deleted.contains(&chat_id)
+                        && idb::from_js(
+                            &idb::request_done(&chats.get(&JsValue::from_str(&chat_id))?).await?,
+                        )
+                        .is_some() =>
+                    {
+                        outbox.put(&outbox_record(&chat_id, Some(&message_id), mark)?)?;
+                        changed.kept.insert(chat_id.clone());
+                        alive.insert(chat_id.clone());
+                    }
+                    None => {
+                        messages.delete(&idb::message_key(&chat_id, &message_id))?;
+                    }
                 };
                 changed.chats.insert(chat_id);
             }
@@ -172,6 +207,7 @@ pub(super) async fn store(
                 fields: Some(fields),
             }) => {
                 changed.chats.insert(chat_id.clone());
+                alive.insert(chat_id.clone());
                 chat_docs.insert(chat_id, fields);
             }
             None => {}
@@ -181,8 +217,14 @@ pub(super) async fn store(
         changed.chats.remove(chat_id);
     }
     // Each changed chat's record: the pulled thread and title, its message count recounted.
+    let mut ghosts = Vec::new();
     for chat_id in &changed.chats {
         let stored = idb::request_done(&chats.get(&JsValue::from_str(chat_id))?).await?;
+        // Removals of messages of a chat that is not here make no chat (no empty ghost).
+        if idb::from_js(&stored).is_none() && !alive.contains(chat_id) {
+            ghosts.push(chat_id.clone());
+            continue;
+        }
         let mut record = idb::from_js(&stored).unwrap_or_else(
             || json!({"id": chat_id, "thread": {}, "title": "", "updated_at": now()}),
         );
@@ -213,6 +255,9 @@ pub(super) async fn store(
         }
     }
     idb::transaction_done(&tx).await?;
+    for chat_id in &ghosts {
+        changed.chats.remove(chat_id);
+    }
     for chat_id in &changed.deleted {
         shared.borrow_mut().chats.remove(chat_id);
     }
@@ -254,9 +299,14 @@ pub(super) async fn after_pull(shared: &Handle, generation: u64, changed: Change
     }
     emit(
         shared,
-        &json!({"type": "changed", "chats": changed.chats, "deleted": changed.deleted}),
+        &json!({"type": "changed", "chats": changed.chats, "deleted": changed.deleted, "kept": changed.kept}),
     );
     reload_open_chats(shared, generation).await;
+    // Messages kept over another device's deletion are in the outbox: pushed now, not at the
+    // next local change.
+    if !changed.kept.is_empty() {
+        local_change(shared);
+    }
 }
 
 /// Open chats owned here with pulled changes take them when idle and saved; the rest wait.
