@@ -68,6 +68,12 @@ build_vendor() {
   for language in $languages; do
     cp "$hl/es/languages/$language.min.js" "$ROOT/pkg/vendor/highlight/languages/"
   done
+  # jsdiff's ES modules: the approval card's diff of what a write would change.
+  rm -rf "$ROOT/pkg/vendor/diff"
+  mkdir -p "$ROOT/pkg/vendor/diff"
+  cp -r "$dir/node_modules/diff/libesm/." "$ROOT/pkg/vendor/diff/"
+  find "$ROOT/pkg/vendor/diff" -name '*.d.ts*' -delete
+  cp "$dir/node_modules/diff/LICENSE" "$ROOT/pkg/vendor/diff/"
 }
 
 # npm packages a test needs, installed from its lock (npm ci checks every file's hash), again only

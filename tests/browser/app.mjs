@@ -127,6 +127,12 @@ async function toolTurns(page) {
   check(await page.locator('[data-testid=tool-result] *').count() === 0, 'C9: shown as plain text (its Markdown and HTML are not rendered)');
   check(await page.getAttribute('[data-testid=turn-phase]', 'data-phase') === 'working', 'the turn is in phase working while it waits');
   check((await readFile(join(workspace, 'notes.txt'), 'utf8')) === ORIGINAL, 'nothing is written before the approval');
+  // The card shows what the write would change in the file as it is now.
+  await page.getByTestId('approval-diff').filter({ hasText: 'lines' }).waitFor({ timeout: 10_000 }).catch(() => {});
+  const diff = await page.getByTestId('approval-diff').innerText().catch(() => '');
+  check(diff.includes(`-${ORIGINAL.split('\n')[0]}`) && diff.includes('+changed by the model 1') && /notes\.txt: \+1 −\d+ lines/.test(diff),
+    `the approval card shows the diff of the write against the file on disk (${diff.slice(0, 160).replace(/\n/g, ' | ')})`);
+  await inThemes(page, 'a write waiting for approval, with its diff', 'approval-diff');
   await page.click('[data-testid=approve]');
   await waitIdle(page, 2);
   check((await readFile(join(workspace, 'notes.txt'), 'utf8')) === 'changed by the model 1\n', 'approve → the file changed on disk');
@@ -134,10 +140,19 @@ async function toolTurns(page) {
 
   await writeFile(join(workspace, 'notes.txt'), ORIGINAL);
   await page.click('[data-testid=new-chat]');
-  await scriptedProvider(page, 'tools-reject', calls(2));
+  // The write comes slowly: meanwhile the person edits the file the model has read.
+  const slowWrite = calls(2);
+  slowWrite[1] = { ...slowWrite[1], chunk_bytes: 40, delay_ms: 150 };
+  await scriptedProvider(page, 'tools-reject', slowWrite);
   await page.fill('[data-testid=composer]', 'Update my notes again');
   await page.click('[data-testid=send]');
+  await page.locator('[data-testid=tool-call][data-tool=read_file][data-status=done]').waitFor({ state: 'attached', timeout: 15_000 });
+  await writeFile(join(workspace, 'notes.txt'), `${ORIGINAL}edited by the person\n`);
   await page.waitForSelector('[data-testid=tool-approval]', { timeout: 15_000 });
+  await page.getByTestId('changed-since-read').waitFor({ timeout: 10_000 }).catch(() => {});
+  const warned = await page.getByTestId('changed-since-read').innerText().catch(() => '');
+  check(/changed since the model read it/.test(warned), `the card says the file changed since the model read it (${warned})`);
+  await writeFile(join(workspace, 'notes.txt'), ORIGINAL);
   await page.click('[data-testid=reject]');
   await page.locator('[data-testid=tool-call][data-tool=write_file]:not([data-status=awaiting_approval])').waitFor({ state: 'attached' });
   await page.getByTestId('send').waitFor();

@@ -169,7 +169,12 @@ export function install(ctx) {
 
   function renderControls(chat) {
     const runtime = chat.runtime;
-    cards.render({ plan: $('plan'), cards: $('cards') }, chat, { html, toolServer: (name) => mcp.serverOf(ctx.workspace.tools(), name) });
+    cards.render({ plan: $('plan'), cards: $('cards') }, chat, {
+      html,
+      toolServer: (name) => mcp.serverOf(ctx.workspace.tools(), name),
+      readFile: (path) => ctx.workspace.tool('read_file', { path }),
+      readHashOf: (path) => lastReadHash(chat, path),
+    });
     queueView.render($('queue'), runtime);
     contextView.render($('context-usage'), chat);
     ctx.composer.buttons(chat);
@@ -240,4 +245,13 @@ export function install(ctx) {
     /** Opening settled (the line of selections is empty). */
     settled: () => current.selecting,
   };
+}
+
+/** The hash of `path` when the model last read it whole in this chat (read_file's result). */
+function lastReadHash(chat, path) {
+  for (let i = chat.messages.length - 1; i >= 0; i -= 1) {
+    const data = chat.messages[i].data;
+    if (chat.messages[i].role === 'tool' && data?.path === path && data.hash && data.line_start === 1) return data.hash;
+  }
+  return null;
 }

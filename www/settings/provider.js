@@ -56,17 +56,20 @@ export default {
     model.addEventListener('change', () => fillWindow(view));
     q(view, 'provider-n-ctx').addEventListener('input', () => showOutputDefault(view));
     view.models = [];
-    // The default answer limit is the engine's rule, asked of it (the page does not restate it).
     view.outputTokens = null;
-    ctx.engine.defaults().then(({ outputTokens }) => {
-      view.outputTokens = outputTokens;
-      showOutputDefault(view);
-    }).catch(() => {});
     return view;
   },
 
   fill(settings, view, ctx, proposal) {
     view.keyTyped = false;
+    // The default answer limit is the engine's rule, asked of it when Settings open (the page
+    // does not restate it; a first visit fetches no engine).
+    if (!view.outputTokens) {
+      ctx.engine.defaults().then(({ outputTokens }) => {
+        view.outputTokens = outputTokens;
+        showOutputDefault(view);
+      }).catch(() => {});
+    }
     const kind = proposal?.kind ?? settings.kind;
     q(view, 'provider-kind').value = kind;
     fillKind(view, settings, kind, proposal);
