@@ -605,16 +605,24 @@ async fn b4_a_corrupt_stored_record_is_reported_not_dropped() {
     let raw = idb::open(&db).await.expect("raw open");
     let tx = idb::write_transaction(&raw).expect("tx");
     let store = idb::store(&tx, idb::MESSAGES).expect("store");
+    // Each damaged record keeps the position it was stored at.
+    let mut position = Vec::new();
+    for id in [&ids[1], &ids[3]] {
+        let record = idb::request_done(&store.get(&idb::message_key(&chat, id)).expect("get"))
+            .await
+            .expect("read");
+        position.push(idb::from_js(&record).map_or(Value::Null, |r| r["position"].clone()));
+    }
     store
         .put(
-            &idb::to_js(&json!({"chat_id": chat, "message_id": ids[1], "position": 1, "message": "not a message"}))
+            &idb::to_js(&json!({"chat_id": chat, "message_id": ids[1], "position": position[0], "message": "not a message"}))
                 .expect("js"),
         )
         .expect("put");
     store
         .put(
             &idb::to_js(
-                &json!({"chat_id": chat, "message_id": ids[3], "position": 3, "message": {"role": "martian", "content": 7}}),
+                &json!({"chat_id": chat, "message_id": ids[3], "position": position[1], "message": {"role": "martian", "content": 7}}),
             )
             .expect("js"),
         )
