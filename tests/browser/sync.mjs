@@ -360,6 +360,8 @@ try {
   const notCouch = await waitSync(a, (s) => s.state === 'stopped' && !/name and password/.test(s.text), 'A stopped again', 10_000);
   check(/should be the CouchDB server/.test(notCouch.text), `a URL that is not CouchDB: ${notCouch.text}`);
   await setSync(a, { database: 'Not A Name' });
+  // A person reads the sentence when it shows (the previous stop's line goes first).
+  await a.locator('[data-testid=sync-status]').filter({ hasText: /database name/ }).waitFor({ timeout: 5_000 }).catch(() => {});
   check(/database name/.test(await a.textContent('[data-testid=sync-status]')), `a bad database name is refused before any request (${await a.textContent('[data-testid=sync-status]')})`);
   check(await listedChats(a) === before, `every chat is still here (${before})`);
   check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
