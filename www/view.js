@@ -250,11 +250,22 @@ function fillToolActivity(node, calls, results, statuses, progress = new Map(), 
       el('span', { class: `status ${status}`, text: ` — ${STATUS_WORDS[status] ?? status}` }),
       decisions.get(call.id)?.source === 'policy' ? el('small', { class: 'decision', testid: 'tool-decision', text: ' (allowed by your tool rule)' }) : null,
       lines?.length ? el('pre', { class: 'progress', testid: 'tool-progress', text: lines.join('\n') }) : null,
-      result ? resultNode(textOf(result.content)) : null);
+      result ? resultNode(textOf(result.content)) : null,
+      result ? resultImages(result.content) : null);
   });
   if (live) node.open = true;
   const done = items.filter((i) => !['pending', 'queued', 'running', 'awaiting_approval', 'waiting_host'].includes(i.dataset.status)).length;
   node.replaceChildren(el('summary', { text: `Tools: ${calls.length} call${calls.length === 1 ? '' : 's'} (${done} finished)` }), el('ol', {}, ...items));
+}
+
+/** The images a tool returned (an MCP tool's), shown small; a click opens one at full size. */
+function resultImages(content) {
+  const images = Array.isArray(content) ? content.filter((p) => p?.type === 'image_url' && /^data:image\/(png|jpeg|gif|webp);/.test(p.image_url?.url ?? '')) : [];
+  if (!images.length) return null;
+  return el('div', { class: 'tool-images' }, ...images.map((p, i) => el('img', {
+    src: p.image_url.url, alt: `image ${i + 1} the tool returned`, class: 'tool-image', testid: 'tool-image', tabIndex: 0,
+    onclick: (event) => event.currentTarget.classList.toggle('enlarged'),
+  })));
 }
 
 /** One line for a call's arguments (a JSON text as streamed, or the parsed object). */

@@ -87,6 +87,9 @@ try {
   const imageRequest = (await posts('mcp'))[before + 1]?.body;
   const imageMessage = imageRequest?.messages.find((m) => m.role === 'user' && Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url'));
   check(imageMessage?.content.some((p) => p.image_url?.url.startsWith('data:image/png;base64,')), 'an image a tool returned reaches the model as an image');
+  // And the person sees it too, in the call's activity (not "[image: image/png]").
+  const shownImage = await page.locator('[data-testid=tool-image]').last().evaluate((img) => ({ src: img.src.slice(0, 22), loaded: img.complete && img.naturalWidth > 0 })).catch(() => null);
+  check(shownImage?.src === 'data:image/png;base64,' && shownImage.loaded, `the image a tool returned is shown in its call (${JSON.stringify(shownImage)})`);
 
   // Progress of a long call shows while it runs, like run_command's lines.
   await double.script('mcp', [
