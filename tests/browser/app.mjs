@@ -14,7 +14,7 @@ import {
 import { inThemes } from './axe.mjs';
 import { person } from './person.mjs';
 
-watchdog(300, 'the app test');
+watchdog(480, 'the app test'); // a guard against a hang: the sections take about 4–5 minutes on 2 cores
 const CANARY = 'sk-test-CANARY';
 const workspace = await tempDir('palaver-ws-');
 const ORIGINAL = '# original notes <b>bold</b> **strong** [link](https://attacker.test/c9)\n';
