@@ -704,8 +704,11 @@ async function offline(page) {
   await page.locator('[data-testid=chat-item]').nth(chats - 1).waitFor({ timeout: 10_000 }).catch(() => {});
   const shown = { title: await page.title(), planted: await page.getByTestId('impostor').count(), chats: await chatCount(page) };
   check(shown.planted === 0 && !/impostor/.test(shown.title) && shown.chats === chats, `F7: another server on the app's port gets no page at the app's origin: the cached app opens (${JSON.stringify(shown)})`);
-  await new Promise((ok) => impostor.close(ok));
-  impostor.closeAllConnections?.();
+  // The page keeps asking the port (health checks on kept-alive connections): cut them, or
+  // close() waits for them for ever.
+  const closed = new Promise((ok) => impostor.close(ok));
+  impostor.closeAllConnections();
+  await closed;
   await context.setOffline(true);
   await page.reload();
   await page.locator('[data-testid=chat-item]').nth(chats - 1).waitFor({ timeout: 10_000 }).catch(() => {});
