@@ -22,7 +22,7 @@ import * as transcript from './chat/transcript.js';
 import * as actions from './chat/actions.js';
 import * as settingsDialog from './settings/dialog.js';
 
-const ctx = { store: createStore(), say: (text, error) => say(text, error) };
+const ctx = { store: createStore(), say: (text, error, how) => say(text, error, how) };
 for (const module of [workspace, engine, limits, local, sync, list, open, empty, composer, transcript, actions, settingsDialog]) module.install(ctx);
 
 // The lifecycle's own sentence (a refusal, why a message waits) in the status line; gone with its cause.

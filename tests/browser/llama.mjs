@@ -158,7 +158,7 @@ try {
   await you.click('new-chat');
   const long = Array.from({ length: 1400 }, (_, i) => `note ${i} about the garden`).join('. ');
   await you.send(long);
-  await page.getByTestId('status').filter({ hasText: /4,096/ }).waitFor({ timeout: 60_000 }).catch(() => {});
+  await page.getByTestId('status').filter({ hasText: /32,768/ }).waitFor({ timeout: 60_000 }).catch(() => {});
   const said = await you.read('status');
   check(/4,096/.test(said) && /32,768/.test(said), `the page says the server's window replaced the typed one (${said.slice(0, 160)})`);
   const refused = await page.locator('[data-testid=message][data-role=error], [data-testid=error-notice]').allInnerTexts().catch(() => []);

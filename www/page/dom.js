@@ -25,7 +25,8 @@ export const scriptUrl = (url) => (policy ? policy.createScriptURL(url) : url);
  * A one-off sentence of the page's own in the status line: it stays (a chat's re-render does not
  * wipe it) until the chat has something to say, the user sends, or another chat opens.
  */
-export function say(text, error = false) {
+export function say(text, error = false, { leadsError = false } = {}) {
   statusView.say($('status'), text, error);
   $('status').dataset.page = text ? 'true' : '';
+  statusView.lead($('status'), leadsError ? text : '');
 }

@@ -50,10 +50,11 @@ export function install(ctx) {
     config.said = { ...(config.said ?? {}), model: config.model, n_ctx: nCtx, from: 'refusal' };
     if (typed > nCtx) config.n_ctx = nCtx;
     settingsStore.saveSettings(settings);
-    await ctx.engine.configure();
+    // Said as soon as it is kept: the engine's own refusal at the new window may already show.
     ctx.say(typed > nCtx
       ? `The server's window is ${nCtx.toLocaleString('en')} tokens, not ${typed.toLocaleString('en')}: Settings now say so.`
-      : `The server's window is ${nCtx.toLocaleString('en')} tokens: kept in Settings.`);
+      : `The server's window is ${nCtx.toLocaleString('en')} tokens: kept in Settings.`, false, { leadsError: true });
+    await ctx.engine.configure();
   }
 
   ctx.limits = {

@@ -52,10 +52,23 @@ export function say(node, text, error = false) {
   delete node.dataset.page;
 }
 
+/**
+ * A page sentence that explains the error about to show (the window a refusal taught): kept in
+ * front of that error's sentence, and gone once the chat has no error any more.
+ */
+export function lead(node, text) {
+  node.dataset.lead = text;
+  node.dataset.leadShown = '';
+}
+
 /** The chat's status from its runtime; `note` is said when nothing else is (e.g. a follower tab). */
 export function render(node, runtime, note = '') {
-  if (runtime.error) say(node, errorSentence(runtime.error), true);
-  else if (runtime.retry) say(node, `${RETRY_CAUSE[runtime.retry.class] ?? 'The request failed'}; trying again (attempt ${runtime.retry.attempt} of ${runtime.retry.max_attempts})…`);
+  const leading = node.dataset.lead ?? '';
+  if (!runtime.error && leading && node.dataset.leadShown === 'true') lead(node, '');
+  if (runtime.error) {
+    say(node, leading ? `${leading} ${errorSentence(runtime.error)}` : errorSentence(runtime.error), true);
+    node.dataset.leadShown = leading ? 'true' : '';
+  } else if (runtime.retry) say(node, `${RETRY_CAUSE[runtime.retry.class] ?? 'The request failed'}; trying again (attempt ${runtime.retry.attempt} of ${runtime.retry.max_attempts})…`);
   else if (runtime.storage_error) say(node, `Not saved yet: ${runtime.storage_error}`, true);
   else if (runtime.is_compressing) say(node, 'Compressing the context…');
   else if (node.dataset.page !== 'true') say(node, note); // a sentence of the page's stays
