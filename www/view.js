@@ -35,7 +35,10 @@ export class TranscriptView {
 
   render(chat) {
     const nearBottom = this.root.scrollHeight - this.root.scrollTop - this.root.clientHeight < 80;
-    if (chat.dirty.messages) this.renderMessages(chat);
+    // The tool rows read the subagents' statuses too (an interrupted spawn_agent call).
+    const subagents = JSON.stringify(chat.runtime.subagents?.map((s) => s.status) ?? []);
+    if (chat.dirty.messages || (chat.dirty.runtime && subagents !== this.subagentsSeen)) this.renderMessages(chat);
+    this.subagentsSeen = subagents;
     if (chat.dirty.draft || chat.dirty.messages || chat.dirty.runtime) this.renderLive(chat);
     if (nearBottom) this.root.scrollTop = this.root.scrollHeight;
   }
@@ -225,13 +228,15 @@ function reasoningNode(reasoning) {
 
 /** The engine's status of each call of the current turn (`runtime.tool_calls`). */
 function statusesOf(chat) {
-  return new Map((chat.runtime.tool_calls ?? []).map((c) => [c.id, c.status]));
+  // A spawn_agent call a reload cut is the engine's `interrupted` subagent (Resume or Cancel).
+  const cut = (chat.runtime.subagents ?? []).filter((s) => s.status === 'interrupted').map((s) => [s.tool_call_id, 'interrupted']);
+  return new Map([...(chat.runtime.tool_calls ?? []).map((c) => [c.id, c.status]), ...cut]);
 }
 
 const STATUS_WORDS = {
   pending: 'being written', queued: 'queued', running: 'running', awaiting_approval: 'awaiting approval',
   waiting_host: 'waiting for the page', done: 'done', failed: 'failed', denied: 'denied by your rule',
-  rejected: 'rejected', skipped: 'skipped', stopped: 'stopped',
+  rejected: 'rejected', skipped: 'skipped', stopped: 'stopped', interrupted: 'interrupted when the page closed',
 };
 
 function fillToolActivity(node, calls, results, statuses, progress = new Map(), decisions = new Map()) {
@@ -254,7 +259,7 @@ function fillToolActivity(node, calls, results, statuses, progress = new Map(), 
       result ? resultImages(result.content) : null);
   });
   if (live) node.open = true;
-  const done = items.filter((i) => !['pending', 'queued', 'running', 'awaiting_approval', 'waiting_host'].includes(i.dataset.status)).length;
+  const done = items.filter((i) => !['pending', 'queued', 'running', 'awaiting_approval', 'waiting_host', 'interrupted'].includes(i.dataset.status)).length;
   node.replaceChildren(el('summary', { text: `Tools: ${calls.length} call${calls.length === 1 ? '' : 's'} (${done} finished)` }), el('ol', {}, ...items));
 }
 

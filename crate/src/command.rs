@@ -93,6 +93,16 @@ pub enum Command {
         index: usize,
         message: crate::message::ChatMessage,
     },
+    /// Resumes a subagent the page's closing interrupted (its chat must be open): it goes on with
+    /// its task, and its answer reaches the parent's call. Sent to the parent.
+    ResumeSubagent {
+        child_id: String,
+    },
+    /// Gives up a subagent the page's closing interrupted: the parent's call is answered as
+    /// interrupted (its partial work stays in its chat). Sent to the parent.
+    CancelSubagent {
+        child_id: String,
+    },
 }
 
 impl<'de> Deserialize<'de> for CommandEnvelope {
@@ -133,6 +143,8 @@ impl Command {
         "cancel_queued",
         "resume_queue",
         "insert_message",
+        "resume_subagent",
+        "cancel_subagent",
     ];
 
     fn from_fields(mut f: Fields) -> Result<Self, serde_json::Error> {
@@ -195,6 +207,12 @@ impl Command {
                 index: f.take("index")?,
                 message: f.take("message")?,
             },
+            "resume_subagent" => Command::ResumeSubagent {
+                child_id: f.take("child_id")?,
+            },
+            "cancel_subagent" => Command::CancelSubagent {
+                child_id: f.take("child_id")?,
+            },
             other => return Err(tagged::unknown_variant(other, Self::VARIANTS)),
         })
     }
@@ -219,6 +237,8 @@ impl Command {
             Command::IdeToolResult { .. } => "ide_tool_result",
             Command::CancelQueued {} => "cancel_queued",
             Command::InsertMessage { .. } => "insert_message",
+            Command::ResumeSubagent { .. } => "resume_subagent",
+            Command::CancelSubagent { .. } => "cancel_subagent",
         }
     }
 

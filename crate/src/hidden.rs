@@ -106,6 +106,10 @@ impl ChatMessage {
     }
 
     /// A reply cut by a crash, kept up to its last checkpoint.
+    pub fn is_interrupted(&self) -> bool {
+        self.flag("interrupted")
+    }
+
     pub fn mark_interrupted(&mut self) {
         self.extra.insert("interrupted".into(), Value::Bool(true));
     }

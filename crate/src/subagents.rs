@@ -28,6 +28,9 @@ pub enum LinkStatus {
     Done,
     Failed,
     Stopped,
+    /// The page closed while it worked (found again when its parent opened from storage): it
+    /// waits for the user's Resume or Cancel.
+    Interrupted,
 }
 
 impl LinkStatus {
@@ -38,6 +41,7 @@ impl LinkStatus {
             LinkStatus::Done => "done",
             LinkStatus::Failed => "failed",
             LinkStatus::Stopped => "stopped",
+            LinkStatus::Interrupted => "interrupted",
         }
     }
 
@@ -76,6 +80,9 @@ pub struct Link {
     pub ended_at_ms: Option<u64>,
     /// Asked order (set by `Subagents::add`): queued children start in this order.
     pub order: u64,
+    /// Resumed after an interruption: its answer, arriving at a parent no longer in that turn,
+    /// carries the parent's turn on.
+    pub resumed: bool,
 }
 
 #[derive(Debug, Default)]

@@ -10,9 +10,10 @@ import { join } from 'node:path';
 import {
   check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle, openChatId, chatMenu,
 } from './harness.mjs';
+import { person } from './person.mjs';
 import { inThemes } from './axe.mjs';
 
-watchdog(300, 'the subagents page test');
+watchdog(400, 'the subagents page test');
 const workspace = await tempDir('palaver-sub-ws-');
 const double = await startDouble();
 const serve = await startServe(workspace, []);
@@ -22,6 +23,48 @@ const pageErrors = [];
 const sse = (body) => ({ body, headers: { 'content-type': 'text/event-stream' } });
 const posts = async (id) => (await double.log(id)).filter((e) => e.method === 'POST');
 const toolText = (body, id) => body?.messages?.find((m) => m.role === 'tool' && m.tool_call_id === id)?.content ?? '';
+
+/**
+ * 5. A reload while a subagent works (issue 37): the parent shows the child as interrupted with
+ * Resume and Cancel; Resume sends the child on, its answer reaches the parent's call and the
+ * parent answers — one child, never spawned twice.
+ */
+async function reloadDuringASubagent(page) {
+  const you = person(page);
+  const task = 'Count the legs of every spider you know.';
+  const url = await double.script('reload', [
+    sse(openaiStream({ toolCalls: [{ id: 'call_rl', name: 'spawn_agent', args: { task, title: 'Spider census' } }] })),
+    { ...sse(openaiStream({ text: 'Counting: the garden spider has eight, the wolf spider has' })), stall_after_bytes: 120 },
+    sse(openaiStream({ text: 'Every spider I know has eight legs.' })),
+    sse(openaiStream({ text: 'My helper counted: eight legs each.' })),
+  ]);
+  await setProvider(page, { baseUrl: url, key: 'sk-sub-test', model: 'gpt-4o' });
+  await you.click('new-chat');
+  await you.send('Ask a helper to count spider legs.');
+  await page.locator('[data-testid=subagent][data-status=running]').waitFor({ timeout: 15_000 });
+  for (let i = 0; i < 100 && (await posts('reload')).length < 2; i += 1) await new Promise((r) => setTimeout(r, 100));
+  await new Promise((r) => setTimeout(r, 500));
+  const parent = await openChatId(page);
+  await page.reload();
+  const interrupted = page.getByTestId('subagent-interrupted');
+  await interrupted.waitFor({ timeout: 15_000 }).catch(() => {});
+  const shown = await interrupted.innerText().catch(() => '');
+  check(/Interrupted/.test(shown) && await openChatId(page) === parent, `after a reload the parent shows its subagent as interrupted, with Resume and Cancel (${shown.replace(/\n/g, ' ')})`);
+  const summary = await page.locator('[data-testid=tool-activity] summary, details summary').filter({ hasText: /Tools:/ }).last().innerText().catch(() => '');
+  check(/0 finished/.test(summary), `and the parent's tool call is not counted as finished (${summary})`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'subagent-interrupted.png'), fullPage: true });
+  await you.click('subagent-resume');
+  await page.locator('[data-testid=subagent][data-status=done]').waitFor({ timeout: 20_000 }).catch(() => {});
+  await you.waitAnswers(2, 20_000).catch(() => {});
+  const asked = await posts('reload');
+  const last = asked.at(-1)?.body;
+  check(asked.length === 4 && toolText(last, 'call_rl').includes('Every spider I know has eight legs.'), `Resume: the child goes on and its answer is the parent's tool result (${asked.length} requests)`);
+  const spawned = asked.filter((r) => String(r.body.messages?.find((m) => m.role === 'user')?.content ?? '').startsWith(task)).length;
+  const children = await page.locator(`[data-testid=chat-item][data-parent-id="${parent}"]`).count();
+  check(spawned === 2 && children === 1, `the same child went on: one subagent chat, never spawned twice (${children} child chat; its two requests both began with the task: ${spawned})`);
+  const answers = await you.answers();
+  check(/eight legs each/.test(answers.at(-1) ?? ''), `the parent answers with it (${(answers.at(-1) ?? '').slice(0, 60)})`);
+}
 
 try {
   const page = await context.newPage();
@@ -128,6 +171,7 @@ try {
   await page.waitForFunction((selector) => !document.querySelector(selector), family(spiderRoot), { timeout: 10_000 }).catch(() => {});
   const left = await page.locator(family(spiderRoot)).count();
   check(/Delete its 1 subagent chat too/.test(asked) && left === 0, `deleting a parent asks about its subagents' chats (${asked}; ${left} left)`);
+  await reloadDuringASubagent(page);
   check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
 } finally {
   await context.close();

@@ -38,14 +38,14 @@ export function render(slots, chat, ctx) {
 }
 
 /** One click handler per slot: the action named by the button, of the card it sits in. */
-export function bind(slots, { chat, send, open, review }) {
+export function bind(slots, { chat, send, open, review, load, say }) {
   for (const root of Object.values(slots)) {
     root.addEventListener('click', (event) => {
       const target = event.target.closest('[data-action]');
       const card = CARDS.find((c) => c.name === target?.closest('[data-card]')?.dataset.card);
       const action = card?.actions?.[target.dataset.action];
       const current = chat();
-      if (action && current) action(current, target, send, { open, review });
+      if (action && current) action(current, target, send, { open, review, load, say });
     });
   }
 }

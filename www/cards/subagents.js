@@ -18,8 +18,17 @@ function childNode(child, now) {
     el('strong', { text: child.title }), ' ',
     el('span', { class: 'hint', text: facts }), ' ',
     button('open-subagent', 'Open', 'open', { 'data-chat-id': child.chat_id }),
+    child.status === 'interrupted' ? interruptedNode(child) : null,
     el('p', { class: 'task', text: child.task }),
     approvals);
+}
+
+/** A child the page's closing cut (the engine found it again): go on, or give it up. */
+function interruptedNode(child) {
+  return el('div', { class: 'child-interrupted', testid: 'subagent-interrupted' },
+    el('span', { text: 'Interrupted when the page closed. ' }),
+    button('subagent-resume', 'Resume', 'resume', { 'data-chat-id': child.chat_id }), ' ',
+    button('subagent-cancel', 'Cancel', 'cancel', { 'data-chat-id': child.chat_id }));
 }
 
 const reasonsOf = (chat, id) => chat.runtime.subagents?.find((c) => c.chat_id === id)?.pause_reasons ?? [];
@@ -29,9 +38,11 @@ export default {
   select: (chat) => (chat.runtime.subagents?.length ? chat.runtime.subagents : null),
   render(children) {
     const now = Date.now();
-    const running = children.filter((c) => !['done', 'failed', 'stopped'].includes(c.status)).length;
+    const running = children.filter((c) => !['done', 'failed', 'stopped', 'interrupted'].includes(c.status)).length;
+    const interrupted = children.filter((c) => c.status === 'interrupted').length;
+    const counts = [running ? `${running} working` : '', interrupted ? `${interrupted} interrupted` : ''].filter(Boolean).join(', ');
     return el('section', { class: 'card subagents', testid: 'subagent-tree', 'aria-label': 'Subagents' },
-      el('h3', { text: running ? `Subagents (${running} working)` : 'Subagents' }),
+      el('h3', { text: counts ? `Subagents (${counts})` : 'Subagents' }),
       el('ul', {}, ...children.map((c) => childNode(c, now))));
   },
   actions: {
@@ -40,6 +51,19 @@ export default {
       const id = target.dataset.chatId;
       send({ type: 'approve_tools', tool_call_ids: reasonsOf(chat, id).map((r) => r.tool_call_id) }, id);
     },
+    // The child's chat is loaded into the engine first: it goes on there.
+    resume: async (_chat, target, send, hooks) => {
+      const id = target.dataset.chatId;
+      target.disabled = true;
+      try {
+        await hooks?.load?.(id);
+        send({ type: 'resume_subagent', child_id: id });
+      } catch (error) {
+        hooks?.say?.(`The subagent could not be resumed: ${error?.message ?? error}`);
+        target.disabled = false;
+      }
+    },
+    cancel: (_chat, target, send) => send({ type: 'cancel_subagent', child_id: target.dataset.chatId }),
     reject: (chat, target, send) => {
       const id = target.dataset.chatId;
       send({ type: 'reject_tools', tool_call_ids: reasonsOf(chat, id).map((r) => r.tool_call_id), reason: 'The user rejected this call.' }, id);

@@ -153,7 +153,7 @@ export function install(ctx) {
 
   $('transcript').addEventListener('click', onClick);
   $('plan').addEventListener('click', onClick);
-  cards.bind({ plan: $('plan'), cards: $('cards') }, { chat: () => ctx.chat.mirror, send: command, open: (id) => ctx.chat.open(id), review: () => ctx.actions.openPrompt() });
+  cards.bind({ plan: $('plan'), cards: $('cards') }, { chat: () => ctx.chat.mirror, send: command, open: (id) => ctx.chat.open(id), review: () => ctx.actions.openPrompt(), load: (id) => ctx.engine.palaver.openChat(id), say: (text) => ctx.say(text, true) });
   queueView.bind($('queue'), {
     items: () => ctx.chat.mirror?.runtime.queued_items ?? [],
     cancel: (item) => command({ type: 'cancel_queued', client_request_id: item.client_request_id }),

@@ -22,9 +22,10 @@ use crate::tools::ToolOutcome;
 use crate::trajectory;
 use litemap::LiteMap;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 mod input;
+mod interrupted_subagents;
 mod subagent_runs;
 
 pub use input::*;
@@ -238,6 +239,9 @@ impl Engine {
             None => ChatSession::new(chat_id, ThreadParams::default(), Vec::new()),
         };
         self.sessions.insert(chat_id.to_string(), session);
+        if trajectory.is_some() {
+            self.adopt_stored_subagents(now, chat_id);
+        }
         self.to_chat(now, chat_id, step, |_, _| {});
     }
 
@@ -279,6 +283,9 @@ impl Engine {
                 return self.to_chat(now, chat_id, step, |s, _| s.refuse(&id, &refusal));
             }
         };
+        if self.subagent_command(now, chat_id, &envelope, step) {
+            return;
+        }
         let branch = self.branch_source(&envelope);
         let abort = matches!(envelope.command, Command::Abort {});
         self.session_or_new(chat_id);

@@ -120,6 +120,7 @@ impl Engine {
             started_at_ms: now,
             ended_at_ms: None,
             order: 0,
+            resumed: false,
         });
         let spawned = Event::SubagentSpawned {
             parent: parent.to_string(),
@@ -257,7 +258,7 @@ impl Engine {
         moved
     }
 
-    fn end_link(&mut self, now: u64, child: &str, outcome: Outcome, step: &mut Step) {
+    pub(super) fn end_link(&mut self, now: u64, child: &str, outcome: Outcome, step: &mut Step) {
         let Some(link) = self.subagents.get_mut(child) else {
             return;
         };
@@ -283,7 +284,12 @@ impl Engine {
             } else {
                 ToolOutcome::failed(content)
             };
-            self.answer_call(now, &link.parent, &link.call_id, answer, step);
+            if self.is_late(&link.parent, &link.call_id) {
+                let go_on = link.resumed;
+                self.answer_late(now, &link.parent, &link.call_id, answer, go_on, step);
+            } else {
+                self.answer_call(now, &link.parent, &link.call_id, answer, step);
+            }
         }
     }
 
@@ -327,7 +333,7 @@ impl Engine {
                 .subagents
                 .get(&child)
                 .is_some_and(|l| l.status == LinkStatus::Queued);
-            if !queued {
+            if !queued && self.sessions.contains_key(&child) {
                 self.to_chat(now, &child, step, |s, ctx| {
                     s.transition(ctx, Trigger::Abort)
                 });

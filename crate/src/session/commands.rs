@@ -365,7 +365,10 @@ impl ChatSession {
             | Command::Abort {}
             | Command::BranchFromChat { .. }
             | Command::CancelQueued {}
-            | Command::ResumeQueue {} => {}
+            | Command::ResumeQueue {}
+            // The engine's: it holds the links between chats (`engine/interrupted_subagents.rs`).
+            | Command::ResumeSubagent { .. }
+            | Command::CancelSubagent { .. } => {}
         }
     }
 

@@ -8,15 +8,18 @@
 mod commands;
 mod compaction;
 mod failure;
+mod late_result;
 mod report;
 pub mod state;
 mod tool_step;
+mod trigger;
 mod turn;
 mod window;
 
 pub use crate::event::{ContextUsage, ErrorInfo, RetryStatus, Runtime};
 pub use commands::BranchSource;
 pub use state::SessionState;
+pub use trigger::{RequestFailure, Trigger};
 
 use crate::config::{EngineConfig, IdGen};
 use crate::delta::Draft;
@@ -35,52 +38,6 @@ pub struct Ctx<'a> {
     pub now: u64,
     pub config: &'a EngineConfig,
     pub ids: &'a mut IdGen,
-}
-
-/// A request failure reported by the host before or instead of a body.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RequestFailure {
-    pub status: Option<u16>,
-    pub error_type: Option<String>,
-    pub message: String,
-    pub retry_after_ms: Option<u64>,
-    /// Response headers (`retry-after`, `retry-after-ms`, `x-should-retry`).
-    pub headers: litemap::LiteMap<String, String>,
-    /// A context window the error body states.
-    pub context_window: Option<u64>,
-    /// The prompt's size in tokens the error body states.
-    pub prompt_tokens: Option<u64>,
-}
-
-/// The inputs that move the state machine.
-#[derive(Debug)]
-pub enum Trigger {
-    StartTurn,
-    StreamBytes(Vec<u8>),
-    StreamEnd,
-    RequestFailed(RequestFailure),
-    ToolResult {
-        tool_call_id: String,
-        outcome: ToolOutcome,
-    },
-    Approve(Vec<String>),
-    /// The calls rejected, and what the user said about it (the model reads it).
-    Reject(Vec<String>, Option<String>),
-    Abort,
-    Tick,
-    /// The user changed the history without starting a turn (edit, remove, truncate, restore):
-    /// an error about the old history no longer holds.
-    HistoryEdited,
-    /// The engine answers a `wait_agents` call whose subagents are not all over: the call gets
-    /// `content`, and the turn then waits (`WaitingUserInput`) for `agents`.
-    AgentsPending {
-        tool_call_id: String,
-        content: String,
-        agents: Vec<String>,
-    },
-    /// Every subagent a `wait_agents` waited for is over: their answers come as a message and
-    /// the turn goes on.
-    AgentsAnswered(String),
 }
 
 #[derive(Debug)]
@@ -335,6 +292,16 @@ impl ChatSession {
                 if !self.waiting_for_agents.is_empty() =>
             {
                 self.on_agents_answered(ctx, text)
+            }
+            (
+                state,
+                Trigger::LateToolResult {
+                    tool_call_id,
+                    outcome,
+                    go_on,
+                },
+            ) if state.can_start_turn() => {
+                self.on_late_tool_result(ctx, state, &tool_call_id, outcome, go_on)
             }
             // Anything else is stale (bytes of a cancelled request, a late tool result): ignored.
             (state, _) => state,

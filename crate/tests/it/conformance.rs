@@ -60,7 +60,7 @@ const STEP_KEYS: [&str; 18] = [
     "data",
     "reason",
 ];
-const STEP_KEYS_MORE: [&str; 2] = ["trajectory", "input"];
+const STEP_KEYS_MORE: [&str; 3] = ["trajectory", "input", "chats"];
 const EXPECT_KEYS: [&str; 10] = [
     "events",
     "effects",
@@ -291,6 +291,7 @@ fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Ste
             })
         }
         "open" => h.open(&target, step.get("trajectory").cloned()),
+        "reload" => reload(h, step, &target),
         "input" => {
             match serde_json::from_value::<Input>(step.get("input").cloned().unwrap_or(Value::Null))
             {
@@ -300,6 +301,39 @@ fn run_step(h: &mut Harness, chat: &str, step: &Value, counter: &mut u32) -> Ste
         }
         other => panic!("unknown step `{other}`"),
     }
+}
+
+/// The page closed and came back: a new engine, and the chats named (`chats`, else the step's
+/// chat) opened again from what the old one held — thread and messages, as storage keeps them.
+fn reload(h: &mut Harness, step: &Value, target: &str) -> Step {
+    let chats: Vec<String> = match step.get("chats").and_then(Value::as_array) {
+        Some(list) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        None => vec![target.to_string()],
+    };
+    let stored: Vec<(String, Value)> = chats
+        .into_iter()
+        .map(|chat| {
+            let session = h
+                .engine
+                .session(&chat)
+                .unwrap_or_else(|| panic!("reload: no chat {chat}"));
+            let mut trajectory = serde_json::to_value(&session.thread).unwrap_or(json!({}));
+            trajectory["messages"] = serde_json::to_value(&session.messages).unwrap_or(json!([]));
+            (chat, trajectory)
+        })
+        .collect();
+    let now = h.now;
+    *h = Harness::new(h.engine.config().clone());
+    h.now = now;
+    let mut produced = Step::default();
+    for (chat, trajectory) in stored {
+        merge(&mut produced, h.open(&chat, Some(trajectory)));
+    }
+    produced
 }
 
 fn merge(into: &mut Step, more: Step) {

@@ -152,6 +152,12 @@ fn commands() -> Vec<Command> {
         },
         Command::CancelQueued {},
         Command::ResumeQueue {},
+        Command::ResumeSubagent {
+            child_id: "c~s1".into(),
+        },
+        Command::CancelSubagent {
+            child_id: "c~s1".into(),
+        },
     ];
     let variant_count = |command: &Command| match command {
         Command::UserMessage { .. }
@@ -171,9 +177,11 @@ fn commands() -> Vec<Command> {
         | Command::IdeToolResult { .. }
         | Command::CancelQueued {}
         | Command::ResumeQueue {}
-        | Command::InsertMessage { .. } => 1,
+        | Command::InsertMessage { .. }
+        | Command::ResumeSubagent { .. }
+        | Command::CancelSubagent { .. } => 1,
     };
-    assert_eq!(commands.iter().map(variant_count).sum::<usize>(), 18);
+    assert_eq!(commands.iter().map(variant_count).sum::<usize>(), 20);
     commands
 }
 
