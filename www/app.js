@@ -15,6 +15,7 @@ import * as workspace from './page/workspace.js';
 import * as local from './page/local.js';
 import * as sync from './page/sync.js';
 import * as list from './chat/list.js';
+import * as messageSearch from './chat/message-search.js';
 import * as open from './chat/open.js';
 import * as empty from './chat/empty.js';
 import * as composer from './chat/composer.js';
@@ -23,7 +24,7 @@ import * as actions from './chat/actions.js';
 import * as settingsDialog from './settings/dialog.js';
 
 const ctx = { store: createStore(), say: (text, error, how) => say(text, error, how) };
-for (const module of [workspace, engine, limits, local, sync, list, open, empty, composer, transcript, actions, settingsDialog]) module.install(ctx);
+for (const module of [workspace, engine, limits, local, sync, list, messageSearch, open, empty, composer, transcript, actions, settingsDialog]) module.install(ctx);
 
 // The lifecycle's own sentence (a refusal, why a message waits) in the status line; gone with its cause.
 let said = null;

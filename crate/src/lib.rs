@@ -18,6 +18,7 @@ pub mod images;
 pub mod json_text;
 pub mod linearize;
 pub mod message;
+pub mod message_search;
 pub mod mirror;
 pub mod plan;
 pub mod prompt;

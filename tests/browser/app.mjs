@@ -774,10 +774,46 @@ async function longChat(page) {
   check(JSON.stringify(after) === JSON.stringify(expected), `early removals are kept in order after a reload (${after.length} messages, [2..4] = ${JSON.stringify(after.slice(2, 4))})`);
 }
 
+/**
+ * Search inside messages (issue 38): words typed in the sidebar's search box find a message deep
+ * in a long chat (past the transcript's first screen); its hit names the chat and the line, and a
+ * click opens the chat at that message.
+ */
+async function searchInMessages(page) {
+  const you = person(page);
+  const messages = Array.from({ length: 450 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: i === 10 ? 'First a note.\nA purple zebra sleeps under the old bridge.' : `searchable message ${i}` }));
+  const id = await importFile(page, JSON.stringify(messages), 'zebra.json');
+  await you.click('new-chat');
+  await you.type('chat-search', 'zebra BRIDGE');
+  const hit = page.getByTestId('message-hit');
+  await hit.first().waitFor({ timeout: 10_000 }).catch(() => {});
+  const hits = await hit.allInnerTexts();
+  check(hits.length === 1 && /A purple zebra sleeps under the old bridge\./.test(hits[0]) && await hit.first().getAttribute('data-chat-id') === id,
+    `the search box finds the words inside a message, with its line (${JSON.stringify(hits)})`);
+  await inThemes(page, 'search inside messages', 'message-hits');
+  await you.click(hit.first());
+  // What a person sees: the message, inside the transcript's visible pane.
+  const inView = await page.waitForFunction(() => {
+    const node = [...document.querySelectorAll('[data-testid=message]')].find((n) => n.textContent.includes('A purple zebra sleeps'));
+    const pane = document.getElementById('transcript').getBoundingClientRect();
+    const box = node?.getBoundingClientRect();
+    return Boolean(box) && box.top >= pane.top && box.bottom <= pane.bottom;
+  }, null, { timeout: 10_000 }).then(() => true, () => false);
+  const header = await page.locator('#chat-title').innerText();
+  check(header === 'searchable message 0' && inView, `a click opens the chat at that message, on screen (message 10 of 450 of "${header}")`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'search-messages.png') });
+  await you.type('chat-search', 'zebra giraffe');
+  await page.getByTestId('message-hits').filter({ hasText: 'No message holds' }).waitFor({ timeout: 10_000 }).catch(() => {});
+  check(/No message holds “zebra giraffe”/.test(await page.getByTestId('message-hits').innerText()), 'words no message holds say so');
+  await you.type('chat-search', '');
+  await page.getByTestId('message-hits').waitFor({ state: 'hidden', timeout: 10_000 }).catch(() => {});
+  check(await page.getByTestId('message-hits').isHidden(), 'an empty search box shows no hits');
+}
+
 try {
   const page = await newPage();
   for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
-    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['long chat', longChat], ['offline', offline]]) {
+    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['long chat', longChat], ['search in messages', searchInMessages], ['offline', offline]]) {
     // PALAVER_SECTIONS='a;b' runs the newcomer's path and only those sections (while developing).
     if (process.env.PALAVER_SECTIONS && name !== 'newcomer' && !process.env.PALAVER_SECTIONS.split(';').includes(name)) continue;
     console.log(`-- ${name}`);

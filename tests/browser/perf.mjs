@@ -124,6 +124,21 @@ try {
   const open = await page.evaluate(() => ({ ...globalThis.__open, nodes: document.querySelectorAll('[data-testid=message]').length, more: document.querySelector('[data-testid=show-earlier]')?.textContent ?? '' }));
   row('open the 5 000-message chat: click → first frame with messages', `${open.first?.toFixed(0)} ms (its last screen, read from storage)`);
   row('open the 5 000-message chat: click → usable (whole chat in the engine, drawn)', `${open.usable.toFixed(0)} ms (${open.nodes} messages drawn; ${open.more})`);
+
+  // Search inside messages over every stored chat (the 5 000-message one among them): the last
+  // keystroke → the hits shown, which includes the 250 ms pause the box waits for typing to stop.
+  await page.evaluate(() => {
+    globalThis.__search = { typed: 0, shown: 0 };
+    document.getElementById('chat-search').addEventListener('input', () => { globalThis.__search.typed = performance.now(); });
+    new MutationObserver(() => {
+      if (document.querySelector('[data-testid=message-hit]') && !globalThis.__search.shown) globalThis.__search.shown = performance.now();
+    }).observe(document.getElementById('message-hits'), { childList: true, subtree: true });
+  });
+  await page.getByTestId('chat-search').fill('history-entry');
+  await page.waitForFunction(() => globalThis.__search.shown > 0, null, { timeout: 30_000 })
+    .catch(async (error) => { throw new Error(`no hits: ${await page.getByTestId('message-hits').innerText().catch(() => '?')} (${error.message})`); });
+  const search = await page.evaluate(() => ({ ms: globalThis.__search.shown - globalThis.__search.typed, hits: document.querySelectorAll('[data-testid=message-hit]').length }));
+  row('search inside messages: last keystroke → hits shown', `${search.ms.toFixed(0)} ms (${search.hits} hits; 250 ms of it is the pause for typing to stop)`);
 } finally {
   await context.close().catch(() => {});
   serve.child.kill();

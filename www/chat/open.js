@@ -242,6 +242,25 @@ export function install(ctx) {
       current.follow = true;
       schedule();
     },
+    /**
+     * Shows message `messageId` of the open chat (a search hit): the transcript reaches back to
+     * it, scrolls it to the middle and marks it a moment. False when the chat does not hold it.
+     */
+    reveal(messageId) {
+      const chat = current.mirror;
+      const index = chat?.messages.findIndex((m) => m.message_id === messageId) ?? -1;
+      if (index < 0) return false;
+      view.window = Math.max(view.window, chat.messages.length - index + 3);
+      chat.dirty.messages = true;
+      current.restoreScroll = NaN;
+      render();
+      const node = [...$('transcript').querySelectorAll('[data-testid=message]')].find((n) => n.dataset.messageId === messageId);
+      if (!node) return false;
+      node.scrollIntoView({ block: 'center' });
+      node.classList.add('found');
+      setTimeout(() => node.classList.remove('found'), 3000);
+      return true;
+    },
     /** Opening settled (the line of selections is empty). */
     settled: () => current.selecting,
   };

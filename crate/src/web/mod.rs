@@ -14,6 +14,7 @@ mod chat_list;
 mod decoder;
 pub mod host;
 pub mod idb;
+mod message_search;
 mod ownership;
 mod shared;
 mod storage;
@@ -110,6 +111,8 @@ export interface TabRole { role: "owner" | "follower" | "closed"; note: string |
 export interface StorageStatus { persisted: boolean | null; usage: number | null; quota: number | null; near_quota: boolean; data_lost: boolean; tabs_note: string | null; }
 /** The last screen of a stored chat (`peekChat`): its newest messages as stored, in order. */
 export interface ChatPeek { chat_id: string; title: string; message_count: number; messages: { message_id?: string; role?: string; [key: string]: unknown }[]; }
+/** Search inside messages (`searchMessages`, issue 38): the hits, and whether the limit cut them. */
+export interface MessageSearch { hits: { chat_id: string; message_id: string; role: string; line: string }[]; more: boolean; }
 /** Where a chat's workspace copy stands (`workspaceCopy`, issue 21). */
 /** Sync through CouchDB (issue 21). `state`: off, connecting, pushing, pulling, live, retrying, offline or stopped. */
 export interface SyncStatus { state: string; error?: { code: "unauthorized" | "forbidden" | "not_couch_db" | "no_database" | "server" | "network" | "storage"; message: string }; retry_at?: number; pushed: number; pulled: number; synced_at?: number; }

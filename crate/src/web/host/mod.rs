@@ -226,6 +226,17 @@ impl Host {
         })
     }
 
+    /// Search inside every stored chat's messages (user, assistant and tool-result text, every word, any
+    /// case): `{hits: [{chat_id, message_id, role, line}], more}`, at most `limit` hits.
+    #[wasm_bindgen(js_name = searchMessages, unchecked_return_type = "Promise<MessageSearch>")]
+    pub fn search_messages(&self, query: String, limit: u32) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let found = super::message_search::search(&shared, &query, limit as usize).await?;
+            Ok(to_js(&found))
+        })
+    }
+
     /// The newest `count` stored messages of a chat, to draw its last screen while `openChat`
     /// loads the whole of it: `{chat_id, title, message_count, messages}`.
     #[wasm_bindgen(js_name = peekChat, unchecked_return_type = "Promise<ChatPeek>")]
