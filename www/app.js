@@ -21,10 +21,11 @@ import * as empty from './chat/empty.js';
 import * as composer from './chat/composer.js';
 import * as transcript from './chat/transcript.js';
 import * as actions from './chat/actions.js';
+import * as restoreFiles from './chat/restore-files.js';
 import * as settingsDialog from './settings/dialog.js';
 
 const ctx = { store: createStore(), say: (text, error, how) => say(text, error, how) };
-for (const module of [workspace, engine, limits, local, sync, list, messageSearch, open, empty, composer, transcript, actions, settingsDialog]) module.install(ctx);
+for (const module of [workspace, engine, limits, local, sync, list, messageSearch, open, empty, composer, transcript, actions, restoreFiles, settingsDialog]) module.install(ctx);
 
 // The lifecycle's own sentence (a refusal, why a message waits) in the status line; gone with its cause.
 let said = null;

@@ -233,6 +233,9 @@ function statusesOf(chat) {
   return new Map([...(chat.runtime.tool_calls ?? []).map((c) => [c.id, c.status]), ...cut]);
 }
 
+/** The agent's writes `palaver serve` records, so they can be turned back (issue 39). */
+const WRITES = ['write_file', 'edit_file'];
+
 const STATUS_WORDS = {
   pending: 'being written', queued: 'queued', running: 'running', awaiting_approval: 'awaiting approval',
   waiting_host: 'waiting for the page', done: 'done', failed: 'failed', denied: 'denied by your rule',
@@ -255,6 +258,7 @@ function fillToolActivity(node, calls, results, statuses, progress = new Map(), 
       el('span', { class: `status ${status}`, text: ` — ${STATUS_WORDS[status] ?? status}` }),
       decisions.get(call.id)?.source === 'policy' ? el('small', { class: 'decision', testid: 'tool-decision', text: ' (allowed by your tool rule)' }) : null,
       lines?.length ? el('pre', { class: 'progress', testid: 'tool-progress', text: lines.join('\n') }) : null,
+      WRITES.includes(call.function?.name) && status === 'done' ? button('restore-files', 'Restore files to before this', 'restore-files', { 'data-call-id': call.id }) : null,
       result ? resultNode(textOf(result.content)) : null,
       result ? resultImages(result.content) : null);
   });

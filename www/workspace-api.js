@@ -43,6 +43,18 @@ export async function proxyTool(proxy, name, args) {
 }
 
 /**
+ * Puts back the files chat `chatId` changed from its tool call `callId` on, as `palaver serve`
+ * recorded them (issue 39): `{restored: [path], skipped: [{path, reason}]}`. Throws with the
+ * server's sentence.
+ */
+export async function restoreChanges(proxy, chatId, callId, force = false) {
+  if (!proxy) throw new Error('no workspace is paired: start palaver serve and open the address it prints');
+  const { ok, body } = await proxyFetch(proxy, '/api/changes/restore', { method: 'POST', body: JSON.stringify({ chat_id: chatId, call_id: callId, force }) });
+  if (!ok) throw new Error(body.content ?? body.error ?? `the server answered ${body}`);
+  return body;
+}
+
+/**
  * The workspace tools to offer the model: `{tools, problem}`. With no paired proxy, or one that
  * does not answer, there are none, and `problem` says why in one sentence with the fix.
  */

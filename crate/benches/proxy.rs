@@ -54,6 +54,7 @@ mod native {
             reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
             token: TOKEN.into(),
             vault: None,
+            checkpoints: None,
         };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

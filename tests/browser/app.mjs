@@ -137,6 +137,7 @@ async function toolTurns(page) {
   await waitIdle(page, 2);
   check((await readFile(join(workspace, 'notes.txt'), 'utf8')) === 'changed by the model 1\n', 'approve → the file changed on disk');
   check((await assistantTexts(page)).at(-1).includes('I updated notes.txt.'), 'the turn went on to the final answer');
+  await restoreTheWrite(page);
 
   await writeFile(join(workspace, 'notes.txt'), ORIGINAL);
   await page.click('[data-testid=new-chat]');
@@ -162,6 +163,32 @@ async function toolTurns(page) {
   check(log.length === 2, `reject → the turn ends: no request after the rejection (${log.length} requests)`);
   check(await page.locator('[data-testid=tool-approval]').count() === 0, 'the approval card is gone');
   check(await page.locator('[data-testid=tool-call][data-tool=write_file][data-status=rejected]').count() === 1, 'the rejected call shows as rejected');
+}
+
+/**
+ * Turned back (issue 39): the approved write's "Restore files to before this" puts notes.txt back
+ * as palaver serve recorded it — but first the person edited it, so the restore asks; declined,
+ * the file stays with a sentence saying why; accepted, the earlier content is back.
+ */
+async function restoreTheWrite(page) {
+  const you = person(page);
+  const edited = 'changed by the model 1\nand then by me\n';
+  await writeFile(join(workspace, 'notes.txt'), edited);
+  await you.click(page.locator('[data-testid=tool-activity] summary').last());
+  let asked = '';
+  page.once('dialog', (dialog) => { asked = dialog.message(); dialog.dismiss(); });
+  await you.click('restore-files');
+  await page.getByTestId('status').filter({ hasText: /Left as they are/ }).waitFor({ timeout: 10_000 }).catch(() => {});
+  const declined = await you.read('status');
+  check(/notes\.txt changed since the agent wrote it/.test(asked) && /Left as they are: notes\.txt/.test(declined) && (await readFile(join(workspace, 'notes.txt'), 'utf8')) === edited,
+    `a restore over the person's own edit asks first; declined, the file stays (${declined})`);
+  page.once('dialog', (dialog) => dialog.accept());
+  await you.click('restore-files');
+  await page.getByTestId('status').filter({ hasText: /Restored to before this change/ }).waitFor({ timeout: 10_000 }).catch(() => {});
+  const restored = await you.read('status');
+  check(/Restored to before this change: notes\.txt/.test(restored) && (await readFile(join(workspace, 'notes.txt'), 'utf8')) === ORIGINAL,
+    `accepted, the file is back as it was before the agent's write (${restored})`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'restore-files.png') });
 }
 
 const longText = Array.from({ length: 400 }, (_, i) => `word${i}`).join(' ');

@@ -35,8 +35,8 @@ const started = new Set();
 process.on('exit', () => started.forEach((child) => child.kill('SIGKILL')));
 
 /** Starts a process and resolves with its first stdout match of `pattern`. */
-export function start(command, args, pattern) {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+export function start(command, args, pattern, env = process.env) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
   started.add(child);
   child.on('exit', () => started.delete(child));
   return new Promise((ok, fail) => {
@@ -73,7 +73,9 @@ export async function startDouble() {
 export async function startServe(workspace, extra = []) {
   const palaver = process.env.PALAVER_BIN ?? join(root, 'target/debug/palaver');
   const { child, match } = await start(palaver, ['serve', '--port', '0', '--workspace', workspace,
-    '--www', join(root, 'www'), '--pkg', join(root, 'pkg'), ...extra], /(http:\/\/127\.0\.0\.1:(\d+)\/#token=(\S+))/);
+    '--www', join(root, 'www'), '--pkg', join(root, 'pkg'), ...extra], /(http:\/\/127\.0\.0\.1:(\d+)\/#token=(\S+))/,
+    // The earlier contents of files it records (issue 39) go to a test folder, not the home's.
+    { ...process.env, XDG_DATA_HOME: join(tmpdir(), 'palaver-test-data') });
   return { child, printed: match[1], origin: `http://127.0.0.1:${match[2]}`, token: match[3] };
 }
 

@@ -31,6 +31,9 @@ export function install(ctx) {
       case 'delete-message':
         removeMessage(node);
         break;
+      case 'restore-files':
+        ctx.restoreFiles(target.dataset.callId);
+        break;
       case 'insert-code':
         insertCode(target);
         break;

@@ -172,7 +172,7 @@ fn preflight(origin: Option<&str>) -> Response {
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
         HeaderValue::from_static(
-            "authorization, content-type, accept, range, mcp-session-id, mcp-protocol-version, last-event-id",
+            "authorization, content-type, accept, range, mcp-session-id, mcp-protocol-version, last-event-id, x-palaver-chat, x-palaver-call",
         ),
     );
     headers.insert(

@@ -4,6 +4,7 @@
 //! port 0. The tools API (`/api/tools`) is behind the token, Origin and fetch-metadata guards.
 
 pub mod chat_files;
+pub mod checkpoints;
 pub mod confine;
 mod guard;
 pub mod mcp;
@@ -215,13 +216,14 @@ fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
         www: static_dir(args.www.as_deref(), "www")?,
         pkg: static_dir(args.pkg.as_deref(), "pkg")?,
         models: models_dir(args.models.as_deref(), &workspace)?,
-        workspace,
         allowed_origins: args.allow_origin.clone(),
         allow_shell: args.allow_shell,
         allow_hard_links: args.allow_hard_links,
         mirror: !args.no_mirror,
         reaper: std::env::current_exe().ok(),
         mcp,
+        checkpoints: checkpoints::Checkpoints::folder_for(&workspace),
+        workspace,
         token,
         vault: vault_secret(),
     })

@@ -41,6 +41,7 @@ pub(super) fn run_tool(
             name: &name,
             args: &args,
             controller: &controller,
+            chat: Some((&chat_id, &tool_call_id)),
         };
         let streamed = name == "run_command" || name.starts_with(crate::tools::MCP_PREFIX);
         let outcome = if streamed {
@@ -108,6 +109,9 @@ pub(super) struct ProxyCall<'a> {
     name: &'a str,
     args: &'a Value,
     controller: &'a AbortController,
+    /// The chat and the tool call it is for: `palaver serve` records a write's earlier content
+    /// under them (issue 39).
+    chat: Option<(&'a str, &'a str)>,
 }
 
 pub(super) async fn proxy_response(call: &ProxyCall<'_>, accept: &str) -> Result<Response, String> {
@@ -115,6 +119,10 @@ pub(super) async fn proxy_response(call: &ProxyCall<'_>, accept: &str) -> Result
     let _ = headers.set("content-type", "application/json");
     let _ = headers.set("accept", accept);
     let _ = headers.set("authorization", &format!("Bearer {}", call.token));
+    if let Some((chat, tool_call)) = call.chat {
+        let _ = headers.set("x-palaver-chat", chat);
+        let _ = headers.set("x-palaver-call", tool_call);
+    }
     let init = RequestInit::new();
     init.set_method("POST");
     init.set_headers(&headers);

@@ -10,6 +10,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 mod chat_files;
+mod checkpoints;
 mod mcp;
 mod models;
 mod proxy;

@@ -416,6 +416,7 @@ fn a53_a_slow_body_is_cut_at_the_request_deadline() {
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
         vault: None,
+        checkpoints: None,
     };
     let limits = palaver::proxy::Limits {
         request_timeout: std::time::Duration::from_secs(2),

@@ -839,6 +839,7 @@ fn a46_a_workspace_given_through_a_symlink_works_and_a48_hard_links_are_not_writ
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: crate::support::TOKEN.into(),
         vault: None,
+        checkpoints: None,
     };
     let outside = dir.0.join("outside.txt");
     let server = crate::support::start_with(config, dir);

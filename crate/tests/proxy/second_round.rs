@@ -94,6 +94,7 @@ fn e3_serving_the_app_from_inside_the_workspace_is_refused() {
         reaper: None,
         token: TOKEN.into(),
         vault: None,
+        checkpoints: None,
     };
     let inside = config(ws.join("www"), ws.join("pkg"), ws.clone());
     let refused = palaver::proxy::router(&inside, 1, Limits::default()).err();

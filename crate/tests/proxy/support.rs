@@ -91,6 +91,7 @@ pub fn config_for(dir: &TempDir, allow_shell: bool) -> ServeConfig {
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
         vault: None,
+        checkpoints: None,
     }
 }
 
@@ -501,6 +502,7 @@ pub fn symlink_fixture(name: &str, allow_shell: bool, origins: &[&str]) -> (Serv
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
         vault: None,
+        checkpoints: None,
     };
     (start_with(config, dir), t)
 }

@@ -19,9 +19,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 
+mod change_routes;
 mod chat_routes;
 mod mcp_routes;
 
+use change_routes::*;
 use chat_routes::*;
 use mcp_routes::*;
 use std::path::PathBuf;
@@ -86,6 +88,8 @@ pub struct ServeConfig {
     pub token: String,
     /// The secret that locks the page's remembered keys (F7; `None`: not offered).
     pub vault: Option<Arc<super::vault::VaultSecret>>,
+    /// Where earlier file contents are kept for restores (issue 39; `None`: not recorded).
+    pub checkpoints: Option<PathBuf>,
 }
 
 /// What the API's handlers share: the workspace tools and the user's MCP servers.
@@ -95,6 +99,8 @@ pub struct Api {
     pub chats: Arc<ChatFiles>,
     /// The vault secret (F7), handed to the page behind the token.
     pub vault: Option<Arc<super::vault::VaultSecret>>,
+    /// The store of earlier file contents (issue 39).
+    pub checkpoints: Option<Arc<super::checkpoints::Checkpoints>>,
 }
 
 /// Refuses to serve the app from inside the workspace, or the workspace from inside the app: the
@@ -155,6 +161,10 @@ fn router_with(
         mcp: hub,
         chats: Arc::new(ChatFiles::new(workspace, config.mirror)),
         vault: config.vault.clone(),
+        checkpoints: config
+            .checkpoints
+            .clone()
+            .map(|dir| Arc::new(super::checkpoints::Checkpoints::new(dir))),
     });
     // Mirror files are whole trajectories: their own, larger body limit.
     let chat_routes = Router::new()
@@ -171,6 +181,8 @@ fn router_with(
         .route("/vault", get(vault_secret))
         .route("/tools", get(list_tools))
         .route("/tools/{name}", post(call_tool))
+        .route("/changes", get(list_changes))
+        .route("/changes/restore", post(restore_changes))
         .route("/mcp", get(mcp_status))
         .route("/mcp/events", get(mcp_events))
         .route("/mcp/resources", get(mcp_resources))
@@ -421,11 +433,16 @@ async fn call_tool(
     if wants_lines && name == "run_command" && args.is_object() {
         return stream_lines(&api.tools, &args);
     }
+    let recording = match record_before(&api, &name, &headers, &args) {
+        Ok(recording) => recording,
+        Err(refusal) => return refusal,
+    };
     let reply = if is_mcp {
         api.mcp.call(&name, args, None).await
     } else {
         tools::call(&api.tools, &name, args).await
     };
+    record_after(&api, recording, !reply.is_error);
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, Json(reply.body())).into_response()
 }

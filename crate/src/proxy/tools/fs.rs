@@ -401,7 +401,7 @@ fn refuse_private(ws: &Workspace, path: &RelPath) -> Result<(), ToolReply> {
     Ok(())
 }
 
-fn refuse_protected(ws: &Workspace, path: &RelPath) -> Result<(), ToolReply> {
+pub(crate) fn refuse_protected(ws: &Workspace, path: &RelPath) -> Result<(), ToolReply> {
     if is_protected(ws, path) {
         return Err(protected_refusal(&path.as_str()));
     }
@@ -420,7 +420,7 @@ fn protected_refusal(path: &str) -> ToolReply {
 /// symlink following, created when missing, refused when protected. An in-workspace symlink
 /// component is resolved inside the capability and its real path opened the same way, so what
 /// is checked is the directory written to, whatever is swapped in meanwhile (E10).
-fn open_parent(ws: &Workspace, path: &RelPath) -> Result<Dir, ToolReply> {
+pub(crate) fn open_parent(ws: &Workspace, path: &RelPath) -> Result<Dir, ToolReply> {
     let parent = path.parent().unwrap_or_else(RelPath::root);
     let mut dir = ws
         .dir()
@@ -469,7 +469,7 @@ fn open_resolved(ws: &Workspace, target: &RelPath, walked: &RelPath) -> Result<D
 
 /// Writes through a temporary file and a rename in one opened directory, refusing to write
 /// through a symlink.
-fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
+pub(crate) fn atomic_write(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
     refuse_protected(ws, path)?;
     let dir = open_parent(ws, path)?;
     let name = path.file_name().unwrap_or(".");

@@ -1,0 +1,354 @@
+//! Safe edits (issue 39): before `write_file` or `edit_file` changes a workspace file for a
+//! chat's tool call, the file as it was — its pre-image — is kept outside the workspace, in the
+//! user's data folder, content-addressed by SHA-256; each change is logged with the chat, the
+//! call, the path and the content before and after. A restore puts back the files a chat changed
+//! from one call on, as they were before that call: a file changed since the agent wrote it (by
+//! the user, another chat, a command) is listed and skipped unless the user confirms. A restore is
+//! logged as a change too, so it can itself be turned back.
+//!
+//! Nothing is written inside the workspace and git's state is never touched: files are read and
+//! written through the workspace tools' own checks (no symlinks followed, protected names kept).
+
+use super::confine::{self, io_error, RelPath, Target};
+use super::tools::fs::{self, READ_LIMIT};
+use super::tools::ToolReply;
+use super::workspace::Workspace;
+use cap_std::fs::{OpenOptions, OpenOptionsExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The most bytes the store keeps; past it a change is refused with a sentence (prune first).
+pub const STORE_CAP: u64 = 1024 * 1024 * 1024;
+const LOG: &str = "changes.jsonl";
+
+/// One recorded change of one file. `before`/`after`: the content's SHA-256, `None` when the
+/// file did not exist.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Change {
+    pub id: u64,
+    pub chat_id: String,
+    pub call_id: String,
+    pub path: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    /// The change of a restore (turned back by restoring from it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restore: bool,
+}
+
+/// A change about to happen: the pre-image is kept; `finish` logs it once the tool succeeded.
+pub struct Pending {
+    chat_id: String,
+    call_id: String,
+    path: String,
+    before: Option<String>,
+    restore: bool,
+}
+
+/// The store of one workspace: `objects/<sha256>` and the change log.
+pub struct Checkpoints {
+    dir: PathBuf,
+    log: Mutex<()>,
+}
+
+/// What a restore did: files put back, and files left as they are, each with why.
+#[derive(Debug, Default, Serialize, PartialEq)]
+pub struct Restored {
+    pub restored: Vec<String>,
+    pub skipped: Vec<Value>,
+}
+
+impl Checkpoints {
+    pub fn new(dir: PathBuf) -> Self {
+        Checkpoints {
+            dir,
+            log: Mutex::new(()),
+        }
+    }
+
+    /// The folder for `workspace` under the user's data folder (`$XDG_DATA_HOME/palaver` or
+    /// `~/.local/share/palaver`), one per workspace; `None` without a home.
+    pub fn folder_for(workspace: &Path) -> Option<PathBuf> {
+        let data = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share"))
+            })?;
+        let real = workspace.canonicalize().ok()?;
+        let key = &hex(&Sha256::digest(real.as_os_str().as_encoded_bytes()))[..16];
+        Some(data.join("palaver").join("checkpoints").join(key))
+    }
+
+    /// Keeps `path`'s content before a tool call changes it.
+    pub fn before(
+        &self,
+        ws: &Workspace,
+        chat_id: &str,
+        call_id: &str,
+        path: &str,
+    ) -> Result<Pending, ToolReply> {
+        let rel = checked_path(path)?;
+        let before = match read_existing(ws, &rel)? {
+            Some(bytes) => Some(self.keep(&bytes)?),
+            None => None,
+        };
+        Ok(Pending {
+            chat_id: chat_id.to_string(),
+            call_id: call_id.to_string(),
+            path: rel.as_str().to_string(),
+            before,
+            restore: false,
+        })
+    }
+
+    /// Logs a change once the tool wrote the file (its content now is `after`).
+    pub fn finish(&self, ws: &Workspace, pending: Pending) -> Result<Change, ToolReply> {
+        let rel = checked_path(&pending.path)?;
+        let after = read_existing(ws, &rel)?.map(|b| hex(&Sha256::digest(&b)));
+        self.append(|id| Change {
+            id,
+            chat_id: pending.chat_id,
+            call_id: pending.call_id,
+            path: pending.path,
+            before: pending.before,
+            after,
+            restore: pending.restore,
+        })
+    }
+
+    /// The chat's changes, oldest first.
+    pub fn changes(&self, chat_id: &str) -> Vec<Change> {
+        self.all()
+            .into_iter()
+            .filter(|c| c.chat_id == chat_id)
+            .collect()
+    }
+
+    /// Puts the files `chat_id` changed from its call `call_id` on back as they were before it
+    /// (`restored` names those it changed).
+    /// A file whose content is not what the chat's last change left is skipped unless `force`.
+    pub fn restore(
+        &self,
+        ws: &Workspace,
+        chat_id: &str,
+        call_id: &str,
+        force: bool,
+    ) -> Result<Restored, ToolReply> {
+        let changes = self.changes(chat_id);
+        let Some(from) = changes.iter().position(|c| c.call_id == call_id) else {
+            return Err(ToolReply::failed(
+                "no_recorded_change",
+                format!("No change of this chat is recorded for call {call_id} on this machine (it was made before recording began, or by another machine's palaver serve)."),
+            ));
+        };
+        let later = &changes[from..];
+        let mut paths: Vec<&str> = later.iter().map(|c| c.path.as_str()).collect();
+        paths.dedup();
+        paths.sort_unstable();
+        paths.dedup();
+        let mut done = Restored::default();
+        for path in paths {
+            let first = later.iter().find(|c| c.path == path);
+            let last = later.iter().rev().find(|c| c.path == path);
+            let (Some(first), Some(last)) = (first, last) else {
+                continue;
+            };
+            match self.put_back(
+                ws,
+                chat_id,
+                call_id,
+                path,
+                first.before.as_deref(),
+                last.after.as_deref(),
+                force,
+            ) {
+                Ok(true) => done.restored.push(path.to_string()),
+                Ok(false) => {}
+                Err(why) => done.skipped.push(json!({"path": path, "reason": why})),
+            }
+        }
+        Ok(done)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn put_back(
+        &self,
+        ws: &Workspace,
+        chat_id: &str,
+        call_id: &str,
+        path: &str,
+        target: Option<&str>,
+        left: Option<&str>,
+        force: bool,
+    ) -> Result<bool, String> {
+        let rel = checked_path(path).map_err(|r| r.content)?;
+        let now = read_existing(ws, &rel)
+            .map_err(|r| r.content)?
+            .map(|b| hex(&Sha256::digest(&b)));
+        if now.as_deref() == target {
+            return Ok(false);
+        }
+        if !force && now.as_deref() != left {
+            return Err(
+                "changed since the agent wrote it (restore with confirmation to overwrite it)"
+                    .into(),
+            );
+        }
+        let mut pending = self
+            .before(ws, chat_id, &format!("restore:{call_id}"), path)
+            .map_err(|r| r.content)?;
+        pending.restore = true;
+        match target {
+            Some(hash) => {
+                let bytes = std::fs::read(self.object(hash))
+                    .map_err(|e| format!("its earlier content is not in the store ({e})"))?;
+                write_restored(ws, &rel, &bytes).map_err(|r| r.content)?;
+            }
+            None => remove_restored(ws, &rel).map_err(|r| r.content)?,
+        }
+        self.finish(ws, pending).map_err(|r| r.content)?;
+        Ok(true)
+    }
+
+    /// Keeps `bytes` as an object; its SHA-256 (hex) names it.
+    fn keep(&self, bytes: &[u8]) -> Result<String, ToolReply> {
+        let hash = hex(&Sha256::digest(bytes));
+        let path = self.object(&hash);
+        if path.exists() {
+            return Ok(hash);
+        }
+        if self.size() + bytes.len() as u64 > STORE_CAP {
+            return Err(ToolReply::failed(
+                "change_store_full",
+                format!("The store of earlier file contents is full ({} MB): the change was not made, so it can still be undone. Remove old entries from {} and try again.", STORE_CAP / 1024 / 1024, self.dir.display()),
+            ));
+        }
+        let stored = (|| {
+            std::fs::create_dir_all(self.dir.join("objects"))?;
+            let temp = self.dir.join("objects").join(format!(".{hash}.tmp"));
+            std::fs::write(&temp, bytes)?;
+            std::fs::rename(&temp, &path)
+        })();
+        stored.map_err(|e| store_error(&self.dir, &e))?;
+        Ok(hash)
+    }
+
+    fn object(&self, hash: &str) -> PathBuf {
+        self.dir.join("objects").join(hash)
+    }
+
+    fn size(&self) -> u64 {
+        std::fs::read_dir(self.dir.join("objects"))
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    fn all(&self) -> Vec<Change> {
+        std::fs::read_to_string(self.dir.join(LOG))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    fn append(&self, make: impl FnOnce(u64) -> Change) -> Result<Change, ToolReply> {
+        let _held = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let id = self.all().last().map_or(1, |c| c.id + 1);
+        let change = make(id);
+        let line = serde_json::to_string(&change).unwrap_or_default();
+        let written = (|| {
+            std::fs::create_dir_all(&self.dir)?;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join(LOG))?;
+            writeln!(file, "{line}")
+        })();
+        written.map_err(|e| store_error(&self.dir, &e))?;
+        Ok(change)
+    }
+}
+
+fn store_error(dir: &Path, error: &std::io::Error) -> ToolReply {
+    ToolReply::failed(
+        "change_store_unwritable",
+        format!("The store of earlier file contents ({}) cannot be written: {error}. The change was not made.", dir.display()),
+    )
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A workspace path as the file tools check it.
+fn checked_path(raw: &str) -> Result<RelPath, ToolReply> {
+    confine::check(raw, Target::File).map_err(ToolReply::from)
+}
+
+/// A file's bytes as they are, `None` when it does not exist: a regular file
+/// within the read limit; a symlink, FIFO or directory is an error, never followed.
+fn read_existing(ws: &Workspace, path: &RelPath) -> Result<Option<Vec<u8>>, ToolReply> {
+    match ws.dir().symlink_metadata(path.as_str()) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ToolReply::from(io_error(path, &e))),
+        Ok(meta) if !meta.is_file() => {
+            let what = format!(
+                "`{}` is not a regular file (a symlink, directory, FIFO or device)",
+                path.as_str()
+            );
+            return Err(ToolReply::failed("not_a_regular_file", what));
+        }
+        Ok(meta) if meta.len() > READ_LIMIT => {
+            let what = format!(
+                "`{}` has {} bytes; earlier contents are kept up to {READ_LIMIT}",
+                path.as_str(),
+                meta.len()
+            );
+            return Err(ToolReply::failed("file_too_large", what));
+        }
+        Ok(_) => {}
+    }
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    let mut bytes = Vec::new();
+    ws.dir()
+        .open_with(path.as_str(), &options)
+        .and_then(|file| file.into_std().take(READ_LIMIT + 1).read_to_end(&mut bytes))
+        .map_err(|e| ToolReply::from(io_error(path, &e)))?;
+    Ok(Some(bytes))
+}
+
+/// Writes a restored file (the write tools' own atomic, checked write).
+fn write_restored(ws: &Workspace, path: &RelPath, bytes: &[u8]) -> Result<(), ToolReply> {
+    fs::atomic_write(ws, path, bytes)
+}
+
+/// Removes a file a restore takes back to not existing (a regular file only).
+fn remove_restored(ws: &Workspace, path: &RelPath) -> Result<(), ToolReply> {
+    fs::refuse_protected(ws, path)?;
+    let dir = fs::open_parent(ws, path)?;
+    let name = path.file_name().unwrap_or(".");
+    match dir.symlink_metadata(name) {
+        Ok(meta) if meta.is_file() => dir
+            .remove_file(name)
+            .map_err(|e| ToolReply::from(io_error(path, &e))),
+        Ok(_) => Err(ToolReply::failed(
+            "not_a_regular_file",
+            format!("`{}` is not a regular file now", path.as_str()),
+        )),
+        Err(_) => Ok(()),
+    }
+}

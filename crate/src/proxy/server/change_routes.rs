@@ -1,0 +1,116 @@
+//! Safe edits (`checkpoints`, issue 39) over HTTP: a write tool's call is recorded when the page
+//! names its chat and call (`x-palaver-chat`, `x-palaver-call`); `GET /api/changes?chat=` lists a
+//! chat's recorded changes, `POST /api/changes/restore` puts files back.
+
+use super::*;
+use crate::proxy::checkpoints::{Checkpoints, Pending};
+use axum::extract::Query;
+
+/// The recording of a `write_file` / `edit_file` call, begun before it runs; `Err` is the reply
+/// when the pre-image cannot be kept (the write is then not made).
+pub(super) fn record_before(
+    api: &Api,
+    name: &str,
+    headers: &axum::http::HeaderMap,
+    args: &serde_json::Value,
+) -> Result<Option<Pending>, Response> {
+    let Some(store) = api.checkpoints.as_ref() else {
+        return Ok(None);
+    };
+    let named = |key: &str| {
+        headers
+            .get(key)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+    };
+    let path = args.get("path").and_then(serde_json::Value::as_str);
+    let (Some(chat), Some(call), Some(path)) =
+        (named("x-palaver-chat"), named("x-palaver-call"), path)
+    else {
+        return Ok(None);
+    };
+    if !matches!(name, "write_file" | "edit_file") {
+        return Ok(None);
+    }
+    match store.before(&api.tools.workspace, chat, call, path) {
+        Ok(pending) => Ok(Some(pending)),
+        // A path the tool itself refuses is the tool's to answer.
+        Err(reply) if reply.status != 200 => Ok(None),
+        Err(reply) => Err((StatusCode::OK, Json(reply.body())).into_response()),
+    }
+}
+
+/// Logs the change once the tool succeeded.
+pub(super) fn record_after(api: &Api, pending: Option<Pending>, succeeded: bool) {
+    if let (Some(store), Some(pending), true) = (api.checkpoints.as_ref(), pending, succeeded) {
+        let _ = store.finish(&api.tools.workspace, pending);
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct ChatQuery {
+    chat: String,
+}
+
+/// `GET /api/changes?chat=ID`: `{recording, changes: [{id, call_id, path, before, after, restore}]}`.
+pub(super) async fn list_changes(
+    State(api): State<Arc<Api>>,
+    Query(query): Query<ChatQuery>,
+) -> Response {
+    let Some(store) = api.checkpoints.clone() else {
+        return Json(serde_json::json!({"recording": false, "changes": []})).into_response();
+    };
+    let changes = tokio::task::spawn_blocking(move || store.changes(&query.chat))
+        .await
+        .unwrap_or_default();
+    Json(serde_json::json!({"recording": true, "changes": changes})).into_response()
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct RestoreAsk {
+    chat_id: String,
+    call_id: String,
+    #[serde(default)]
+    force: bool,
+}
+
+/// `POST /api/changes/restore {chat_id, call_id, force}`: the files the chat changed from that
+/// call on, back as they were before it: `{restored: [path], skipped: [{path, reason}]}`.
+pub(super) async fn restore_changes(State(api): State<Arc<Api>>, body: Bytes) -> Response {
+    let ask: RestoreAsk = match serde_json::from_slice(&body) {
+        Ok(ask) => ask,
+        Err(e) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                &format!("a restore is {{chat_id, call_id, force}}: {e}"),
+            )
+        }
+    };
+    let Some(store) = api.checkpoints.clone() else {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "not_recording",
+            "this palaver serve records no changes (it has no data folder)",
+        );
+    };
+    let workspace = api.tools.workspace.clone();
+    let done = tokio::task::spawn_blocking(move || store_restore(&store, &workspace, &ask)).await;
+    match done {
+        Ok(Ok(restored)) => Json(restored).into_response(),
+        Ok(Err(reply)) => (StatusCode::NOT_FOUND, Json(reply.body())).into_response(),
+        Err(e) => json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &format!("the restore stopped: {e}"),
+        ),
+    }
+}
+
+fn store_restore(
+    store: &Checkpoints,
+    workspace: &Workspace,
+    ask: &RestoreAsk,
+) -> Result<crate::proxy::checkpoints::Restored, tools::ToolReply> {
+    store.restore(workspace, &ask.chat_id, &ask.call_id, ask.force)
+}
