@@ -5,6 +5,7 @@
 // `window` messages with a button for earlier ones.
 
 import * as notes from './views/notes.js';
+import * as changeReport from './views/change-report.js';
 import { el, button, textOf } from './elements.js';
 
 export const PAGE = 200;
@@ -16,6 +17,10 @@ export { el, button, textOf } from './elements.js';
 export class TranscriptView {
   constructor(root, html) {
     this.root = root;
+    /** What `palaver serve` recorded of the open chat's writes: call id → its changes. */
+    this.changes = new Map();
+    /** The tools blocks a person opened (by their first call's id). */
+    this.openTurns = new Set();
     this.html = html;
     this.cache = new Map(); // key → node
     this.window = PAGE;
@@ -26,6 +31,8 @@ export class TranscriptView {
 
   reset() {
     this.cache.clear();
+    this.changes = new Map();
+    this.openTurns = new Set();
     this.window = PAGE;
     this.draftNode = null;
     this.stream = null;
@@ -63,16 +70,25 @@ export class TranscriptView {
       const calls = message.role === 'assistant' ? [...(message.tool_calls ?? []), ...(message.incomplete_tool_calls ?? [])] : [];
       if (calls.length) {
         if (!turn) {
-          turn = { calls: [], node: el('details', { class: 'tool-activity', testid: 'tool-activity' }) };
-          nodes.push(turn.node);
+          turn = { calls: [], node: this.activityNode(calls[0].id), report: el('div') };
+          nodes.push(turn.node, turn.report);
         }
         turn.calls.push(...calls);
-        fillToolActivity(turn.node, turn.calls, results, statusesOf(chat), chat.progress, chat.decisions);
+        fillToolActivity(turn.node, turn.calls, results, statusesOf(chat), chat.progress, chat.decisions, this.changes);
+        turn.report.replaceChildren(...[changeReport.reportNode(turn.calls, this.changes)].filter(Boolean));
       }
     }
     this.cache = keep;
     nodes.push(this.tail);
     this.root.replaceChildren(...nodes);
+  }
+
+  /** A turn's tools block; one a person opened stays open when the transcript is drawn again. */
+  activityNode(key) {
+    const node = el('details', { class: 'tool-activity', testid: 'tool-activity' });
+    node.open = this.openTurns.has(key);
+    node.addEventListener('toggle', () => (node.open ? this.openTurns.add(key) : this.openTurns.delete(key)));
+    return node;
   }
 
   /** A message's node, from the cache when its id and version are unchanged. */
@@ -242,7 +258,7 @@ const STATUS_WORDS = {
   rejected: 'rejected', skipped: 'skipped', stopped: 'stopped', interrupted: 'interrupted when the page closed',
 };
 
-function fillToolActivity(node, calls, results, statuses, progress = new Map(), decisions = new Map()) {
+function fillToolActivity(node, calls, results, statuses, progress = new Map(), decisions = new Map(), changes = new Map()) {
   let live = false;
   const items = calls.map((call) => {
     const result = results.get(call.id);
@@ -258,6 +274,7 @@ function fillToolActivity(node, calls, results, statuses, progress = new Map(), 
       el('span', { class: `status ${status}`, text: ` — ${STATUS_WORDS[status] ?? status}` }),
       decisions.get(call.id)?.source === 'policy' ? el('small', { class: 'decision', testid: 'tool-decision', text: ' (allowed by your tool rule)' }) : null,
       lines?.length ? el('pre', { class: 'progress', testid: 'tool-progress', text: lines.join('\n') }) : null,
+      changeReport.statNode(changes.get(call.id)),
       WRITES.includes(call.function?.name) && status === 'done' ? button('restore-files', 'Restore files to before this', 'restore-files', { 'data-call-id': call.id }) : null,
       result ? resultNode(textOf(result.content)) : null,
       result ? resultImages(result.content) : null);

@@ -42,6 +42,13 @@ export async function proxyTool(proxy, name, args) {
   return { ...body, is_error: !ok || Boolean(body.is_error) };
 }
 
+/** What `palaver serve` recorded of a chat's writes: `{recording, changes}` (none unpaired). */
+export async function listChanges(proxy, chatId) {
+  if (!proxy) return { recording: false, changes: [] };
+  const { ok, body } = await proxyFetch(proxy, `/api/changes?chat=${encodeURIComponent(chatId)}`);
+  return ok ? body : { recording: false, changes: [] };
+}
+
 /**
  * Puts back the files chat `chatId` changed from its tool call `callId` on, as `palaver serve`
  * recorded them (issue 39): `{restored: [path], skipped: [{path, reason}]}`. Throws with the

@@ -172,6 +172,9 @@ async function toolTurns(page) {
  */
 async function restoreTheWrite(page) {
   const you = person(page);
+  await page.getByTestId('change-report').waitFor({ timeout: 10_000 }).catch(() => {});
+  const report = await page.getByTestId('change-report').innerText().catch(() => '');
+  check(/^Changed 1 file: notes\.txt \+1 −\d+\.$/.test(report), `the turn says what it changed in the workspace (${report})`);
   const edited = 'changed by the model 1\nand then by me\n';
   await writeFile(join(workspace, 'notes.txt'), edited);
   await you.click(page.locator('[data-testid=tool-activity] summary').last());

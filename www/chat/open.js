@@ -58,6 +58,18 @@ export function install(ctx) {
     palaver().checkWorkspaceCopy(id).then((state) => current.mirror?.id === id && ctx.workspace.showCopy(state)).catch(() => {});
     ctx.chats.render();
     schedule();
+    refreshChanges(id);
+  }
+
+  /** What `palaver serve` recorded of this chat's writes (issue 39), for the reports and rows. */
+  async function refreshChanges(id = current.mirror?.id) {
+    const found = id ? await ctx.workspace.changes(id).catch(() => null) : null;
+    if (!found || current.mirror?.id !== id) return;
+    const byCall = new Map();
+    for (const change of found.changes ?? []) byCall.set(change.call_id, [...(byCall.get(change.call_id) ?? []), change]);
+    view.changes = byCall;
+    current.mirror.dirty.messages = true;
+    schedule();
   }
 
   /** The chat left keeps what was typed in it (unless the words were meant for the next one). */
@@ -88,6 +100,7 @@ export function install(ctx) {
         return;
       }
       if (envelope.type === 'thread_updated' && 'title' in (envelope.patch ?? {})) ctx.chats.render();
+      if (envelope.type === 'message_added' && envelope.message?.role === 'tool') refreshChanges(chat.id);
       // A provider refused a prompt and said its window: Settings keep it.
       const usage = chat.runtime?.context_usage;
       if (envelope.type === 'runtime_updated' && usage?.learned) ctx.limits.learned(chat.runtime.model, usage.n_ctx).catch(() => {});
@@ -261,6 +274,7 @@ export function install(ctx) {
       setTimeout(() => node.classList.remove('found'), 3000);
       return true;
     },
+    refreshChanges,
     /** Opening settled (the line of selections is empty). */
     settled: () => current.selecting,
   };

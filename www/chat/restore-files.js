@@ -20,6 +20,7 @@ export function install(ctx) {
         done = { restored: [...done.restored, ...forced.restored], skipped: forced.skipped };
       }
       ctx.say(restoredSentence(done), done.skipped.length > 0);
+      ctx.chat.refreshChanges();
     } catch (error) {
       ctx.say(`The files could not be restored: ${error?.message ?? error}`, true);
     }

@@ -94,6 +94,7 @@ export function install(ctx) {
     offerRestore,
     tool: (name, args) => agent.proxyTool(proxy(), name, args),
     restore: (chatId, callId, force) => agent.restoreChanges(proxy(), chatId, callId, force),
+    changes: (chatId) => agent.listChanges(proxy(), chatId),
   };
 }
 

@@ -39,6 +39,11 @@ pub struct Change {
     /// The change of a restore (turned back by restoring from it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restore: bool,
+    /// Lines added and removed (as a line diff counts them); `None` for a binary file.
+    #[serde(default)]
+    pub added: Option<u64>,
+    #[serde(default)]
+    pub removed: Option<u64>,
 }
 
 /// A change about to happen: the pre-image is kept; `finish` logs it once the tool succeeded.
@@ -110,7 +115,13 @@ impl Checkpoints {
     /// Logs a change once the tool wrote the file (its content now is `after`).
     pub fn finish(&self, ws: &Workspace, pending: Pending) -> Result<Change, ToolReply> {
         let rel = checked_path(&pending.path)?;
-        let after = read_existing(ws, &rel)?.map(|b| hex(&Sha256::digest(&b)));
+        let now = read_existing(ws, &rel)?;
+        let after = now.as_deref().map(|b| hex(&Sha256::digest(b)));
+        let earlier = pending
+            .before
+            .as_deref()
+            .and_then(|h| std::fs::read(self.object(h)).ok());
+        let (added, removed) = line_stats(earlier.as_deref(), now.as_deref());
         self.append(|id| Change {
             id,
             chat_id: pending.chat_id,
@@ -119,6 +130,8 @@ impl Checkpoints {
             before: pending.before,
             after,
             restore: pending.restore,
+            added,
+            removed,
         })
     }
 
@@ -195,10 +208,7 @@ impl Checkpoints {
             return Ok(false);
         }
         if !force && now.as_deref() != left {
-            return Err(
-                "changed since the agent wrote it (restore with confirmation to overwrite it)"
-                    .into(),
-            );
+            return Err("changed since the agent wrote it".into());
         }
         let mut pending = self
             .before(ws, chat_id, &format!("restore:{call_id}"), path)
@@ -277,6 +287,28 @@ impl Checkpoints {
         })();
         written.map_err(|e| store_error(&self.dir, &e))?;
         Ok(change)
+    }
+}
+
+/// Lines added and removed from `before` to `after` (either may not exist); `None` when either
+/// is not text.
+fn line_stats(before: Option<&[u8]>, after: Option<&[u8]>) -> (Option<u64>, Option<u64>) {
+    let (Some(before), Some(after)) = (as_text(before), as_text(after)) else {
+        return (None, None);
+    };
+    let diff = similar::TextDiff::from_lines(before, after);
+    let count = |tag| diff.iter_all_changes().filter(|c| c.tag() == tag).count() as u64;
+    (
+        Some(count(similar::ChangeTag::Insert)),
+        Some(count(similar::ChangeTag::Delete)),
+    )
+}
+
+/// A file's text (`""` when it does not exist), `None` when it is not UTF-8.
+fn as_text(bytes: Option<&[u8]>) -> Option<&str> {
+    match bytes {
+        None => Some(""),
+        Some(bytes) => std::str::from_utf8(bytes).ok(),
     }
 }
 

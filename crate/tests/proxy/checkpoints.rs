@@ -99,6 +99,24 @@ fn a_chats_changes_are_restored_from_a_call_on_and_a_users_edit_is_never_overwri
         .map(|a| a.iter().filter_map(|c| c["call_id"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(calls, ["call_1", "call_2", "call_3", "call_4"]);
+    let stats: Vec<(u64, u64)> = listed.body["changes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| {
+                    (
+                        c["added"].as_u64().unwrap_or(99),
+                        c["removed"].as_u64().unwrap_or(99),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        stats,
+        [(1, 1), (1, 1), (1, 0), (1, 1)],
+        "lines added and removed per change"
+    );
 
     // The user edits keep.txt after the agent did.
     std::fs::write(ws.join("keep.txt"), "user's own\n").unwrap_or_default();

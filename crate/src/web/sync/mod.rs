@@ -87,6 +87,22 @@ pub(super) fn outbox_record(
     idb::to_js(&json!({"id": id, "mark": mark, "chat_id": chat_id, "message_id": message_id}))
 }
 
+/// The outbox record of a message removed because its whole chat was deleted here: pushed as
+/// such (`removed_with_chat`) even if the chat comes back from a pull before the push.
+fn removed_with_chat_record(
+    chat_id: &str,
+    message_id: &str,
+    mark: f64,
+) -> Result<JsValue, JsValue> {
+    idb::to_js(&json!({
+        "id": message_doc_id(chat_id, message_id),
+        "mark": mark,
+        "chat_id": chat_id,
+        "message_id": message_id,
+        "with_chat": true,
+    }))
+}
+
 /// A chat removed here: its document and each message's are removed on the other devices too.
 pub(super) async fn removing_chat(
     shared: &Handle,
@@ -102,7 +118,7 @@ pub(super) async fn removing_chat(
     outbox.put(&outbox_record(chat_id, None, mark)?)?;
     for key in js_sys::Array::from(&keys).iter() {
         if let Some(message_id) = js_sys::Array::from(&key).get(1).as_string() {
-            outbox.put(&outbox_record(chat_id, Some(&message_id), mark)?)?;
+            outbox.put(&removed_with_chat_record(chat_id, &message_id, mark)?)?;
         }
     }
     Ok(())

@@ -38,6 +38,9 @@ pub(super) struct OutboxRow {
     chat_id: String,
     #[serde(default)]
     message_id: Option<String>,
+    /// Removed with its whole chat (decided when the chat was deleted, not at the push).
+    #[serde(default)]
+    with_chat: bool,
 }
 
 /// The outbox's first `limit` entries with their bodies as stored now and what is known of them.
@@ -83,7 +86,7 @@ pub(super) async fn read_outbox(
             (Some(r), None) => Some(chat_doc(&row.chat_id, &r)),
             // A message gone with its whole chat says so: a device that added to the chat
             // meanwhile keeps it (the merge rule).
-            (None, Some(_)) if !chat_here => Some(removed_with_chat()),
+            (None, Some(_)) if row.with_chat || !chat_here => Some(removed_with_chat()),
             (None, _) => None,
         };
         entries.push(OutboxEntry {

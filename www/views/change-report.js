@@ -1,0 +1,42 @@
+// What a turn changed in the workspace (issue 39), as `palaver serve` recorded it: under the turn's
+// tools, each file with the lines added and removed (new, deleted and binary files marked), the
+// rest counted past a cap; and each write's own numbers in its row.
+import { el } from '../elements.js';
+
+/** Files named in a report before the rest is counted. */
+const SHOWN = 12;
+
+/** `+3 −1`, `new, +3`, `deleted`, `binary`. */
+export function stat(change) {
+  if (change.added === null || change.added === undefined) return 'binary';
+  if (!change.before) return `new, +${change.added}`;
+  if (!change.after) return 'deleted';
+  return `+${change.added} −${change.removed}`;
+}
+
+/** A write's numbers for its row (the last change the call made to its file). */
+export function statNode(changes) {
+  if (!changes?.length) return null;
+  return el('span', { class: 'change-stat', testid: 'change-stat', text: ` ${stat(changes.at(-1))}` });
+}
+
+/**
+ * The report under a turn: every file its calls changed, once, with the lines from before the
+ * turn's first change of it to after its last. `byCall`: call id → that call's changes.
+ */
+export function reportNode(calls, byCall) {
+  const files = new Map();
+  for (const call of calls) {
+    for (const change of byCall?.get(call.id) ?? []) {
+      const seen = files.get(change.path);
+      files.set(change.path, seen ? { ...change, before: seen.before, added: sum(seen.added, change.added), removed: sum(seen.removed, change.removed) } : change);
+    }
+  }
+  if (!files.size) return null;
+  const list = [...files.values()];
+  const named = list.slice(0, SHOWN).map((c) => `${c.path} ${stat(c)}`).join(', ');
+  const rest = list.length > SHOWN ? ` and ${list.length - SHOWN} more` : '';
+  return el('p', { class: 'change-report', testid: 'change-report', text: `Changed ${list.length} file${list.length === 1 ? '' : 's'}: ${named}${rest}.` });
+}
+
+const sum = (a, b) => (a === null || a === undefined || b === null || b === undefined ? null : a + b);
