@@ -36,6 +36,8 @@ mod facade;
 mod wire;
 
 #[cfg(not(target_arch = "wasm32"))]
+mod boundary_docs;
+#[cfg(not(target_arch = "wasm32"))]
 mod cli;
 #[cfg(not(target_arch = "wasm32"))]
 mod props;
