@@ -17,8 +17,10 @@ export function install(ctx) {
   async function search(query) {
     const mine = ++asked;
     if (query.trim().length < 2) return show(null);
-    await ctx.engine.ensure();
-    const found = await ctx.engine.palaver.searchMessages(query, LIMIT).catch((error) => ({ error }));
+    // Called from a timer: a failure is shown as the search's, never left unhandled.
+    const found = await ctx.engine.ensure()
+      .then(() => ctx.engine.palaver.searchMessages(query, LIMIT))
+      .catch((error) => ({ error }));
     if (mine === asked) show(found, query);
   }
 
