@@ -52,6 +52,14 @@ try {
   check((await readFile(join(workspace, '.palaver', '.gitignore'), 'utf8')).split('\n').includes('*'), '.palaver/ has a .gitignore');
   check(!JSON.stringify(written).includes('sk-wsc'), 'no key in the workspace copy');
   await a.screenshot({ path: join(workspace, '..', 'palaver-workspace-copy-a.png') }).catch(() => {});
+  // A person turns to the second browser after A is done saving (the title and the last save come
+  // a moment after the answer): the copy on disk stays the same for a while before B starts.
+  for (let last = '', same = 0, i = 0; i < 100 && same < 8; i += 1) {
+    const now = await readFile(copyFile(id), 'utf8').catch(() => '');
+    same = now === last ? same + 1 : 0;
+    last = now;
+    await new Promise((r) => setTimeout(r, 200));
+  }
 
   // 2. Browser B (empty storage): offered, restored once, same id and messages.
   const b = await browser(profiles[1]);
