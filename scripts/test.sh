@@ -8,7 +8,7 @@ ensure_wasm_bindgen
 ensure_chromium
 cd "$ROOT"
 build_pkg
-# The MCP servers from npm that the proxy tests run (issue 17), pinned.
+# The MCP servers from npm that the tests of `palaver serve` run (issue 17), pinned.
 ensure_npm_packages tests/mcp
 say "native tests"
 cargo test --workspace

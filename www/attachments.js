@@ -1,8 +1,8 @@
 // What goes with a message besides its text, each shown as a chip before sending and removable:
 // images (pasted, dropped or picked; downscaled and size-capped, sent as image parts), workspace
-// files named with `@` (completed from the proxy's file list, read through `read_file` when the
+// files named with `@` (completed from `palaver serve`'s file list, read through `read_file` when the
 // message is sent, sent as context files that the history limit deduplicates), and URLs found in
-// the text (fetched through the proxy's `fetch_url` on a click, sent as context), and resources of
+// the text (fetched through `palaver serve`'s `fetch_url` on a click, sent as context), and resources of
 // the user's MCP servers (read through `palaver serve`, sent as context). A refusal is one
 // sentence in the status line; nothing is sent and nothing typed is lost.
 import { el, button } from './view.js';

@@ -1,4 +1,4 @@
-// Settings: the provider, the proxy and the tool rules live in localStorage; API keys never do
+// Settings: the provider, `palaver serve`'s address and the tool rules live in localStorage; API keys never do
 // (they are `page/secrets.js`'s: the tab's memory, or the vault when "remember" is ticked).
 
 const SETTINGS_KEY = 'palaver.settings';
@@ -92,7 +92,7 @@ export function saveSettings(settings) {
  * The user's tool rules for the engine (`EngineConfig.tool_rules`): every tool's rule, the
  * engine's default (`defaults`, from `Engine.defaultToolRules()`) where the user chose none.
  */
-export function toolPolicy(settings, defaults) {
+export function toolRules(settings, defaults) {
   const policy = {};
   for (const [tool, rule] of Object.entries(defaults)) policy[tool] = settings.tool_policy?.[tool] ?? rule;
   return policy;

@@ -20,7 +20,7 @@ export function afterOf(tool, args, before) {
 }
 
 /**
- * Fills `node` with the diff of the call (`tool`, `args`): `read(path)` answers like a proxy tool
+ * Fills `node` with the diff of the call (`tool`, `args`): `read(path)` answers like a workspace tool
  * call of read_file; `readHash` is the hash of the file when the model last read it, if it did.
  */
 export async function preview(node, { tool, args, read, readHash, el }) {

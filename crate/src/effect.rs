@@ -1,5 +1,5 @@
 //! `Effect`: what the engine asks its host to do (SPEC §0): start or cancel a provider request,
-//! run or cancel a tool, save a trajectory, wake it at a time. A leaf of the core: the session
+//! run or cancel a tool (a workspace tool or a host tool), save a trajectory, wake it at a time. A leaf of the core: the session
 //! makes effects, the engine hands them out, the hosts perform them.
 
 use crate::request::ProviderRequest;
@@ -35,6 +35,14 @@ pub enum Effect {
     CancelTool {
         chat_id: String,
         tool_call_id: String,
+    },
+    /// A host tool (one the page itself provides) to run; announced to the page with
+    /// `ide_tool_required` too, and answered with `ide_tool_result`.
+    RunHostTool {
+        chat_id: String,
+        tool_call_id: String,
+        name: String,
+        args: Value,
     },
     SaveTrajectory {
         save: TrajectorySave,

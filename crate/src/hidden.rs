@@ -37,6 +37,9 @@ pub struct ErrorNotice<'a> {
     pub source: &'a str,
 }
 
+/// The subkind of a plan update event.
+const PLAN_DELTA: &str = "plan_delta";
+
 impl ChatMessage {
     /// An `event` message's subkind (`plan_delta`, `tick`, `tool_decision`, …).
     pub fn event_subkind(&self) -> Option<&str> {
@@ -44,8 +47,28 @@ impl ChatMessage {
     }
 
     /// One field of an `event` message: `subkind`, `source` or `payload`.
-    pub fn event_field(&self, key: &str) -> Option<&Value> {
+    fn event_field(&self, key: &str) -> Option<&Value> {
         self.extra.get("event")?.get(key)
+    }
+
+    /// An `event` message's source (`update_plan`, `engine`, …).
+    pub fn event_source(&self) -> Option<&Value> {
+        self.event_field("source")
+    }
+
+    /// An `event` message's payload.
+    pub fn event_payload(&self) -> Option<&Value> {
+        self.event_field("payload")
+    }
+
+    /// Whether this is a plan update (`event(plan_delta)`).
+    pub fn is_plan_delta(&self) -> bool {
+        self.role == Role::Event && self.event_subkind() == Some(PLAN_DELTA)
+    }
+
+    /// A plan update, appended to the history by `update_plan`.
+    pub fn set_plan_delta(&mut self, source: &str, payload: Value) {
+        self.set_event(PLAN_DELTA, source, payload);
     }
 
     pub fn set_event(&mut self, subkind: &str, source: &str, payload: Value) {
@@ -186,7 +209,7 @@ pub fn exemption(message: &ChatMessage) -> Exemption {
     match message.role {
         Role::Plan => Exemption::Never,
         Role::Event => match message.event_subkind() {
-            Some("plan_delta") => Exemption::Never,
+            Some(PLAN_DELTA) => Exemption::Never,
             Some("tick" | "mode_switch") => Exemption::DropOnAge,
             Some("process_completed" | "cron_fire") => Exemption::KeepRecentN,
             _ => Exemption::PreserveAnchor,

@@ -308,24 +308,18 @@ fn hidden_text(message: &ChatMessage) -> String {
             escape_attr(&version)
         );
     }
-    let field = |key: &str| {
-        message
-            .event_field(key)
-            .map(scalar_text)
-            .unwrap_or_default()
-    };
-    let subkind = field("subkind");
+    let subkind = message.event_subkind().unwrap_or_default().to_string();
     let body = if message.content.is_empty() {
         message
-            .event_field("payload")
+            .event_payload()
             .map(payload_text)
             .unwrap_or_default()
     } else {
         message.content.text()
     };
-    if subkind == "plan_delta" {
+    if message.is_plan_delta() {
         let seq = message
-            .event_field("payload")
+            .event_payload()
             .and_then(|p| p.get("seq"))
             .map(scalar_text)
             .unwrap_or_default();
@@ -338,7 +332,7 @@ fn hidden_text(message: &ChatMessage) -> String {
     format!(
         "<event subkind=\"{}\" source=\"{}\">{}</event>",
         escape_attr(&subkind),
-        escape_attr(&field("source")),
+        escape_attr(&message.event_source().map(scalar_text).unwrap_or_default()),
         escape_body(&body)
     )
 }

@@ -1,4 +1,4 @@
-//! The `palaver` binary: `serve` (the proxy), `decode` and `linearize` (engine tools on stdin).
+//! The `palaver` binary: `serve` (workspace tools and MCP servers for the page), `decode` and `linearize` (engine tools on stdin).
 //! Native only; on wasm32 the package is a library and this is an empty shell.
 
 #[cfg(not(target_arch = "wasm32"))]

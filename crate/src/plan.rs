@@ -36,7 +36,7 @@ pub fn current_plan(history: &[ChatMessage], pending: &[ChatMessage]) -> Option<
     let meta = base.plan_meta();
     let updates = all()
         .skip(base_index + 1)
-        .filter(|m| is_plan_delta(m))
+        .filter(|m| m.is_plan_delta())
         .map(|m| (delta_seq(m), m.content.text()))
         .collect();
     Some(CurrentPlan {
@@ -55,13 +55,9 @@ pub fn current_plan(history: &[ChatMessage], pending: &[ChatMessage]) -> Option<
     })
 }
 
-fn is_plan_delta(message: &ChatMessage) -> bool {
-    message.role == Role::Event && message.event_subkind() == Some("plan_delta")
-}
-
 fn delta_seq(message: &ChatMessage) -> u64 {
     message
-        .event_field("payload")
+        .event_payload()
         .and_then(|p| p.get("seq"))
         .and_then(Value::as_u64)
         .unwrap_or(0)
@@ -180,7 +176,7 @@ pub fn update_plan(
     }
     let mut message = ChatMessage::new(message_id, Role::Event, Content::Text(note));
     message.created_at_ms = Some(now);
-    message.set_event("plan_delta", "update_plan", payload);
+    message.set_plan_delta("update_plan", payload);
     PlanOutcome {
         result: Ok(format!("Plan updated (update {seq}).")),
         message: Some(message),

@@ -1,6 +1,6 @@
 //! The system prompt (SPEC §7, seed 002 "prompt assembly"): the agent prompt — the default below,
 //! or the user's own from Settings or `set_params` — then the workspace context the host fetched
-//! through the proxy: its instruction files (capped), a flat sorted file list
+//! through `palaver serve`: its instruction files (capped), a flat sorted file list
 //! (`# File Tree (N files)`, capped) and the date. The whole text is the stable, cached prefix of
 //! every request (Anthropic's first breakpoint sits after it), so it changes only when the
 //! workspace's files or the day change. Pure: the host brings the texts, this only assembles.

@@ -79,7 +79,7 @@ fn empty_object_schema() -> Value {
 pub enum ToolKind {
     /// Runs inside the core.
     Engine(EngineTool),
-    /// Runs in the proxy, through a `run_tool` effect.
+    /// Runs in `palaver serve`, through a `run_tool` effect.
     Workspace,
     /// Runs in the page; announced with `ide_tool_required`.
     Host,

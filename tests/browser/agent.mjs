@@ -355,7 +355,7 @@ async function attachments(page) {
   await page.waitForSelector('[data-testid=chip-image] img');
   const size = await page.evaluate(() => { const img = document.querySelector('[data-testid=chip-image] img'); return [Number(img.dataset.width), Number(img.dataset.height)]; });
   check(size[0] === 1568 && size[1] === 1045, `a pasted 3000×2000 image is downscaled to fit 1568 px (${size})`);
-  // A workspace file by @, completed from the proxy's file list.
+  // A workspace file by @, completed from palaver serve's file list.
   await page.click('[data-testid=composer]');
   await page.keyboard.type('Look at @not');
   await page.waitForSelector('[data-testid=mention-option]');
@@ -376,7 +376,7 @@ async function attachments(page) {
   check(image?.image_url?.url.startsWith('data:image/jpeg;base64,'), 'the image reached the request as an image part');
   check(JSON.stringify(sent.messages).includes('pelican'), 'the @file reached the request as context (its content)');
   check(await page.locator('[data-testid=chip-image], [data-testid=chip-file]').count() === 0, 'sent attachments leave the tray');
-  // Bad input: an image over the cap, a path outside the workspace, a URL the proxy refuses.
+  // Bad input: an image over the cap, a path outside the workspace, a URL palaver serve refuses.
   await page.setInputFiles('[data-testid=image-file]', { name: 'huge.png', mimeType: 'image/png', buffer: Buffer.alloc(21 * 1024 * 1024) });
   await page.waitForFunction(() => document.getElementById('status').textContent.includes('huge.png'));
   check(/huge\.png is 21 MB; images up to 20 MB/.test(await page.textContent('[data-testid=status]')) && await page.locator('[data-testid=chip-image]').count() === 0, `an image over the cap is refused in one sentence, nothing attached (${await page.textContent('[data-testid=status]')}; ${await page.locator('[data-testid=chip-image]').count()} chips)`);
@@ -391,7 +391,7 @@ async function attachments(page) {
   await page.waitForSelector('[data-testid=fetch-url]');
   await page.click('[data-testid=fetch-url]');
   await page.waitForSelector('[data-testid=chip-url][data-state=failed]');
-  check((await page.textContent('[data-testid=status]')).includes('could not be fetched') && (await posts('attach')).length === count, 'a URL the proxy refuses (a local address) is named, nothing sent');
+  check((await page.textContent('[data-testid=status]')).includes('could not be fetched') && (await posts('attach')).length === count, 'a URL palaver serve refuses (a local address) is named, nothing sent');
   await page.fill('[data-testid=composer]', '');
   await page.click('[data-testid=chip-url] [data-testid=remove-attachment]');
 }

@@ -10,31 +10,31 @@ import { el, button } from '../view.js';
 import { $ } from '../page/dom.js';
 
 /** The composer's text when no chat is open (a new chat's words), kept across a reload. */
-const NEW_DRAFT_KEY = 'palaver.draft.new';
-/** How long typing settles before the draft is given to the engine. */
-const DRAFT_SETTLE_MS = 400;
+const NEW_COMPOSER_DRAFT_KEY = 'palaver.draft.new';
+/** How long typing settles before the composer draft is given to the engine. */
+const COMPOSER_DRAFT_SETTLE_MS = 400;
 /**
- * Drafts typed but perhaps not yet stored by the engine (chat id → text): written at each key, so
+ * Composer drafts typed but perhaps not yet stored by the engine (chat id → text): written at each key, so
  * a reload the moment after typing loses nothing; dropped once the engine's copy equals it.
  */
-const PENDING_DRAFTS_KEY = 'palaver.drafts.pending';
+const PENDING_COMPOSER_DRAFTS_KEY = 'palaver.drafts.pending';
 
-function pendingDrafts() {
+function pendingComposerDrafts() {
   try {
-    const drafts = JSON.parse(localStorage.getItem(PENDING_DRAFTS_KEY) ?? '{}');
-    return drafts && typeof drafts === 'object' && !Array.isArray(drafts) ? drafts : {};
+    const composerDrafts = JSON.parse(localStorage.getItem(PENDING_COMPOSER_DRAFTS_KEY) ?? '{}');
+    return composerDrafts && typeof composerDrafts === 'object' && !Array.isArray(composerDrafts) ? composerDrafts : {};
   } catch {
     return {};
   }
 }
 
 function keepPending(chatId, text) {
-  const drafts = pendingDrafts();
-  if (text) drafts[chatId] = text;
-  else delete drafts[chatId];
+  const composerDrafts = pendingComposerDrafts();
+  if (text) composerDrafts[chatId] = text;
+  else delete composerDrafts[chatId];
   try {
-    if (Object.keys(drafts).length) localStorage.setItem(PENDING_DRAFTS_KEY, JSON.stringify(drafts));
-    else localStorage.removeItem(PENDING_DRAFTS_KEY);
+    if (Object.keys(composerDrafts).length) localStorage.setItem(PENDING_COMPOSER_DRAFTS_KEY, JSON.stringify(composerDrafts));
+    else localStorage.removeItem(PENDING_COMPOSER_DRAFTS_KEY);
   } catch {
     // Storage full: the engine's copy is still made when typing settles.
   }
@@ -45,7 +45,7 @@ export function install(ctx) {
   const sent = new Map(); // client_request_id → text, so a queued message can become "steer now"
   let edits = 0; // input events: tell typing from a switch's own writes
   let counter = 0;
-  let draftTimer = 0;
+  let composerDraftTimer = 0;
   let handing = false; // New chat clicked, not open yet: what is typed now is the new chat's
 
   const attachments = new Attachments({
@@ -76,7 +76,7 @@ export function install(ctx) {
     const message = { text, priority, ...extra, taken: attachments.take() };
     attachments.clear();
     composer.value = '';
-    saveDraft();
+    saveComposerDraft();
     ctx.store.dispatch({ type: 'send', message });
   }
 
@@ -103,7 +103,7 @@ export function install(ctx) {
   function restore({ message }) {
     composer.value = [message.text, composer.value].filter(Boolean).join('\n\n');
     attachments.restore(message.taken);
-    saveDraft();
+    saveComposerDraft();
     buttons(ctx.chat.mirror);
   }
 
@@ -147,36 +147,36 @@ export function install(ctx) {
     $('send').textContent = offers.includes('queue') ? 'Queue' : 'Send';
   }
 
-  // --- drafts: the engine's, per chat ---
+  // --- composer drafts: the engine's, per chat ---
 
-  function saveDraft() {
-    clearTimeout(draftTimer);
+  function saveComposerDraft() {
+    clearTimeout(composerDraftTimer);
     const chat = ctx.chat.mirror;
     const text = composer.value;
     if (!chat) {
-      if (text) localStorage.setItem(NEW_DRAFT_KEY, text);
-      else localStorage.removeItem(NEW_DRAFT_KEY);
+      if (text) localStorage.setItem(NEW_COMPOSER_DRAFT_KEY, text);
+      else localStorage.removeItem(NEW_COMPOSER_DRAFT_KEY);
       return;
     }
     if (chat.preview || handing) return;
     keepPending(chat.id, text);
-    draftTimer = setTimeout(() => setDraft(chat.id, text), DRAFT_SETTLE_MS);
+    composerDraftTimer = setTimeout(() => setComposerDraft(chat.id, text), COMPOSER_DRAFT_SETTLE_MS);
   }
 
-  function setDraft(chatId, text) {
+  function setComposerDraft(chatId, text) {
     keepPending(chatId, text);
     const thread = ctx.engine.palaver?.snapshot(chatId)?.thread;
     if (!thread || (thread.composer_draft ?? '') === text) return;
     command(text ? { type: 'set_draft', text } : { type: 'clear_draft' }, chatId);
   }
 
-  /** A chat's draft: the engine's, or the words typed just before a reload it has not stored. */
-  function draftOf(chatId) {
+  /** A chat's composer draft: the engine's, or the words typed just before a reload it has not stored. */
+  function composerDraftOf(chatId) {
     const stored = ctx.engine.palaver?.snapshot(chatId)?.thread?.composer_draft ?? '';
-    const typed = pendingDrafts()[chatId];
+    const typed = pendingComposerDrafts()[chatId];
     if (typed === undefined) return stored;
     if (typed === stored) keepPending(chatId, ''); // the engine has it now
-    else setDraft(chatId, typed);
+    else setComposerDraft(chatId, typed);
     return typed;
   }
 
@@ -195,8 +195,8 @@ export function install(ctx) {
      */
     handOver() {
       const chat = ctx.chat.mirror;
-      clearTimeout(draftTimer);
-      if (chat && !chat.preview) setDraft(chat.id, composer.value);
+      clearTimeout(composerDraftTimer);
+      if (chat && !chat.preview) setComposerDraft(chat.id, composer.value);
       composer.value = '';
       handing = true;
       buttons(chat);
@@ -207,19 +207,19 @@ export function install(ctx) {
     /** The chat left keeps its words (or the words typed during the switch go to the next). */
     leaving(chat, mark) {
       if (mark?.handed) return;
-      clearTimeout(draftTimer);
+      clearTimeout(composerDraftTimer);
       const typedMeanwhile = mark && edits !== mark.edits;
-      setDraft(chat.id, typedMeanwhile ? mark.text : composer.value);
+      setComposerDraft(chat.id, typedMeanwhile ? mark.text : composer.value);
     },
     arrived(chat, mark) {
       handing = false;
-      if (mark && (mark.handed || edits !== mark.edits)) return saveDraft(); // typed for this chat
-      composer.value = draftOf(chat.id);
-      localStorage.removeItem(NEW_DRAFT_KEY);
+      if (mark && (mark.handed || edits !== mark.edits)) return saveComposerDraft(); // typed for this chat
+      composer.value = composerDraftOf(chat.id);
+      localStorage.removeItem(NEW_COMPOSER_DRAFT_KEY);
       return undefined;
     },
     fresh() {
-      composer.value = localStorage.getItem(NEW_DRAFT_KEY) ?? '';
+      composer.value = localStorage.getItem(NEW_COMPOSER_DRAFT_KEY) ?? '';
     },
   };
 
@@ -250,7 +250,7 @@ export function install(ctx) {
     edits += 1;
     attachments.onInput(composer);
     prompts.onInput();
-    saveDraft();
+    saveComposerDraft();
     buttons(ctx.chat.mirror);
   });
   composer.addEventListener('paste', (event) => {
@@ -277,6 +277,6 @@ export function install(ctx) {
   $('stop').addEventListener('click', () => command({ type: 'abort' }));
   addEventListener('pagehide', () => {
     const chat = ctx.chat.mirror;
-    if (chat && !chat.preview) setDraft(chat.id, composer.value);
+    if (chat && !chat.preview) setComposerDraft(chat.id, composer.value);
   });
 }

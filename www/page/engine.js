@@ -77,7 +77,7 @@ export function install(ctx) {
       fallback_models: Array.isArray(settings.fallback_models) ? settings.fallback_models : [],
       system_prompt: prompt,
       workspace_tools: tools,
-      tool_rules: settingsStore.toolPolicy(settings, Engine.defaultToolRules(tools)),
+      tool_rules: settingsStore.toolRules(settings, Engine.defaultToolRules(tools)),
     };
   }
 

@@ -20,7 +20,7 @@ export default {
     // What the engine's module knows (its default prompt, the tools' default rules).
     ctx.engine.defaults().then(({ prompt, rules }) => {
       q(view, 'system-prompt').placeholder = prompt;
-      const policy = settingsStore.toolPolicy(settings, rules);
+      const policy = settingsStore.toolRules(settings, rules);
       q(view, 'tool-policy').replaceChildren(el('legend', { text: 'Tool rules (a chat can only make them stricter)' }), ...Object.keys(policy).map((tool) => el('label', { class: 'inline' },
         el('select', { testid: `policy-${tool}`, 'data-tool': tool }, ...['auto', 'ask', 'deny'].map((rule) => new Option(rule, rule, false, policy[tool] === rule))),
         ` ${tool}`)));

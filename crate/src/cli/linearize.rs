@@ -97,12 +97,12 @@ pub fn run(args: LinearizeArgs) -> ExitCode {
     }
 }
 
-/// The engine tools and the proxy's workspace tools (without `run_command`).
+/// The engine tools and the workspace tools of `palaver serve` (without `run_command`).
 fn all_tools() -> Vec<ToolSpec> {
     let mut tools = engine_tool_specs();
-    let policy = crate::proxy::tools::ToolPolicy::default();
+    let capabilities = crate::proxy::tools::ToolCapabilities::default();
     tools.extend(
-        crate::proxy::tools::specs(&policy)
+        crate::proxy::tools::specs(&capabilities)
             .into_iter()
             .filter_map(|spec| serde_json::from_value(spec).ok()),
     );

@@ -1,5 +1,5 @@
 //! Command-line entry of the native `palaver` binary. Parses arguments and hands each subcommand
-//! to its host: `serve` to the proxy, `decode` to the provider decoders, `linearize` to the
+//! to its host: `serve` to `palaver serve` (`proxy/`), `decode` to the provider decoders, `linearize` to the
 //! context pipeline.
 
 mod decode;
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 #[command(
     name = "palaver",
     version,
-    about = "Palaver chat-agent engine: local proxy and engine tools"
+    about = "Palaver chat-agent engine: palaver serve (workspace tools, MCP) and engine tools"
 )]
 struct Cli {
     #[command(subcommand)]

@@ -207,3 +207,56 @@ impl Input {
         })
     }
 }
+
+impl Input {
+    /// A `RequestFailed`'s request id and failure; `None` for any other input.
+    pub(super) fn into_request_failure(self) -> Option<(String, RequestFailure)> {
+        let Input::RequestFailed {
+            request_id,
+            status,
+            error_type,
+            message,
+            retry_after_ms,
+            headers,
+            context_window,
+            prompt_tokens,
+        } = self
+        else {
+            return None;
+        };
+        let failure = RequestFailure {
+            status,
+            error_type,
+            message,
+            retry_after_ms,
+            headers,
+            context_window,
+            prompt_tokens,
+        };
+        Some((request_id, failure))
+    }
+
+    /// A `ToolResult`'s chat, call and outcome; `None` for any other input.
+    pub(super) fn into_tool_result(self) -> Option<(String, String, ToolOutcome)> {
+        let Input::ToolResult {
+            chat_id,
+            tool_call_id,
+            content,
+            tool_failed,
+            data,
+            session_metadata,
+            parts,
+        } = self
+        else {
+            return None;
+        };
+        let outcome = ToolOutcome {
+            content,
+            failed: tool_failed,
+            data,
+            session_metadata,
+            parts,
+        };
+        Some((chat_id, tool_call_id, outcome))
+    }
+}

@@ -105,6 +105,16 @@ impl Engine {
         self.sessions.get(chat_id).map(|s| s.snapshot(&self.config))
     }
 
+    /// Every open chat hears the time (deadlines, backoff, stalls).
+    fn tick(&mut self, now: u64, step: &mut Step) {
+        let chats: Vec<String> = self.sessions.keys().cloned().collect();
+        for chat_id in chats {
+            self.to_chat(now, &chat_id, step, |s, ctx| {
+                s.transition(ctx, Trigger::Tick)
+            });
+        }
+    }
+
     pub fn handle(&mut self, now: u64, input: Input) -> Step {
         let mut step = Step::default();
         match input {
@@ -135,52 +145,22 @@ impl Engine {
             Input::StreamEnd { request_id } => {
                 self.to_request(now, &request_id, Trigger::StreamEnd, &mut step)
             }
-            Input::RequestFailed {
-                request_id,
-                status,
-                error_type,
-                message,
-                retry_after_ms,
-                headers,
-                context_window,
-                prompt_tokens,
-            } => {
-                let failure = RequestFailure {
-                    status,
-                    error_type,
-                    message,
-                    retry_after_ms,
-                    headers,
-                    context_window,
-                    prompt_tokens,
-                };
-                self.to_request(now, &request_id, Trigger::RequestFailed(failure), &mut step);
+            failed @ Input::RequestFailed { .. } => {
+                if let Some((request_id, failure)) = failed.into_request_failure() {
+                    let trigger = Trigger::RequestFailed(failure);
+                    self.to_request(now, &request_id, trigger, &mut step);
+                }
             }
-            Input::ToolResult {
-                chat_id,
-                tool_call_id,
-                content,
-                tool_failed,
-                data,
-                session_metadata,
-                parts,
-            } => {
-                let outcome = ToolOutcome {
-                    content,
-                    failed: tool_failed,
-                    data,
-                    session_metadata,
-                    parts,
-                };
-                self.to_chat(now, &chat_id, &mut step, |s, ctx| {
-                    s.transition(
-                        ctx,
-                        Trigger::ToolResult {
-                            tool_call_id,
-                            outcome,
-                        },
-                    )
-                });
+            result @ Input::ToolResult { .. } => {
+                if let Some((chat_id, tool_call_id, outcome)) = result.into_tool_result() {
+                    let trigger = Trigger::ToolResult {
+                        tool_call_id,
+                        outcome,
+                    };
+                    self.to_chat(now, &chat_id, &mut step, |s, ctx| {
+                        s.transition(ctx, trigger)
+                    });
+                }
             }
             Input::ToolProgress {
                 chat_id,
@@ -202,14 +182,7 @@ impl Engine {
                     s.on_save_failed(ctx, version, &reason)
                 });
             }
-            Input::Tick {} => {
-                let chats: Vec<String> = self.sessions.keys().cloned().collect();
-                for chat_id in chats {
-                    self.to_chat(now, &chat_id, &mut step, |s, ctx| {
-                        s.transition(ctx, Trigger::Tick)
-                    });
-                }
-            }
+            Input::Tick {} => self.tick(now, &mut step),
         }
         self.settle_subagents(now, &mut step);
         self.track_requests(&step);

@@ -1,6 +1,6 @@
 //! The request guards of SPEC §9, in the order they run. On every request: the `Host` check
 //! (DNS rebinding) and no proxy-style targets. On `/api/*`: `Sec-Fetch-Mode`/`Sec-Fetch-Dest`
-//! (no `no-cors` script/image loads, no navigations), then `Origin` (absent, or exactly the proxy's
+//! (no `no-cors` script/image loads, no navigations), then `Origin` (absent, or exactly `palaver serve`'s
 //! own or an `--allow-origin`; `null` refused), the CORS preflight, then the bearer token,
 //! compared in constant time and accepted from the `Authorization` header only.
 
@@ -92,7 +92,7 @@ pub async fn check_api(
             return json_error(
                 StatusCode::FORBIDDEN,
                 "origin_not_allowed",
-                "this web origin may not call the proxy",
+                "this web origin may not call palaver serve",
             );
         }
     }
@@ -141,7 +141,7 @@ fn single_origin(headers: &HeaderMap) -> Result<Option<String>, Response> {
         json_error(
             StatusCode::FORBIDDEN,
             "origin_not_allowed",
-            "this web origin may not call the proxy",
+            "this web origin may not call palaver serve",
         )
     };
     match origins.as_slice() {

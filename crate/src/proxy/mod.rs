@@ -1,4 +1,4 @@
-//! The proxy: `palaver serve`. Serves the web app (`www/`, `pkg/`) on 127.0.0.1 only, with the
+//! `palaver serve` (SPEC's "proxy", hence the module's name). Serves the web app (`www/`, `pkg/`) on 127.0.0.1 only, with the
 //! Host check that defeats DNS rebinding and the security headers of SPEC §9 on every response.
 //! Native only. `server::serve` takes an already-bound listener, so tests run the real server on
 //! port 0. The tools API (`/api/tools`) is behind the token, Origin and fetch-metadata guards.
@@ -6,9 +6,11 @@
 pub mod chat_files;
 pub mod checkpoints;
 pub mod confine;
+mod content_hash;
 mod guard;
 pub mod mcp;
 mod models;
+mod process_env;
 pub mod reaper;
 mod server;
 mod token;
@@ -18,6 +20,8 @@ mod walk;
 mod workspace;
 
 pub use guard::{APP_CSP, MODEL_WORKER_CSP, MODEL_WORKER_PATH};
+use process_env::protect_environment;
+pub use process_env::{absolute_path_var, install_tls, is_secret_name};
 pub use server::{
     router, serve, serve_with_limits, Limits, ServeConfig, BODY_LIMIT, HEADER_TIMEOUT,
 };
@@ -44,7 +48,7 @@ pub struct ServeArgs {
     /// `~/.cache/palaver/models`, when it exists).
     #[arg(long)]
     pub models: Option<PathBuf>,
-    /// A web origin allowed to call the API besides the proxy's own (repeatable, exact match).
+    /// A web origin allowed to call the API besides `palaver serve`'s own (repeatable, exact match).
     #[arg(long = "allow-origin")]
     pub allow_origin: Vec<String>,
     /// Allow `run_command`.
@@ -57,8 +61,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// Do not keep the page's chats in `.palaver/chats/` of the workspace (issue 21).
-    #[arg(long)]
-    pub no_mirror: bool,
+    /// (`--no-mirror` is its older spelling, still accepted.)
+    #[arg(long, alias = "no-mirror")]
+    pub no_workspace_copy: bool,
     /// The MCP servers to run for the page (`{"mcpServers": {…}}`; default: the user's
     /// `~/.config/palaver/mcp.json` when it exists outside the workspace — never a file of the
     /// workspace unless named here).
@@ -109,13 +114,17 @@ pub fn run_mcp(args: McpArgs) -> ExitCode {
             workspace::Workspace::open(&workspace)
                 .map_err(|e| format!("{}: {e}", workspace.display()))?,
         );
-        let policy = tools::ToolPolicy {
+        let capabilities = tools::ToolCapabilities {
             allow_shell: args.allow_shell,
             allow_hard_links: args.allow_hard_links,
             reaper: std::env::current_exe().ok(),
             ..Default::default()
         };
-        mcp::serve::serve_stdio(std::sync::Arc::new(tools::Tools::new(workspace, policy))).await
+        mcp::serve::serve_stdio(std::sync::Arc::new(tools::Tools::new(
+            workspace,
+            capabilities,
+        )))
+        .await
     });
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -124,15 +133,6 @@ pub fn run_mcp(args: McpArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// TLS for outgoing HTTPS (fetch_url, MCP servers over HTTPS) through rustls with ring: installed
-/// once per process, before the first client is built (an embedder of the library gets it too).
-pub fn install_tls() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 pub fn run_serve(args: ServeArgs) -> ExitCode {
@@ -219,7 +219,7 @@ fn config_from(args: &ServeArgs) -> Result<ServeConfig, String> {
         allowed_origins: args.allow_origin.clone(),
         allow_shell: args.allow_shell,
         allow_hard_links: args.allow_hard_links,
-        mirror: !args.no_mirror,
+        workspace_copy: !args.no_workspace_copy,
         reaper: std::env::current_exe().ok(),
         mcp,
         checkpoints: checkpoints::Checkpoints::folder_for(&workspace),
@@ -239,55 +239,6 @@ fn vault_secret() -> Option<std::sync::Arc<vault::VaultSecret>> {
             eprintln!("palaver serve: remembered keys cannot be unlocked: {e}");
             None
         }
-    }
-}
-
-/// `PATH` with only its absolute entries (SECURITY F1): a relative entry (`.`, an empty one,
-/// `node_modules/.bin`) would find programs in whatever folder a child runs in — a workspace's.
-pub fn absolute_path_var() -> Option<std::ffi::OsString> {
-    let path = std::env::var_os("PATH")?;
-    std::env::join_paths(std::env::split_paths(&path).filter(|dir| dir.is_absolute())).ok()
-}
-
-/// Whether an environment variable looks like a secret (provider keys, tokens, passwords).
-pub fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
-        .iter()
-        .any(|word| upper.contains(word))
-}
-
-/// Keeps secrets of the server's environment from its children (E11). `run_command` children get
-/// a scrubbed environment, but could read `/proc/<server>/environ`, which shows the environment
-/// block the process started with, whatever `remove_var` did since. So the values of
-/// secret-looking variables are overwritten in that block, the variables removed, and the process
-/// made non-dumpable (its `/proc` files then need root). Nothing in the server reads them.
-fn protect_environment() {
-    extern "C" {
-        static environ: *const *mut libc::c_char;
-    }
-    let mut secrets = Vec::new();
-    // SAFETY: at start-up, before any other thread exists, this walks the process's own
-    // environment array (NUL-terminated C strings, ended by a null pointer) and overwrites bytes
-    // inside those strings only, never past their terminating NUL.
-    unsafe {
-        let mut cursor = environ;
-        while !cursor.is_null() && !(*cursor).is_null() {
-            let entry = *cursor;
-            let bytes = std::ffi::CStr::from_ptr(entry).to_bytes();
-            if let Some(eq) = bytes.iter().position(|b| *b == b'=') {
-                let name = String::from_utf8_lossy(&bytes[..eq]).into_owned();
-                if is_secret_name(&name) {
-                    std::ptr::write_bytes(entry.add(eq + 1), 0, bytes.len() - eq - 1);
-                    secrets.push(name);
-                }
-            }
-            cursor = cursor.add(1);
-        }
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
-    for name in secrets {
-        std::env::remove_var(name);
     }
 }
 

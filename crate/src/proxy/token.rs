@@ -1,4 +1,4 @@
-//! The proxy's bearer token: 256 bits from the OS RNG (SECURITY A.2: at least 128), hex-encoded;
+//! The pairing token of `palaver serve`: 256 bits from the OS RNG (SECURITY A.2: at least 128), hex-encoded;
 //! or read from a private file.
 
 use std::path::Path;

@@ -285,7 +285,7 @@ fn outcome_status(failed: bool, text: &str) -> &'static str {
 
 /// `rejected` or `denied` when `message` is the engine's decision on call `id`.
 fn decided(message: &crate::message::ChatMessage, id: &str) -> Option<&'static str> {
-    let payload = message.event_field("payload")?;
+    let payload = message.event_payload()?;
     if message.event_subkind()? != "tool_decision" || payload.get("tool_call_id")?.as_str()? != id {
         return None;
     }

@@ -170,6 +170,12 @@ impl ChatSession {
                     self.emit(Event::IdeToolRequired {
                         tool_call_id: id.clone(),
                         tool_name: call.function.name.clone(),
+                        args: args.clone(),
+                    });
+                    self.effect(Effect::RunHostTool {
+                        chat_id: self.chat_id.clone(),
+                        tool_call_id: id.clone(),
+                        name: call.function.name.clone(),
                         args,
                     });
                 }

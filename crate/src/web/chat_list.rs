@@ -3,6 +3,7 @@
 //! count, a chat was created or deleted, a pull brought changes (issue 34: no timers re-reading
 //! the list). A leaf: the parts that change chats call it; it calls only the page's listener.
 
+use super::browser::*;
 use super::shared::*;
 use js_sys::Function;
 use serde_json::{json, Value};

@@ -8,13 +8,16 @@
 
 #[cfg(feature = "bench")]
 mod bench;
+mod browser;
 mod chat_files;
 mod chat_list;
 #[cfg(feature = "bench")]
 mod decoder;
+mod driver;
 pub mod host;
 pub mod idb;
 mod message_search;
+mod outbox;
 mod ownership;
 mod shared;
 mod storage;
@@ -98,6 +101,7 @@ export type Effect =
   | { effect: "cancel_request"; request_id: string }
   | { effect: "run_tool"; chat_id: string; tool_call_id: string; name: string; args: unknown }
   | { effect: "cancel_tool"; chat_id: string; tool_call_id: string }
+  | { effect: "run_host_tool"; chat_id: string; tool_call_id: string; name: string; args: unknown }
   | { effect: "save_trajectory"; save: { chat_id: string; version: number; message_count: number; thread?: unknown; upserts: { index: number; position: number; message: unknown }[]; removed: string[] } }
   | { effect: "wake_at"; at_ms: number };
 export interface Step { events: EventEnvelope[]; effects: Effect[]; errors?: unknown[]; }

@@ -1,6 +1,7 @@
 //! One tab owns each chat (SPEC §4): the owner runs its engine and answers the others over a
 //! `BroadcastChannel`; followers mirror it and take over when it goes (Web Locks in `tabs`).
 
+use super::browser::*;
 use super::shared::*;
 use super::storage::*;
 use super::subscribers::*;
@@ -31,7 +32,7 @@ pub(super) async fn become_owner(
     release: Option<Function>,
 ) -> Result<(), JsValue> {
     let (trajectory, stored) = load_trajectory(shared, chat_id).await?;
-    handle(
+    feed(
         shared,
         Input::OpenChat {
             chat_id: chat_id.to_string(),
@@ -44,7 +45,7 @@ pub(super) async fn become_owner(
     let channel = tabs::open_channel(chat_id, move |message| match message["kind"].as_str() {
         Some("command") => {
             let command = message["command"].clone();
-            handle(
+            feed(
                 &served,
                 Input::Command {
                     chat_id: chat.clone(),

@@ -1,6 +1,7 @@
 //! Chats in IndexedDB: one transaction per save, acknowledged to the engine (or failed, kept dirty and
 //! retried); loading a chat's trajectory; waiting for saves; asking the browser to persist storage.
 
+use super::browser::*;
 use super::idb;
 use super::shared::*;
 use crate::engine::Input;
@@ -173,7 +174,13 @@ pub(super) async fn peek_trajectory(
 /// One save, one transaction: the chat record, each changed message (keyed by its id, with its
 /// position) and a delete for each removed one. The engine hears back with `save_acked` or `save_failed` (kept dirty and
 /// retried by the engine, shown as `runtime.storage_error`).
-pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
+/// `after_save` hears of each acknowledged save that changed the chat itself (not only
+/// checkpointed a streaming reply), before the engine does.
+pub(super) fn save_trajectory(
+    shared: &Handle,
+    save: TrajectorySave,
+    after_save: fn(&Handle, &str),
+) {
     let shared = shared.clone();
     *shared
         .borrow_mut()
@@ -194,15 +201,8 @@ pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
                     s.marker_set = local_storage_set(&s.marker, "1");
                 }
                 drop(s);
-                // The workspace copy follows the messages and the thread; a save that only
-                // checkpointed a streaming reply does not rewrite it.
                 if changes_chat(&save) {
-                    super::chat_files::saved(&shared, &save.chat_id);
-                    super::sync::local_change(&shared);
-                    let record = shared.borrow().chats.get(&save.chat_id).cloned();
-                    if let Some(record) = record {
-                        super::chat_list::changed(&shared, &[record], &[]);
-                    }
+                    after_save(&shared, &save.chat_id);
                 }
                 Input::SaveAcked {
                     chat_id: save.chat_id.clone(),
@@ -215,7 +215,7 @@ pub(super) fn save_trajectory(shared: &Handle, save: TrajectorySave) {
                 reason: describe(e),
             },
         };
-        handle(&shared, input);
+        feed(&shared, input);
     });
 }
 
@@ -264,18 +264,22 @@ pub(super) async fn write_save(
     for removed in &save.removed {
         messages.delete(&idb::message_key(&save.chat_id, removed))?;
     }
-    if super::sync::enabled(shared) && changes_chat(save) {
+    if super::outbox::enabled(shared) && changes_chat(save) {
         // Sync (issue 21): each changed document waits in the outbox, written with the change.
         let outbox = idb::store(&tx, idb::SYNC_OUTBOX)?;
-        let mark = super::sync::next_mark(shared);
-        outbox.put(&super::sync::outbox_record(&save.chat_id, None, mark)?)?;
+        let mark = super::outbox::next_mark(shared);
+        outbox.put(&super::outbox::outbox_record(&save.chat_id, None, mark)?)?;
         let ids = save
             .upserts
             .iter()
             .map(|u| &u.message.message_id)
             .chain(&save.removed);
         for id in ids {
-            outbox.put(&super::sync::outbox_record(&save.chat_id, Some(id), mark)?)?;
+            outbox.put(&super::outbox::outbox_record(
+                &save.chat_id,
+                Some(id),
+                mark,
+            )?)?;
         }
     }
     idb::transaction_done(&tx).await?;

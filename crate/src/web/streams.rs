@@ -2,6 +2,7 @@
 //! engine, the response's bytes fed to the engine chunk by chunk, failures typed with the provider's
 //! error type, message and stated context window; the last request kept for "what the model sees".
 
+use super::browser::*;
 use super::shared::*;
 use crate::engine::{Bytes, Input};
 use crate::provider::ProviderKind;
@@ -35,15 +36,6 @@ pub(super) fn remember_request(shared: &Handle, chat_id: &str, request: &Provide
         .borrow_mut()
         .last_requests
         .insert(chat_id.to_string(), record);
-}
-
-/// A request as it went out, the key redacted (`Palaver.lastRequest`).
-#[derive(serde::Serialize)]
-pub(super) struct SentRequest {
-    provider: &'static str,
-    url: String,
-    headers: serde_json::Map<String, Value>,
-    body: Box<serde_json::value::RawValue>,
 }
 
 /// The provider's auth header for a key: never in the URL (SECURITY C13, C15).
@@ -138,7 +130,7 @@ pub(super) async fn fetch_stream(
             Err(_) => String::new(),
         };
         let (error_type, message) = provider_error(&text);
-        handle(
+        feed(
             shared,
             Input::RequestFailed {
                 request_id: request_id.into(),
@@ -154,7 +146,7 @@ pub(super) async fn fetch_stream(
         return Ok(());
     }
     let Some(body) = response.body() else {
-        handle(
+        feed(
             shared,
             Input::StreamEnd {
                 request_id: request_id.into(),
@@ -164,7 +156,7 @@ pub(super) async fn fetch_stream(
     };
     let reader = reader_of(&body)?;
     while let Some(bytes) = next_chunk(&reader).await? {
-        handle(
+        feed(
             shared,
             Input::StreamBytes {
                 request_id: request_id.into(),
@@ -172,7 +164,7 @@ pub(super) async fn fetch_stream(
             },
         );
     }
-    handle(
+    feed(
         shared,
         Input::StreamEnd {
             request_id: request_id.into(),
@@ -247,7 +239,7 @@ pub(super) fn fail_request(
     headers: LiteMap<String, String>,
     error_type: Option<String>,
 ) {
-    handle(
+    feed(
         shared,
         Input::RequestFailed {
             request_id: request_id.into(),

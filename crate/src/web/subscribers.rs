@@ -1,10 +1,9 @@
 //! The subscribers of each chat: every step's events delivered to the page's callbacks, in `seq` order.
 
+use super::browser::to_js;
 use super::shared::*;
 use super::tabs::{self, ChatRole};
-use super::tool_calls::*;
 use crate::engine::Step;
-use crate::event::Event;
 use js_sys::Function;
 use litemap::LiteMap;
 use wasm_bindgen::prelude::*;
@@ -32,14 +31,6 @@ pub(super) fn deliver(shared: &Handle, step: &Step) {
         let value = to_js(envelope);
         for callback in callbacks {
             let _ = callback.call1(&JsValue::NULL, &value);
-        }
-        if let Event::IdeToolRequired {
-            tool_call_id,
-            tool_name,
-            args,
-        } = &envelope.event
-        {
-            run_host_tool(shared, &envelope.chat_id, tool_call_id, tool_name, args);
         }
     }
 }

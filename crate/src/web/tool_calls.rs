@@ -1,8 +1,9 @@
-//! Tool calls: workspace tools through the proxy of `palaver serve` (`run_command` and the MCP
+//! Tool calls: workspace tools through `palaver serve` (`run_command` and the MCP
 //! servers' tools streamed as NDJSON, their output lines and progress as `tool_progress`), and host
 //! tools the page registered, answered with `ide_tool_result`. An MCP tool's images come back as
 //! image parts of the result.
 
+use super::browser::*;
 use super::shared::*;
 use crate::engine::Input;
 use js_sys::Promise;
@@ -12,7 +13,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{spawn_local, JsFuture};
 use web_sys::{AbortController, Headers, RequestInit, Response};
 
-/// A workspace tool through the proxy: `POST {proxy}/api/tools/{name}` with the bearer token.
+/// A workspace tool through `palaver serve`: `POST {proxy}/api/tools/{name}` with the bearer token.
 /// `run_command` asks for NDJSON, so its output lines reach the page while it runs.
 pub(super) fn run_tool(
     shared: &Handle,
@@ -53,8 +54,9 @@ pub(super) fn run_tool(
         if controller.signal().aborted() {
             return;
         }
-        let reply = outcome
-            .unwrap_or_else(|e| ToolReply::failed(&format!("The proxy could not be reached: {e}")));
+        let reply = outcome.unwrap_or_else(|e| {
+            ToolReply::failed(&format!("palaver serve could not be reached: {e}"))
+        });
         tool_result(&shared, chat_id, tool_call_id, reply);
     });
 }
@@ -69,7 +71,7 @@ impl ToolReply {
         }
     }
 
-    /// From the proxy's JSON reply (`{content, is_error, data?, error?}`).
+    /// From `palaver serve`'s JSON reply (`{content, is_error, data?, error?}`).
     fn from_json(reply: &Value, http_ok: bool) -> Self {
         let content = reply
             .get("content")
@@ -200,7 +202,7 @@ pub(super) async fn call_proxy_streaming(
                         output.push_str(&text);
                         output.push('\n');
                     }
-                    handle(
+                    feed(
                         shared,
                         Input::ToolProgress {
                             chat_id: chat_id.to_string(),
@@ -234,7 +236,7 @@ pub(super) fn tool_result(
     tool_call_id: String,
     reply: ToolReply,
 ) {
-    handle(
+    feed(
         shared,
         Input::ToolResult {
             chat_id,
@@ -282,6 +284,6 @@ pub(super) fn run_host_tool(
             },
         };
         let command = json!({"type": "ide_tool_result", "client_request_id": format!("host-{tool_call_id}"), "tool_call_id": tool_call_id, "content": content, "tool_failed": failed});
-        handle(&shared, Input::Command { chat_id, command });
+        feed(&shared, Input::Command { chat_id, command });
     });
 }

@@ -125,3 +125,68 @@ fn the_method_reader_takes_js_names_and_camel_cases_the_rest() {
     let text = "    #[wasm_bindgen(js_name = peekChat, unchecked_return_type = \"X\")]\n    pub fn peek_chat(&self) {}\n    pub async fn set_sync(&self) {}\n    fn private_one() {}\n";
     assert_eq!(palaver_methods(text), ["peekChat", "setSync"]);
 }
+
+/// The variant names of `pub enum {name}` in `file`, in snake case (serde's `rename_all`).
+fn variants(file: &str, name: &str) -> Vec<String> {
+    let text = fs::read_to_string(root().join("crate/src").join(file)).unwrap_or_default();
+    let body = text
+        .split(&format!("pub enum {name} {{"))
+        .nth(1)
+        .and_then(|rest| rest.split("\n}").next())
+        .unwrap_or("");
+    body.lines()
+        .filter_map(|line| {
+            let word = line.strip_prefix("    ")?;
+            let first = word.chars().next()?;
+            if !first.is_ascii_uppercase() {
+                return None;
+            }
+            let ident: String = word.chars().take_while(|c| c.is_alphanumeric()).collect();
+            let mut snake = String::new();
+            for (i, c) in ident.chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    snake.push('_');
+                }
+                snake.push(c.to_ascii_lowercase());
+            }
+            Some(snake)
+        })
+        .collect()
+}
+
+/// The tags a TypeScript union in `web/mod.rs` declares: each `{tag}: "x"` of `type {name} =`.
+fn typescript_tags(name: &str, tag: &str) -> Vec<String> {
+    let text = fs::read_to_string(root().join("crate/src/web/mod.rs")).unwrap_or_default();
+    let after = text
+        .split(&format!("export type {name} ="))
+        .nth(1)
+        .unwrap_or("");
+    let union = after.split("\nexport ").next().unwrap_or("");
+    union
+        .match_indices(&format!("{{ {tag}: \""))
+        .filter_map(|(at, found)| {
+            let rest = &union[at + found.len()..];
+            rest.split('"').next().map(String::from)
+        })
+        .collect()
+}
+
+/// The TypeScript types of the boundary declare every input and effect the engine has, and no
+/// other (issue 36: an effect added in Rust and missing in the types fails here).
+#[test]
+fn the_typescript_unions_match_the_rust_enums() {
+    for (ts, tag, file, rust) in [
+        ("Effect", "effect", "effect.rs", "Effect"),
+        ("Input", "input", "engine/input.rs", "Input"),
+    ] {
+        let mut declared = typescript_tags(ts, tag);
+        let mut actual = variants(file, rust);
+        declared.sort();
+        actual.sort();
+        assert!(actual.len() >= 6, "{rust}: read only {actual:?}");
+        assert_eq!(
+            declared, actual,
+            "the TypeScript `{ts}` against `{rust}` in {file}"
+        );
+    }
+}

@@ -40,6 +40,10 @@ mod boundary_docs;
 #[cfg(not(target_arch = "wasm32"))]
 mod cli;
 #[cfg(not(target_arch = "wasm32"))]
+mod host_graph;
+#[cfg(not(target_arch = "wasm32"))]
+mod names;
+#[cfg(not(target_arch = "wasm32"))]
 mod props;
 #[cfg(not(target_arch = "wasm32"))]
 mod tidy;

@@ -280,6 +280,20 @@ fn the_layer_check_reads_groups_and_paths() {
     assert_eq!(names, ["delta", "message", "error", "plan"]);
 }
 
+/// The keys of hidden-role data that no other module needs to spell (words like `source` or
+/// `payload`, which other data has too, are caught by the accessor rule above).
+const HIDDEN_KEYS: [&str; 9] = [
+    "subkind",
+    "plan_delta",
+    "ui_only",
+    "compression",
+    "compression_report",
+    "incomplete_tool_calls",
+    "cut_by",
+    "subagent_answers",
+    "summarized_source_message_ids",
+];
+
 /// Issue 15: hidden-role keys (`event`, `plan`, `compression`, `stopped`, `ui_only`, …) are
 /// spelled in `hidden.rs` only; everything else reads them through its typed accessors.
 #[test]
@@ -302,9 +316,16 @@ fn hidden_role_data_is_read_through_one_module() {
                 ".extra.insert(",
                 ".extra.contains_key(",
                 ".extra.remove(",
+                ".event_field(",
             ] {
                 if code.contains(access) {
                     problems.push(format!("{}: `{access}`", path.display()));
+                }
+            }
+            // Every other spelling too: the keys as string literals.
+            for key in HIDDEN_KEYS {
+                if code.contains(&format!("\"{key}\"")) {
+                    problems.push(format!("{}: \"{key}\"", path.display()));
                 }
             }
         }

@@ -1,8 +1,8 @@
-//! Issue 21, the workspace mirror through the real server: `PUT/GET/DELETE /api/chats/{id}` and
+//! Issue 21, the workspace copy through the real server: `PUT/GET/DELETE /api/chats/{id}` and
 //! `GET /api/chats` write and read `.palaver/chats/{id}.json` atomically, create `.palaver/` with
-//! a `.gitignore`, refuse bad ids and non-trajectories, refuse a symlinked `.palaver`, a mirror file
+//! a `.gitignore`, refuse bad ids and non-trajectories, refuse a symlinked `.palaver`, a copy
 //! replaced by a symlink or a FIFO, and a huge file, touch nothing outside the workspace, keep the
-//! model's write tools out, and are off with `--no-mirror`.
+//! model's write tools out, and are off with `--no-workspace-copy`.
 
 use crate::support::*;
 use palaver::proxy::ServeConfig;
@@ -31,7 +31,7 @@ fn trajectory(id: &str, n: usize) -> String {
 
 #[test]
 fn chats_are_written_whole_read_back_listed_and_removed() {
-    let fx = fixture("mirror-rw", false);
+    let fx = fixture("copy-rw", false);
     let port = fx.server.port;
     let text = trajectory("chat-1", 3);
     assert_eq!(chats(port, "PUT", "/chat-1", &text).status, 200);
@@ -67,7 +67,7 @@ fn chats_are_written_whole_read_back_listed_and_removed() {
 /// precondition) replaces it.
 #[test]
 fn a_copy_changed_elsewhere_is_not_overwritten() {
-    let fx = fixture("mirror-cas", false);
+    let fx = fixture("copy-cas", false);
     let port = fx.server.port;
     let first = chats_with(
         port,
@@ -134,7 +134,7 @@ fn a_copy_changed_elsewhere_is_not_overwritten() {
 
 #[test]
 fn bad_ids_and_non_trajectories_are_refused_with_a_reason() {
-    let fx = fixture("mirror-bad", false);
+    let fx = fixture("copy-bad", false);
     let port = fx.server.port;
     // A subagent's chat (`{parent}~{call}`) is a chat like any other.
     let child = "chat-1~call_7";
@@ -164,8 +164,8 @@ fn bad_ids_and_non_trajectories_are_refused_with_a_reason() {
 }
 
 #[test]
-fn a_symlinked_palaver_dir_or_mirror_file_is_refused_and_nothing_outside_is_touched() {
-    let fx = fixture("mirror-link", false);
+fn a_symlinked_palaver_dir_or_copy_is_refused_and_nothing_outside_is_touched() {
+    let fx = fixture("copy-link", false);
     let port = fx.server.port;
     let outside = fx.root.join("outside");
     std::fs::create_dir_all(outside.join("chats")).expect("outside");
@@ -194,7 +194,7 @@ fn a_symlinked_palaver_dir_or_mirror_file_is_refused_and_nothing_outside_is_touc
     assert_eq!(
         chats(port, "GET", "/c2", "").status,
         403,
-        "a mirror file that is a symlink is not read"
+        "a copy that is a symlink is not read"
     );
     assert_eq!(
         chats(port, "PUT", "/c2", &trajectory("c2", 2)).status,
@@ -216,8 +216,8 @@ fn a_symlinked_palaver_dir_or_mirror_file_is_refused_and_nothing_outside_is_touc
 }
 
 #[test]
-fn a_fifo_or_a_huge_mirror_file_is_refused_without_hanging() {
-    let fx = fixture("mirror-fifo", false);
+fn a_fifo_or_a_huge_copy_is_refused_without_hanging() {
+    let fx = fixture("copy-fifo", false);
     let port = fx.server.port;
     assert_eq!(chats(port, "PUT", "/c1", &trajectory("c1", 1)).status, 200);
     let fifo = fx.ws().join(".palaver/chats/f1.json");
@@ -238,8 +238,8 @@ fn a_fifo_or_a_huge_mirror_file_is_refused_without_hanging() {
 }
 
 #[test]
-fn the_models_write_tools_cannot_touch_the_mirror() {
-    let fx = fixture("mirror-tools", false);
+fn the_models_write_tools_cannot_touch_the_workspace_copy() {
+    let fx = fixture("copy-tools", false);
     let port = fx.server.port;
     assert_eq!(chats(port, "PUT", "/c1", &trajectory("c1", 1)).status, 200);
     let reply = tool(
@@ -255,24 +255,24 @@ fn the_models_write_tools_cannot_touch_the_mirror() {
 }
 
 #[test]
-fn no_mirror_turns_it_off() {
-    let dir = temp_dir("mirror-off");
+fn no_workspace_copy_turns_it_off() {
+    let dir = temp_dir("copy-off");
     let ws = dir.0.join("ws");
     let config = ServeConfig {
-        mirror: false,
+        workspace_copy: false,
         ..config_for(&dir, false)
     };
     let server = start_with(config, dir);
     let reply = chats(server.port, "PUT", "/c1", &trajectory("c1", 1));
     assert_eq!(reply.status, 404);
-    assert_eq!(reply.body["error"]["kind"], "mirror_off");
+    assert_eq!(reply.body["error"]["kind"], "workspace_copy_off");
     assert_eq!(chats(server.port, "GET", "", "").body["enabled"], false);
     assert!(!ws.join(".palaver").exists());
 }
 
 #[test]
-fn the_mirror_needs_the_token() {
-    let fx = fixture("mirror-token", false);
+fn the_workspace_copy_needs_the_token() {
+    let fx = fixture("copy-token", false);
     let reply = request(
         fx.server.port,
         "PUT",

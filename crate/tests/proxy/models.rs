@@ -111,7 +111,7 @@ fn models_are_served_with_ranges_and_the_app_is_cross_origin_isolated() {
         head.contains(&format!("content-security-policy: {APP_CSP}")),
         "the app keeps its policy: {head}"
     );
-    // The model worker's own policy: llama.cpp's workers start from blob: URLs under it; no
+    // The model worker's own capabilities: llama.cpp's workers start from blob: URLs under it; no
     // eval, and nothing but the app's connections.
     let (_, head, _) = get(MODEL_WORKER_PATH, "");
     assert!(

@@ -412,7 +412,7 @@ fn a53_a_slow_body_is_cut_at_the_request_deadline() {
         allowed_origins: Vec::new(),
         allow_shell: false,
         allow_hard_links: false,
-        mirror: true,
+        workspace_copy: true,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
         vault: None,

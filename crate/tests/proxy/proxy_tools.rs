@@ -835,7 +835,7 @@ fn a46_a_workspace_given_through_a_symlink_works_and_a48_hard_links_are_not_writ
         allowed_origins: Vec::new(),
         allow_shell: false,
         allow_hard_links: false,
-        mirror: true,
+        workspace_copy: true,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: crate::support::TOKEN.into(),
         vault: None,

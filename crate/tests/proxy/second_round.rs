@@ -90,7 +90,7 @@ fn e3_serving_the_app_from_inside_the_workspace_is_refused() {
         allowed_origins: Vec::new(),
         allow_shell: false,
         allow_hard_links: false,
-        mirror: true,
+        workspace_copy: true,
         reaper: None,
         token: TOKEN.into(),
         vault: None,

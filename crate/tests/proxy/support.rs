@@ -87,7 +87,7 @@ pub fn config_for(dir: &TempDir, allow_shell: bool) -> ServeConfig {
         allowed_origins: Vec::new(),
         allow_shell,
         allow_hard_links: false,
-        mirror: true,
+        workspace_copy: true,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
         vault: None,
@@ -99,7 +99,7 @@ pub fn fixture(name: &str, allow_shell: bool) -> Fixture {
     fixture_with(name, allow_shell, false, Limits::default())
 }
 
-/// A fixture with the hard-link policy and server limits given.
+/// A fixture with the hard-link capabilities and server limits given.
 pub fn fixture_with(
     name: &str,
     allow_shell: bool,
@@ -498,7 +498,7 @@ pub fn symlink_fixture(name: &str, allow_shell: bool, origins: &[&str]) -> (Serv
         allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
         allow_shell,
         allow_hard_links: false,
-        mirror: true,
+        workspace_copy: true,
         reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
         token: TOKEN.into(),
         vault: None,

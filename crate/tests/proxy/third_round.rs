@@ -373,7 +373,7 @@ fn git(ws: &Path, args: &[&str]) -> Option<std::process::ExitStatus> {
 
 /// F4: the copy is written only while git ignores `.palaver/chats/` — judged as `git
 /// check-ignore` judges it (compared here): a repository's own `.palaver/.gitignore` that
-/// un-ignores the chats stops the mirror with a sentence; a root `.gitignore` naming `.palaver/`
+/// un-ignores the chats stops the workspace copy with a sentence; a root `.gitignore` naming `.palaver/`
 /// wins over any file below it; a plain folder has nothing to commit.
 #[test]
 fn f4_the_copy_is_written_only_while_git_ignores_it() {
@@ -394,7 +394,7 @@ fn f4_the_copy_is_written_only_while_git_ignores_it() {
         let ws = fx.ws();
         if name != "plain" {
             if git(&ws, &["init", "-q"]).is_none() {
-                // No git here: the `.git` folder is what marks a repository for the mirror.
+                // No git here: the `.git` folder is what marks a repository for the workspace copy.
                 std::fs::create_dir_all(ws.join(".git")).unwrap_or_default();
             }
         }

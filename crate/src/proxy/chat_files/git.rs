@@ -1,6 +1,6 @@
 //! Whether git ignores the workspace copy of the chats (SECURITY F4). Chats are the user's, not
 //! the project's: a repository that ships its own `.palaver/.gitignore` (say `!chats/`) would get
-//! them committed by the next `git add -A`. So the mirror writes only while git ignores
+//! them committed by the next `git add -A`. So the workspace copy is written only while git ignores
 //! `.palaver/chats/`, judged as git does: the `.gitignore` files from the repository's root down
 //! to `.palaver/chats/`, and `.git/info/exclude`; the deepest file that matches decides, and an
 //! ignored directory ignores all below it. A workspace in no repository has nothing to commit.

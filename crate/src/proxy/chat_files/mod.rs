@@ -1,20 +1,20 @@
-//! The workspace mirror of chats (issue 21, seed 000's trajectories as files in the project):
+//! The workspace copy of chats (issue 21, seed 000's trajectories as files in the project):
 //! `.palaver/chats/{chat_id}.json`, each the Refact-style trajectory the export writes, so chats
 //! outlive the browser's storage. Files are written whole, through a temporary file and a rename
 //! in the opened `chats` directory (a crash leaves the old file or the new one, never half of
 //! either). Every step opens directories without following symlinks: a symlinked `.palaver` or
-//! `chats`, or a mirror file replaced by a symlink, a FIFO or a directory, is refused, and nothing
+//! `chats`, or a copy replaced by a symlink, a FIFO or a directory, is refused, and nothing
 //! outside the workspace is touched. Reads take regular files only, opened non-blocking, up to
 //! `MAX_FILE`. `.palaver/` gets a `.gitignore` ignoring everything, which the user may delete to
-//! commit chats with the code. `palaver serve --no-mirror` turns all of it off.
+//! commit chats with the code. `palaver serve --no-workspace-copy` turns all of it off.
 //! The model's file tools can neither write nor read here (`tools::fs`, the walker): the copies
 //! are the user's chats, not the project's (SECURITY F4).
 //!
 //! Each workspace has an id (`.palaver/workspace-id`, made once, returned by `/api/health`): the
-//! page mirrors a chat only into the workspace it was used with, and keeps the hashes of its
-//! copies per workspace. The mirror writes only while git ignores `.palaver/chats/` (`git`), so a
+//! page copies a chat only into the workspace it was used with, and keeps the hashes of its
+//! copies per workspace. The workspace copy is written only while git ignores `.palaver/chats/` (`git`), so a
 //! repository's own `.palaver/.gitignore` cannot get the chats committed. Files are written
-//! 0600; a mirror file with several hard links is not read (A48: one may be an outside file).
+//! 0600; a copy with several hard links is not read (A48: one may be an outside file).
 
 mod git;
 
@@ -29,22 +29,22 @@ use thiserror::Error;
 
 pub const DIR: &str = ".palaver";
 pub const CHATS: &str = "chats";
-/// The largest mirror file read or written (a 5 000-message chat is about 5 MB).
+/// The largest copy read or written (a 5 000-message chat is about 5 MB).
 pub const MAX_FILE: u64 = 64 * 1024 * 1024;
 const GITIGNORE: &str =
     "# Palaver's chats (issue 21). Delete this file to commit them with the code.\n*\n";
 
 #[derive(Error, Debug, Clone, PartialEq, Eq)]
-pub enum MirrorError {
-    #[error("the workspace mirror is off (palaver serve --no-mirror)")]
+pub enum CopyError {
+    #[error("the workspace copy is off (palaver serve --no-workspace-copy)")]
     Off,
     #[error("`{0}` is not a chat id (letters, digits, `-`, `_`, `.`, `~`; 1 to 200 characters)")]
     BadId(String),
-    #[error("`{0}` is a symlink; the mirror does not follow symlinks")]
+    #[error("`{0}` is a symlink; the workspace copy does not follow symlinks")]
     Symlink(String),
     #[error("`{0}` is not a regular file")]
     NotAFile(String),
-    #[error("`{path}` is {bytes} bytes, over the mirror's limit of {limit}")]
+    #[error("`{path}` is {bytes} bytes, over the workspace copy's limit of {limit}")]
     TooLarge {
         path: String,
         bytes: u64,
@@ -52,7 +52,7 @@ pub enum MirrorError {
     },
     #[error("not a trajectory: {0}")]
     BadTrajectory(String),
-    #[error("no mirror file for chat `{0}`")]
+    #[error("no copy for chat `{0}`")]
     NotFound(String),
     #[error("the workspace copy of chat `{0}` changed since this browser wrote it (another browser or a person); it is not overwritten")]
     Conflict(String),
@@ -66,46 +66,46 @@ pub enum MirrorError {
     Io(String),
 }
 
-impl MirrorError {
+impl CopyError {
     pub fn code(&self) -> &'static str {
         match self {
-            MirrorError::Off => "mirror_off",
-            MirrorError::BadId(_) => "bad_chat_id",
-            MirrorError::Symlink(_) => "symlink_escape",
-            MirrorError::NotAFile(_) => "not_a_regular_file",
-            MirrorError::TooLarge { .. } => "too_large",
-            MirrorError::BadTrajectory(_) => "bad_trajectory",
-            MirrorError::NotFound(_) => "not_found",
-            MirrorError::Conflict(_) => "conflict",
-            MirrorError::NotIgnored => "not_ignored_by_git",
-            MirrorError::HardLinked(_) => "hard_link",
-            MirrorError::Io(_) => "io_error",
+            CopyError::Off => "workspace_copy_off",
+            CopyError::BadId(_) => "bad_chat_id",
+            CopyError::Symlink(_) => "symlink_escape",
+            CopyError::NotAFile(_) => "not_a_regular_file",
+            CopyError::TooLarge { .. } => "too_large",
+            CopyError::BadTrajectory(_) => "bad_trajectory",
+            CopyError::NotFound(_) => "not_found",
+            CopyError::Conflict(_) => "conflict",
+            CopyError::NotIgnored => "not_ignored_by_git",
+            CopyError::HardLinked(_) => "hard_link",
+            CopyError::Io(_) => "io_error",
         }
     }
 
     pub fn status(&self) -> u16 {
         match self {
-            MirrorError::Off => 404,
-            MirrorError::BadId(_) | MirrorError::BadTrajectory(_) => 400,
-            MirrorError::Symlink(_) => 403,
-            MirrorError::NotAFile(_) => 409,
-            MirrorError::TooLarge { .. } => 413,
-            MirrorError::NotFound(_) => 404,
-            MirrorError::Conflict(_) => 412,
-            MirrorError::NotIgnored => 409,
-            MirrorError::HardLinked(_) => 403,
-            MirrorError::Io(_) => 500,
+            CopyError::Off => 404,
+            CopyError::BadId(_) | CopyError::BadTrajectory(_) => 400,
+            CopyError::Symlink(_) => 403,
+            CopyError::NotAFile(_) => 409,
+            CopyError::TooLarge { .. } => 413,
+            CopyError::NotFound(_) => 404,
+            CopyError::Conflict(_) => 412,
+            CopyError::NotIgnored => 409,
+            CopyError::HardLinked(_) => 403,
+            CopyError::Io(_) => 500,
         }
     }
 }
 
-fn io(e: std::io::Error) -> MirrorError {
-    MirrorError::Io(e.to_string())
+fn io(e: std::io::Error) -> CopyError {
+    CopyError::Io(e.to_string())
 }
 
-/// One mirror file as listed.
+/// One copy as listed.
 #[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct MirrorEntry {
+pub struct CopyEntry {
     pub id: String,
     pub bytes: u64,
     pub modified_ms: u64,
@@ -113,9 +113,9 @@ pub struct MirrorEntry {
 
 /// What the listing holds: the chats, and entries that were skipped and why.
 #[derive(Serialize, Debug, Clone, PartialEq, Default)]
-pub struct MirrorListing {
+pub struct CopyListing {
     pub enabled: bool,
-    pub chats: Vec<MirrorEntry>,
+    pub chats: Vec<CopyEntry>,
     pub skipped: Vec<String>,
 }
 
@@ -130,9 +130,9 @@ pub enum Precondition {
     Hash(String),
 }
 
-/// A mirror file's content hash, as `PUT` returns it and `GET` sends it (`x-palaver-hash`).
+/// A copy's content hash, as `PUT` returns it and `GET` sends it (`x-palaver-hash`).
 pub fn hash(bytes: &[u8]) -> String {
-    super::tools::fs::content_hash(bytes)
+    super::content_hash::content_hash(bytes)
 }
 
 pub struct ChatFiles {
@@ -153,7 +153,7 @@ impl ChatFiles {
         }
     }
 
-    /// This workspace's id (made once, kept in `.palaver/workspace-id`); `None` when the mirror
+    /// This workspace's id (made once, kept in `.palaver/workspace-id`); `None` when the workspace copy
     /// is off or `.palaver` cannot be used (a symlink, not a directory).
     pub fn workspace_id(&self) -> Option<String> {
         if !self.enabled {
@@ -193,7 +193,7 @@ impl ChatFiles {
         id: &str,
         bytes: &[u8],
         expect: &Precondition,
-    ) -> Result<String, MirrorError> {
+    ) -> Result<String, CopyError> {
         self.check(id)?;
         check_trajectory(id, bytes)?;
         let name = file_name(id);
@@ -202,11 +202,11 @@ impl ChatFiles {
         let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
         let dir = self.chats_dir(true)?;
         if !git::ignores(self.ws.root(), &path) {
-            return Err(MirrorError::NotIgnored);
+            return Err(CopyError::NotIgnored);
         }
         let exists = match dir.symlink_metadata(&name) {
-            Ok(meta) if meta.file_type().is_symlink() => return Err(MirrorError::Symlink(path)),
-            Ok(meta) if !meta.is_file() => return Err(MirrorError::NotAFile(path)),
+            Ok(meta) if meta.file_type().is_symlink() => return Err(CopyError::Symlink(path)),
+            Ok(meta) if !meta.is_file() => return Err(CopyError::NotAFile(path)),
             Ok(_) => true,
             Err(_) => false,
         };
@@ -218,7 +218,7 @@ impl ChatFiles {
             }
         };
         if !met {
-            return Err(MirrorError::Conflict(id.into()));
+            return Err(CopyError::Conflict(id.into()));
         }
         let temp = format!(".tmp-{name}-{}", nonce());
         let written = write_new(&dir, &temp, bytes).and_then(|()| dir.rename(&temp, &dir, &name));
@@ -230,17 +230,17 @@ impl ChatFiles {
         Ok(hash(bytes))
     }
 
-    /// Chat `id`'s mirror file as written, and its hash.
-    pub fn read(&self, id: &str) -> Result<(Vec<u8>, String), MirrorError> {
+    /// Chat `id`'s copy as written, and its hash.
+    pub fn read(&self, id: &str) -> Result<(Vec<u8>, String), CopyError> {
         self.check(id)?;
         let dir = match self.chats_dir(false) {
-            Err(MirrorError::NotFound(_)) => return Err(MirrorError::NotFound(id.into())),
+            Err(CopyError::NotFound(_)) => return Err(CopyError::NotFound(id.into())),
             other => other?,
         };
         self.read_in(&dir, id)
     }
 
-    fn read_in(&self, dir: &Dir, id: &str) -> Result<(Vec<u8>, String), MirrorError> {
+    fn read_in(&self, dir: &Dir, id: &str) -> Result<(Vec<u8>, String), CopyError> {
         let name = file_name(id);
         let path = format!("{DIR}/{CHATS}/{name}");
         let mut options = OpenOptions::new();
@@ -250,20 +250,20 @@ impl ChatFiles {
         let file = match dir.open_with(&name, &options) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(MirrorError::NotFound(id.into()))
+                return Err(CopyError::NotFound(id.into()))
             }
-            Err(_) if is_symlink(dir, &name) => return Err(MirrorError::Symlink(path)),
+            Err(_) if is_symlink(dir, &name) => return Err(CopyError::Symlink(path)),
             Err(e) => return Err(io(e)),
         };
         let meta = file.metadata().map_err(io)?;
         if !meta.is_file() {
-            return Err(MirrorError::NotAFile(path));
+            return Err(CopyError::NotAFile(path));
         }
         if cap_std::fs::MetadataExt::nlink(&meta) > 1 {
-            return Err(MirrorError::HardLinked(path));
+            return Err(CopyError::HardLinked(path));
         }
         if meta.len() > MAX_FILE {
-            return Err(MirrorError::TooLarge {
+            return Err(CopyError::TooLarge {
                 path,
                 bytes: meta.len(),
                 limit: MAX_FILE,
@@ -278,11 +278,11 @@ impl ChatFiles {
         Ok((bytes, hash))
     }
 
-    /// Removes chat `id`'s mirror file (the chat was deleted in the page); absent is fine.
-    pub fn remove(&self, id: &str) -> Result<(), MirrorError> {
+    /// Removes chat `id`'s copy (the chat was deleted in the page); absent is fine.
+    pub fn remove(&self, id: &str) -> Result<(), CopyError> {
         self.check(id)?;
         let dir = match self.chats_dir(false) {
-            Err(MirrorError::NotFound(_)) => return Ok(()),
+            Err(CopyError::NotFound(_)) => return Ok(()),
             other => other?,
         };
         match dir.remove_file(file_name(id)) {
@@ -291,17 +291,17 @@ impl ChatFiles {
         }
     }
 
-    /// The mirror's chats; what is not a regular `{id}.json` file is skipped and named.
-    pub fn list(&self) -> Result<MirrorListing, MirrorError> {
-        let mut listing = MirrorListing {
+    /// The chats of the workspace copy; what is not a regular `{id}.json` file is skipped and named.
+    pub fn list(&self) -> Result<CopyListing, CopyError> {
+        let mut listing = CopyListing {
             enabled: self.enabled,
-            ..MirrorListing::default()
+            ..CopyListing::default()
         };
         if !self.enabled {
             return Ok(listing);
         }
         let dir = match self.chats_dir(false) {
-            Err(MirrorError::NotFound(_)) => return Ok(listing),
+            Err(CopyError::NotFound(_)) => return Ok(listing),
             other => other?,
         };
         for entry in dir.entries().map_err(io)? {
@@ -328,7 +328,7 @@ impl ChatFiles {
                 .ok()
                 .and_then(|t| t.into_std().duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_millis() as u64);
-            listing.chats.push(MirrorEntry {
+            listing.chats.push(CopyEntry {
                 id: id.to_string(),
                 bytes: meta.len(),
                 modified_ms,
@@ -338,26 +338,26 @@ impl ChatFiles {
         Ok(listing)
     }
 
-    fn check(&self, id: &str) -> Result<(), MirrorError> {
+    fn check(&self, id: &str) -> Result<(), CopyError> {
         if !self.enabled {
-            return Err(MirrorError::Off);
+            return Err(CopyError::Off);
         }
         if !valid_id(id) {
-            return Err(MirrorError::BadId(id.chars().take(80).collect()));
+            return Err(CopyError::BadId(id.chars().take(80).collect()));
         }
         Ok(())
     }
 
     /// `.palaver/chats`, opened without following symlinks; created (with the `.gitignore`)
     /// when `create`.
-    fn chats_dir(&self, create: bool) -> Result<Dir, MirrorError> {
+    fn chats_dir(&self, create: bool) -> Result<Dir, CopyError> {
         let palaver = self.palaver_dir(create)?;
         open_dir(&palaver, CHATS, &format!("{DIR}/{CHATS}"), create)
     }
 
     /// `.palaver`, opened without following symlinks; created (0700, with the `.gitignore`)
     /// when `create`.
-    fn palaver_dir(&self, create: bool) -> Result<Dir, MirrorError> {
+    fn palaver_dir(&self, create: bool) -> Result<Dir, CopyError> {
         let palaver = open_dir(self.ws.dir(), DIR, DIR, create)?;
         if create && palaver.symlink_metadata(".gitignore").is_err() {
             let _ = write_new(&palaver, ".gitignore", GITIGNORE.as_bytes());
@@ -366,7 +366,7 @@ impl ChatFiles {
     }
 }
 
-fn open_dir(parent: &Dir, name: &str, shown: &str, create: bool) -> Result<Dir, MirrorError> {
+fn open_dir(parent: &Dir, name: &str, shown: &str, create: bool) -> Result<Dir, CopyError> {
     match parent.open_dir_nofollow(name) {
         Ok(dir) => Ok(dir),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
@@ -379,10 +379,10 @@ fn open_dir(parent: &Dir, name: &str, shown: &str, create: bool) -> Result<Dir, 
             parent.open_dir_nofollow(name).map_err(io)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(MirrorError::NotFound(shown.into()))
+            Err(CopyError::NotFound(shown.into()))
         }
-        Err(_) if is_symlink(parent, name) => Err(MirrorError::Symlink(shown.into())),
-        Err(_) => Err(MirrorError::NotAFile(shown.into())),
+        Err(_) if is_symlink(parent, name) => Err(CopyError::Symlink(shown.into())),
+        Err(_) => Err(CopyError::NotAFile(shown.into())),
     }
 }
 
@@ -405,9 +405,9 @@ fn nonce() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn relpath(path: &str) -> Result<super::confine::RelPath, MirrorError> {
+fn relpath(path: &str) -> Result<super::confine::RelPath, CopyError> {
     super::confine::check(path, super::confine::Target::File)
-        .map_err(|e| MirrorError::Io(e.to_string()))
+        .map_err(|e| CopyError::Io(e.to_string()))
 }
 
 /// A chat id as a file name: letters, digits, `-`, `_`, `.` and `~` (a subagent's chat is
@@ -426,26 +426,26 @@ fn file_name(id: &str) -> String {
 
 /// A trajectory as the export writes it: a JSON object with a `messages` array, its `id` (if
 /// any) the chat's.
-fn check_trajectory(id: &str, bytes: &[u8]) -> Result<(), MirrorError> {
+fn check_trajectory(id: &str, bytes: &[u8]) -> Result<(), CopyError> {
     if bytes.len() as u64 > MAX_FILE {
-        return Err(MirrorError::TooLarge {
+        return Err(CopyError::TooLarge {
             path: file_name(id),
             bytes: bytes.len() as u64,
             limit: MAX_FILE,
         });
     }
     let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| MirrorError::BadTrajectory(e.to_string()))?;
+        serde_json::from_slice(bytes).map_err(|e| CopyError::BadTrajectory(e.to_string()))?;
     let Value::Object(map) = &value else {
-        return Err(MirrorError::BadTrajectory("not a JSON object".into()));
+        return Err(CopyError::BadTrajectory("not a JSON object".into()));
     };
     if !map.get("messages").is_some_and(Value::is_array) {
-        return Err(MirrorError::BadTrajectory(
+        return Err(CopyError::BadTrajectory(
             "a trajectory needs a `messages` array".into(),
         ));
     }
     match map.get("id") {
-        Some(Value::String(inner)) if inner != id => Err(MirrorError::BadTrajectory(format!(
+        Some(Value::String(inner)) if inner != id => Err(CopyError::BadTrajectory(format!(
             "its id `{inner}` is not the chat's `{id}`"
         ))),
         _ => Ok(()),

@@ -27,7 +27,7 @@ impl PalaverTools {
 
     /// The tools in MCP's shape, with hints of what each does.
     pub fn list(&self) -> Vec<Tool> {
-        tools::specs(&self.tools.policy)
+        tools::specs(&self.tools.capabilities)
             .into_iter()
             .filter_map(|spec| {
                 let name = spec["name"].as_str().unwrap_or("").to_string();
@@ -47,7 +47,7 @@ impl PalaverTools {
         name: &str,
         arguments: Option<serde_json::Map<String, Value>>,
     ) -> Result<CallToolResult, ErrorData> {
-        if !tools::exists(name, &self.tools.policy) {
+        if !tools::exists(name, &self.tools.capabilities) {
             return Err(ErrorData::invalid_params(
                 format!("no tool named {}", name.escape_debug()),
                 None,

@@ -25,7 +25,7 @@
 //!
 //! The server itself uses `kill_tree` on the reaper's pid at a timeout or a vanished client: it
 //! walks `/proc` for every descendant while the subreaper still holds them, kills them, then the
-//! reaper. Linux only, like the rest of the proxy's process handling.
+//! reaper. Linux only, like the rest of `palaver serve`'s process handling.
 
 mod namespace;
 pub mod orphans;

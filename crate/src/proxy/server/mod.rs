@@ -2,10 +2,10 @@
 //! loop on hyper with a header-read timeout (slowloris), a whole-request timeout and a cap on
 //! concurrent connections. The safe response headers wrap everything, Host refusals included.
 
-use super::chat_files::{self, ChatFiles, MirrorError};
+use super::chat_files::{self, ChatFiles, CopyError};
 use super::guard::{self, json_error, GuardConfig};
 use super::mcp::{self, McpConfig, McpHub};
-use super::tools::{self, ToolPolicy, Tools};
+use super::tools::{self, ToolCapabilities, Tools};
 use super::workspace::Workspace;
 use crate::tools::MCP_PREFIX;
 use axum::body::Bytes;
@@ -79,8 +79,8 @@ pub struct ServeConfig {
     pub allow_shell: bool,
     /// Read and search files with several hard links (`--allow-hard-links`, A48).
     pub allow_hard_links: bool,
-    /// Keep the page's chats in `.palaver/chats/` (off with `--no-mirror`; issue 21).
-    pub mirror: bool,
+    /// Keep the page's chats in `.palaver/chats/` (off with `--no-workspace-copy`; issue 21).
+    pub workspace_copy: bool,
     /// The `palaver` executable, run as `run_command`'s process reaper (`proxy::reaper`).
     pub reaper: Option<PathBuf>,
     /// The user's MCP servers (issue 17), from their own config file.
@@ -149,7 +149,7 @@ fn router_with(
     let workspace = Arc::new(Workspace::open(&config.workspace)?);
     let tools = Arc::new(Tools::new(
         workspace.clone(),
-        ToolPolicy {
+        ToolCapabilities {
             allow_shell: config.allow_shell,
             allow_hard_links: config.allow_hard_links,
             walk_deadline: limits.walk_deadline,
@@ -159,14 +159,14 @@ fn router_with(
     let api = Arc::new(Api {
         tools: tools.clone(),
         mcp: hub,
-        chats: Arc::new(ChatFiles::new(workspace, config.mirror)),
+        chats: Arc::new(ChatFiles::new(workspace, config.workspace_copy)),
         vault: config.vault.clone(),
         checkpoints: config
             .checkpoints
             .clone()
             .map(|dir| Arc::new(super::checkpoints::Checkpoints::new(dir))),
     });
-    // Mirror files are whole trajectories: their own, larger body limit.
+    // Copies are whole trajectories: their own, larger body limit.
     let chat_routes = Router::new()
         .route("/chats", get(list_chats))
         .route(
@@ -384,7 +384,7 @@ async fn vault_secret(State(api): State<Arc<Api>>) -> Response {
 }
 
 async fn list_tools(State(api): State<Arc<Api>>) -> Json<Vec<serde_json::Value>> {
-    let mut specs = tools::specs(&api.tools.policy);
+    let mut specs = tools::specs(&api.tools.capabilities);
     specs.extend(api.mcp.tool_specs());
     Json(specs)
 }
@@ -399,7 +399,7 @@ async fn call_tool(
     let known = if is_mcp {
         api.mcp.owns(&name)
     } else {
-        tools::exists(&name, &api.tools.policy)
+        tools::exists(&name, &api.tools.capabilities)
     };
     if !known {
         let (status, kind) = if name == "run_command" {
@@ -449,7 +449,7 @@ async fn call_tool(
 
 /// `run_command` output as NDJSON while the program runs (`Accept: application/x-ndjson`).
 fn stream_lines(tools: &Tools, args: &serde_json::Value) -> Response {
-    let receiver = match tools::run_streaming(&tools.workspace, &tools.policy, args) {
+    let receiver = match tools::run_streaming(&tools.workspace, &tools.capabilities, args) {
         Ok(receiver) => receiver,
         Err(reply) => {
             let status =

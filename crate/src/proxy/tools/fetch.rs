@@ -62,7 +62,7 @@ pub async fn fetch_url(args: &Value) -> ToolReply {
 }
 
 async fn fetch(url: reqwest::Url) -> Result<ToolReply, reqwest::Error> {
-    crate::proxy::install_tls();
+    crate::proxy::process_env::install_tls();
     let client = reqwest::Client::builder()
         .dns_resolver(Arc::new(VettingResolver))
         // HTTP(S)_PROXY / ALL_PROXY would send the request to a proxy that resolves the name

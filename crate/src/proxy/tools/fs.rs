@@ -5,8 +5,9 @@
 //! (atomic, under the file's lock; E10), and never follow a symlink. `file_tree` walks directory
 //! handles (`walk`). Regular files with several hard links are not read (A48, E9).
 
-use super::{str_arg, ToolPolicy, ToolReply};
+use super::{str_arg, ToolCapabilities, ToolReply};
 use crate::proxy::confine::{self, io_error, RelPath, Target};
+use crate::proxy::content_hash::{content_hash, fnv1a, FNV_OFFSET};
 use crate::proxy::walk::{self, Budget, Kind, WalkOptions};
 use crate::proxy::workspace::Workspace;
 use cap_fs_ext::DirExt;
@@ -14,25 +15,11 @@ use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 
-/// A stable content hash (FNV-1a, 64 bits, hex) for `if_match` conflict checks (A69, A73).
-pub fn content_hash(bytes: &[u8]) -> String {
-    format!("{:016x}", fnv1a(FNV_OFFSET, bytes))
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a continued over `bytes` from `hash`, so a file can be hashed chunk by chunk.
-fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(hash, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// The current file's hash, streamed (no whole-file buffer), or `None` if it does not exist.
 /// Opened non-blocking, and only regular files are read, so a FIFO cannot hang the lock holder.
 fn current_hash(
     ws: &Workspace,
-    policy: &ToolPolicy,
+    capabilities: &ToolCapabilities,
     path: &RelPath,
 ) -> std::io::Result<Option<String>> {
     let mut options = OpenOptions::new();
@@ -47,7 +34,7 @@ fn current_hash(
         return Ok(Some(String::from("not-a-regular-file")));
     }
     // The hash of an outside file reached by a hard link would confirm a guess of its content.
-    if metadata.nlink() > 1 && !policy.allow_hard_links {
+    if metadata.nlink() > 1 && !capabilities.allow_hard_links {
         return Ok(Some(String::from("hard-link")));
     }
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, file.into_std());
@@ -66,14 +53,14 @@ fn current_hash(
 /// `if_match`: the write applies only if the file still has the hash the caller read.
 fn check_if_match(
     ws: &Workspace,
-    policy: &ToolPolicy,
+    capabilities: &ToolCapabilities,
     path: &RelPath,
     args: &Value,
 ) -> Result<(), ToolReply> {
     let Some(expected) = args.get("if_match").and_then(Value::as_str) else {
         return Ok(());
     };
-    let current = match current_hash(ws, policy, path) {
+    let current = match current_hash(ws, capabilities, path) {
         Ok(hash) => hash.unwrap_or_default(),
         Err(e) => return Err(io_error(path, &e).into()),
     };
@@ -167,12 +154,12 @@ pub fn list_dir(ws: &Workspace, args: &Value) -> ToolReply {
     )
 }
 
-pub fn read_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
+pub fn read_file(ws: &Workspace, capabilities: &ToolCapabilities, args: &Value) -> ToolReply {
     let path = match checked(args, "path", Target::File, None) {
         Ok(path) => path,
         Err(reply) => return reply,
     };
-    let bytes = match read_bytes(ws, policy, &path) {
+    let bytes = match read_bytes(ws, capabilities, &path) {
         Ok(bytes) => bytes,
         Err(reply) => return reply,
     };
@@ -216,7 +203,11 @@ pub fn read_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply
     )
 }
 
-fn read_bytes(ws: &Workspace, policy: &ToolPolicy, path: &RelPath) -> Result<Vec<u8>, ToolReply> {
+fn read_bytes(
+    ws: &Workspace,
+    capabilities: &ToolCapabilities,
+    path: &RelPath,
+) -> Result<Vec<u8>, ToolReply> {
     refuse_private(ws, path)?;
     // Non-blocking open: a FIFO without a writer would otherwise hang a blocking thread forever.
     let mut options = OpenOptions::new();
@@ -243,7 +234,7 @@ fn read_bytes(ws: &Workspace, policy: &ToolPolicy, path: &RelPath) -> Result<Vec
             ),
         ));
     }
-    if metadata.nlink() > 1 && !policy.allow_hard_links {
+    if metadata.nlink() > 1 && !capabilities.allow_hard_links {
         return Err(ToolReply::refused(
             403,
             "hard_link",
@@ -272,7 +263,7 @@ fn read_bytes(ws: &Workspace, policy: &ToolPolicy, path: &RelPath) -> Result<Vec
     Ok(bytes)
 }
 
-pub fn write_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
+pub fn write_file(ws: &Workspace, capabilities: &ToolCapabilities, args: &Value) -> ToolReply {
     let path = match checked(args, "path", Target::File, None) {
         Ok(path) => path,
         Err(reply) => return reply,
@@ -283,7 +274,7 @@ pub fn write_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolRepl
     };
     let lock = ws.lock_for(&path);
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Err(reply) = check_if_match(ws, policy, &path, args) {
+    if let Err(reply) = check_if_match(ws, capabilities, &path, args) {
         return reply;
     }
     match atomic_write(ws, &path, content.as_bytes()) {
@@ -295,7 +286,7 @@ pub fn write_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolRepl
     }
 }
 
-pub fn edit_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
+pub fn edit_file(ws: &Workspace, capabilities: &ToolCapabilities, args: &Value) -> ToolReply {
     let path = match checked(args, "path", Target::File, None) {
         Ok(path) => path,
         Err(reply) => return reply,
@@ -315,10 +306,10 @@ pub fn edit_file(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply
     }
     let lock = ws.lock_for(&path);
     let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Err(reply) = check_if_match(ws, policy, &path, args) {
+    if let Err(reply) = check_if_match(ws, capabilities, &path, args) {
         return reply;
     }
-    let text = match read_bytes(ws, policy, &path).map(|b| String::from_utf8(b)) {
+    let text = match read_bytes(ws, capabilities, &path).map(|b| String::from_utf8(b)) {
         Ok(Ok(text)) => text,
         Ok(Err(_)) => {
             return ToolReply::failed("not_utf8", format!("`{}` is not UTF-8 text", path.as_str()))

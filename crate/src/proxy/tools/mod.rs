@@ -102,7 +102,7 @@ impl From<ToolPathRejected> for ToolReply {
 
 /// What a tool may do beyond the workspace, and its limits.
 #[derive(Debug, Clone)]
-pub struct ToolPolicy {
+pub struct ToolCapabilities {
     pub allow_shell: bool,
     /// Read and search regular files with more than one hard link (A48: one may be an outside
     /// file's second name). Off unless `palaver serve --allow-hard-links`.
@@ -114,9 +114,9 @@ pub struct ToolPolicy {
     pub reaper: Option<std::path::PathBuf>,
 }
 
-impl Default for ToolPolicy {
+impl Default for ToolCapabilities {
     fn default() -> Self {
-        ToolPolicy {
+        ToolCapabilities {
             allow_shell: false,
             allow_hard_links: false,
             walk_deadline: WALK_DEADLINE,
@@ -125,11 +125,11 @@ impl Default for ToolPolicy {
     }
 }
 
-/// The tools of one server: the workspace, the policy, the slots of the walking tools, and how
+/// The tools of one server: the workspace, the capabilities, the slots of the walking tools, and how
 /// many calls run now (shown by `/api/health`, so a test can see abandoned work stop).
 pub struct Tools {
     pub workspace: Arc<Workspace>,
-    pub policy: ToolPolicy,
+    pub capabilities: ToolCapabilities,
     walk_slots: Arc<tokio::sync::Semaphore>,
     running: Arc<AtomicUsize>,
 }
@@ -151,10 +151,10 @@ impl Drop for Running {
 }
 
 impl Tools {
-    pub fn new(workspace: Arc<Workspace>, policy: ToolPolicy) -> Self {
+    pub fn new(workspace: Arc<Workspace>, capabilities: ToolCapabilities) -> Self {
         Tools {
             workspace,
-            policy,
+            capabilities,
             walk_slots: Arc::new(tokio::sync::Semaphore::new(WALK_SLOTS)),
             running: Arc::new(AtomicUsize::new(0)),
         }
@@ -166,12 +166,12 @@ impl Tools {
     }
 }
 
-pub fn exists(name: &str, policy: &ToolPolicy) -> bool {
-    WORKSPACE_TOOLS.contains(&name) && (name != "run_command" || policy.allow_shell)
+pub fn exists(name: &str, capabilities: &ToolCapabilities) -> bool {
+    WORKSPACE_TOOLS.contains(&name) && (name != "run_command" || capabilities.allow_shell)
 }
 
 pub async fn call(tools: &Tools, name: &str, args: Value) -> ToolReply {
-    let (workspace, policy) = (tools.workspace.clone(), &tools.policy);
+    let (workspace, capabilities) = (tools.workspace.clone(), &tools.capabilities);
     if !args.is_object() {
         return ToolReply::refused(
             400,
@@ -180,14 +180,14 @@ pub async fn call(tools: &Tools, name: &str, args: Value) -> ToolReply {
         );
     }
     match name {
-        "run_command" if !policy.allow_shell => ToolReply::refused(
+        "run_command" if !capabilities.allow_shell => ToolReply::refused(
             403,
             "exec_disabled",
             "run_command is disabled; start `palaver serve --allow-shell` to allow it".into(),
         ),
         "run_command" => {
             let _running = Running::start(&tools.running);
-            shell::run_command(&workspace, policy, &args).await
+            shell::run_command(&workspace, capabilities, &args).await
         }
         "fetch_url" => fetch::fetch_url(&args).await,
         _ => blocking(tools, name, args).await,
@@ -215,16 +215,16 @@ async fn blocking(tools: &Tools, name: &str, args: Value) -> ToolReply {
     };
     let cancelled = Arc::new(AtomicBool::new(false));
     let _cancel = CancelOnDrop(cancelled.clone());
-    let budget = Budget::new(Instant::now() + tools.policy.walk_deadline, cancelled);
+    let budget = Budget::new(Instant::now() + tools.capabilities.walk_deadline, cancelled);
     let running = Running::start(&tools.running);
-    let (workspace, policy, name) = (
+    let (workspace, capabilities, name) = (
         tools.workspace.clone(),
-        tools.policy.clone(),
+        tools.capabilities.clone(),
         name.to_string(),
     );
     let run = tokio::task::spawn_blocking(move || {
         let _running = running;
-        blocking_tool(&workspace, &policy, &name, &args, &budget)
+        blocking_tool(&workspace, &capabilities, &name, &args, &budget)
     });
     run.await
         .unwrap_or_else(|e| ToolReply::refused(500, "internal", format!("the tool stopped: {e}")))
@@ -232,18 +232,18 @@ async fn blocking(tools: &Tools, name: &str, args: Value) -> ToolReply {
 
 fn blocking_tool(
     workspace: &Workspace,
-    policy: &ToolPolicy,
+    capabilities: &ToolCapabilities,
     name: &str,
     args: &Value,
     budget: &Budget,
 ) -> ToolReply {
     match name {
         "list_dir" => fs::list_dir(workspace, args),
-        "read_file" => fs::read_file(workspace, policy, args),
-        "write_file" => fs::write_file(workspace, policy, args),
-        "edit_file" => fs::edit_file(workspace, policy, args),
+        "read_file" => fs::read_file(workspace, capabilities, args),
+        "write_file" => fs::write_file(workspace, capabilities, args),
+        "edit_file" => fs::edit_file(workspace, capabilities, args),
         "file_tree" => fs::file_tree(workspace, args, budget),
-        "search" => search::search(workspace, policy, args, budget),
+        "search" => search::search(workspace, capabilities, args, budget),
         other => ToolReply::refused(404, "unknown_tool", format!("no tool named `{other}`")),
     }
 }
@@ -259,7 +259,7 @@ pub fn str_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolReply> {
 }
 
 /// The tools' schemas, as `GET /api/tools` lists them.
-pub fn specs(policy: &ToolPolicy) -> Vec<Value> {
+pub fn specs(capabilities: &ToolCapabilities) -> Vec<Value> {
     let path = json!({"type": "string", "description": "Path relative to the workspace root, with `/` separators."});
     let mut specs = vec![
         spec("list_dir", "List a directory of the workspace.", json!({"path": path}), &[]),
@@ -270,7 +270,7 @@ pub fn specs(policy: &ToolPolicy) -> Vec<Value> {
         spec("file_tree", "Show the directory tree under a path, respecting .gitignore (flat: one file path per line).", json!({"path": path, "max_depth": {"type": "integer", "minimum": 1, "maximum": 10}, "flat": {"type": "boolean"}}), &[]),
         spec("fetch_url", "Fetch an http(s) URL on the public internet (text, size- and time-capped).", json!({"url": {"type": "string"}}), &["url"]),
     ];
-    if policy.allow_shell {
+    if capabilities.allow_shell {
         specs.push(spec("run_command", "Run a program (argv, no shell) in the workspace, with a timeout and an output cap.", json!({"argv": {"type": "array", "items": {"type": "string"}, "minItems": 1}, "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000}}), &["argv"]));
     }
     specs

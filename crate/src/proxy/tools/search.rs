@@ -10,7 +10,7 @@
 //! the call's `Budget`, so a pathological pattern stops at the deadline or as soon as the client
 //! leaves. The caller caps how many searches run at once.
 
-use super::{str_arg, ToolPolicy, ToolReply};
+use super::{str_arg, ToolCapabilities, ToolReply};
 use crate::proxy::confine::{self, io_error, Target};
 use crate::proxy::walk::{self, Budget, Entry, Kind, Stop, WalkOptions};
 use crate::proxy::workspace::Workspace;
@@ -36,7 +36,12 @@ const LINE_LIMIT: usize = 4 * 1024 * 1024;
 /// Searcher threads per call (the caller also caps concurrent calls).
 const MAX_WORKERS: usize = 4;
 
-pub fn search(ws: &Workspace, policy: &ToolPolicy, args: &Value, budget: &Budget) -> ToolReply {
+pub fn search(
+    ws: &Workspace,
+    capabilities: &ToolCapabilities,
+    args: &Value,
+    budget: &Budget,
+) -> ToolReply {
     let pattern = match str_arg(args, "pattern") {
         Ok(pattern) => pattern,
         Err(reply) => return reply,
@@ -73,7 +78,7 @@ pub fn search(ws: &Workspace, policy: &ToolPolicy, args: &Value, budget: &Budget
         matcher: &matcher,
         limit,
         budget,
-        allow_hard_links: policy.allow_hard_links,
+        allow_hard_links: capabilities.allow_hard_links,
         found: AtomicUsize::new(0),
         skipped_links: AtomicUsize::new(0),
         hits: Mutex::new(Vec::new()),

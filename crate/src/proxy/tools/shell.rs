@@ -1,11 +1,11 @@
 //! `run_command` (only with `--allow-shell`): runs an argv — no shell interpreter — in the
-//! workspace, with a scrubbed environment (provider keys and the proxy token never reach the
+//! workspace, with a scrubbed environment (provider keys and the pairing token never reach the
 //! child), under the process reaper (`proxy::reaper`: every descendant, `setsid` ones included,
 //! is killed at the timeout, when the client leaves, and when the server dies), in its own
 //! process group, and with an output cap. A timeout reports the output seen until then.
 //! `run_streaming` sends the output as NDJSON lines while the program runs.
 
-use super::{ToolPolicy, ToolReply};
+use super::{ToolCapabilities, ToolReply};
 use crate::proxy::reaper;
 use crate::proxy::workspace::Workspace;
 use serde_json::{json, Value};
@@ -47,13 +47,13 @@ fn parse_argv(args: &Value) -> Result<Vec<String>, ToolReply> {
 }
 
 /// Spawns argv in the workspace: no shell, scrubbed environment, its own process group, under
-/// the reaper when the policy names one.
+/// the reaper when its capabilities name one.
 fn spawn(
     ws: &Workspace,
-    policy: &ToolPolicy,
+    capabilities: &ToolCapabilities,
     argv: &[String],
 ) -> Result<tokio::process::Child, ToolReply> {
-    let mut command = match &policy.reaper {
+    let mut command = match &capabilities.reaper {
         Some(reaper) => {
             // The reaper would only report a missing program through its exit code.
             if !program_exists(ws, &argv[0]) {
@@ -88,7 +88,7 @@ fn spawn(
         }
     }
     // A program is found on PATH's absolute entries only (a `.` entry would run the workspace's).
-    if let Some(path) = crate::proxy::absolute_path_var() {
+    if let Some(path) = crate::proxy::process_env::absolute_path_var() {
         command.env("PATH", path);
     }
     command.process_group(0);
@@ -111,7 +111,7 @@ fn program_exists(ws: &Workspace, program: &str) -> bool {
     if program.contains('/') {
         return executable(&ws.root().join(program));
     }
-    crate::proxy::absolute_path_var()
+    crate::proxy::process_env::absolute_path_var()
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
 }
 
@@ -137,13 +137,17 @@ fn taken(capture: Capture) -> Captured {
     capture.into_inner().unwrap_or_else(|p| p.into_inner())
 }
 
-pub async fn run_command(ws: &Workspace, policy: &ToolPolicy, args: &Value) -> ToolReply {
+pub async fn run_command(
+    ws: &Workspace,
+    capabilities: &ToolCapabilities,
+    args: &Value,
+) -> ToolReply {
     let argv = match parse_argv(args) {
         Ok(argv) => argv,
         Err(reply) => return reply,
     };
     let timeout = timeout_of(args);
-    let mut child = match spawn(ws, policy, &argv) {
+    let mut child = match spawn(ws, capabilities, &argv) {
         Ok(child) => child,
         Err(reply) => return reply,
     };
@@ -276,12 +280,12 @@ fn kill_group(pgid: Option<i32>) {
 /// `{"type":"result", content, data, is_error}` line. Per-stream output is capped.
 pub fn run_streaming(
     ws: &Workspace,
-    policy: &ToolPolicy,
+    capabilities: &ToolCapabilities,
     args: &Value,
 ) -> Result<tokio::sync::mpsc::Receiver<String>, ToolReply> {
     let argv = parse_argv(args)?;
     let timeout = timeout_of(args);
-    let mut child = spawn(ws, policy, &argv)?;
+    let mut child = spawn(ws, capabilities, &argv)?;
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
     tokio::spawn(async move {
         let pgid = child.id().map(|id| id as i32);

@@ -1,4 +1,4 @@
-//! The workspace mirror's requests to `palaver serve`: with the pairing token, the workspace's
+//! The workspace copy's requests to `palaver serve`: with the pairing token, the workspace's
 //! chats listed and one read, a copy's hash from `HEAD`, and a refusal's body as one sentence.
 
 use super::*;

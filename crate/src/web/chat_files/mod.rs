@@ -1,4 +1,4 @@
-//! The page's side of the workspace mirror (issue 21; the server's side is `proxy::chat_files`).
+//! The page's side of the workspace copy (issue 21; the server's side is `proxy::chat_files`).
 //! When paired with `palaver serve`, each chat whose save IndexedDB acknowledged is written to
 //! `.palaver/chats/{id}.json` a moment later (saves coalesce: one write per chat at a time, the
 //! newest state). Each write says which copy it replaces: `If-Match` with the hash of the copy
@@ -13,12 +13,11 @@
 //! workspace it was last used with (`thread.workspace_id`, set when a message is sent while
 //! paired), and the hashes of the copies are kept per workspace.
 
+use super::browser::*;
 use super::shared::*;
 use super::storage::trajectory_of;
 use js_sys::Function;
-use serde::Serialize;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{spawn_local, JsFuture};
@@ -30,50 +29,6 @@ pub(super) use http::{list, read};
 
 /// How long after an acknowledged save the copy is written (later saves join the same write).
 const SETTLE_MS: u32 = 700;
-
-/// Where a chat's workspace copy stands.
-#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum CopyState {
-    /// Not paired with `palaver serve`, or the mirror is off there (`--no-mirror`).
-    Off,
-    /// A save is not in the workspace yet.
-    Pending,
-    /// The workspace holds this browser's latest save.
-    Current,
-    /// The last write failed; the next save tries again.
-    Failed { error: String },
-    /// The workspace copy changed elsewhere; nothing is written until the user chooses.
-    Conflict,
-    /// The chat belongs to another workspace (or was never used with one): not copied here.
-    OtherWorkspace,
-}
-
-#[derive(Default)]
-pub(super) struct ChatFilesState {
-    states: HashMap<String, CopyState>,
-    /// Chats with a write waiting for the saves to settle, or under way.
-    busy: HashSet<String>,
-    /// Chats saved again while their write was under way: written once more after it.
-    again: HashSet<String>,
-    listener: Option<Function>,
-    /// `localStorage` keys of the hashes are `{prefix}{workspace_id}.{chat_id}`.
-    prefix: String,
-    /// The paired workspace's id, once `/api/health` said it.
-    workspace: Option<String>,
-    /// Chats the user sent a message in since the pairing: they belong to this workspace.
-    used: HashSet<String>,
-}
-
-impl ChatFilesState {
-    /// `prefix`: where the hashes of the copies written are kept in `localStorage`.
-    pub(super) fn new(prefix: String) -> Self {
-        ChatFilesState {
-            prefix,
-            ..Default::default()
-        }
-    }
-}
 
 pub(super) fn state_of(shared: &Handle, chat_id: &str) -> CopyState {
     let s = shared.borrow();
@@ -117,7 +72,7 @@ async fn workspace_id(shared: &Handle) -> Result<String, String> {
     let id = serde_json::from_str::<Value>(&body)
         .ok()
         .and_then(|v| v["workspace_id"].as_str().map(String::from))
-        .ok_or_else(|| "palaver serve did not name its workspace (the mirror is off, or an older palaver serve)".to_string())?;
+        .ok_or_else(|| "palaver serve did not name its workspace (the workspace copy is off, or an older palaver serve)".to_string())?;
     shared.borrow_mut().chat_files.workspace = Some(id.clone());
     Ok(id)
 }
@@ -137,7 +92,7 @@ fn belongs(shared: &Handle, chat_id: &str, workspace: &str) -> bool {
         return false;
     }
     let command = serde_json::json!({"type": "set_params", "client_request_id": format!("bind-{}", now()), "patch": {"workspace_id": workspace}});
-    handle(
+    feed(
         shared,
         crate::engine::Input::Command {
             chat_id: chat_id.to_string(),
@@ -262,7 +217,10 @@ async fn write(shared: &Handle, chat_id: &str, force: bool) -> CopyState {
             CopyState::Current
         }
         Ok((412, _)) => CopyState::Conflict,
-        Ok((404, body)) if body.contains("mirror_off") => CopyState::Off,
+        // `mirror_off`: what a `palaver serve` before the rename answers.
+        Ok((404, body)) if body.contains("workspace_copy_off") || body.contains("mirror_off") => {
+            CopyState::Off
+        }
         Ok((status, body)) => CopyState::Failed {
             error: error_message(status, &body),
         },

@@ -59,7 +59,7 @@ impl Host {
     pub fn delete_chat(&self, chat_id: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
-            handle(
+            feed(
                 &shared,
                 Input::CloseChat {
                     chat_id: chat_id.clone(),
@@ -67,8 +67,8 @@ impl Host {
             );
             let db = shared.borrow().db.clone();
             let tx = idb::write_transaction(&db)?;
-            if sync::enabled(&shared) {
-                sync::removing_chat(&shared, &tx, &chat_id).await?;
+            if crate::web::outbox::enabled(&shared) {
+                crate::web::outbox::removing_chat(&shared, &tx, &chat_id).await?;
             }
             idb::store(&tx, idb::MESSAGES)?.delete(&idb::messages_of(&chat_id)?)?;
             idb::store(&tx, idb::CHATS)?.delete(&JsValue::from_str(&chat_id))?;

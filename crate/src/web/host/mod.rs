@@ -1,9 +1,10 @@
 //! The browser host (SPEC §0, §2.5, §4, §6.1): `Palaver`, the JS API of the engine in a page.
 //! It performs the engine's effects — provider requests with `fetch` and a streamed body
-//! (cancelled with `AbortController`), timers, workspace tools through the proxy, host tools
+//! (cancelled with `AbortController`), timers, workspace tools through `palaver serve`, host tools
 //! registered from JS, saves to IndexedDB acknowledged back — and hands events to subscribers.
 //! API keys live only in this object's memory: never in IndexedDB, never in an export.
 
+use super::browser::*;
 use super::chat_files;
 use super::chat_list;
 use super::idb;
@@ -91,12 +92,13 @@ impl Host {
             closed: false,
             chats_listener: None,
             sync: Default::default(),
-            chat_files: chat_files::ChatFilesState::new(format!(
+            chat_files: ChatFilesState::new(format!(
                 "palaver.workspace_copy.{name}."
             )),
             marker_set: local_storage_get(&marker).as_deref() == Some("1") && !data_lost,
             marker,
             data_lost,
+            feed: super::driver::handle,
         }));
         Ok(Host { shared })
     }
@@ -117,7 +119,7 @@ impl Host {
         }
     }
 
-    /// The proxy printed by `palaver serve` (`http://127.0.0.1:N`) and its token.
+    /// The address printed by `palaver serve` (`http://127.0.0.1:N`) and its token.
     #[wasm_bindgen(js_name = setProxy)]
     pub fn set_proxy(&self, url: String, token: String) {
         self.shared.borrow_mut().proxy = Some((url.trim_end_matches('/').to_string(), token));
@@ -160,8 +162,7 @@ impl Host {
         #[wasm_bindgen(unchecked_param_type = "EngineConfig")] config: JsValue,
     ) -> Result<(), JsValue> {
         let config: EngineConfig = from_js(&config).map_err(|e| error("BadConfig", &e))?;
-        let step = self.shared.borrow_mut().engine.reconfigure(now(), config);
-        run_step(&self.shared, step);
+        super::driver::reconfigure(&self.shared, config);
         Ok(())
     }
 
@@ -326,7 +327,7 @@ impl Host {
         if command["type"] == "user_message" {
             chat_files::used(&self.shared, &chat_id);
         }
-        let step = handle(&self.shared, Input::Command { chat_id, command });
+        let step = feed(&self.shared, Input::Command { chat_id, command });
         Ok(to_js(&step.events))
     }
 

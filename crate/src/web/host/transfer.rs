@@ -140,7 +140,7 @@ pub(super) async fn import_as(
 ) -> Result<(), JsValue> {
     let trajectory: Value =
         serde_json::from_str(text).map_err(|e| error("BadInput", &e.to_string()))?;
-    handle(
+    feed(
         shared,
         Input::OpenChat {
             chat_id: id.to_string(),
@@ -149,7 +149,7 @@ pub(super) async fn import_as(
         },
     );
     let command = json!({"type": "restore_from_trajectory", "client_request_id": "import", "trajectory": trajectory, "own_copy": own_copy});
-    let step = handle(
+    let step = feed(
         shared,
         Input::Command {
             chat_id: id.to_string(),
@@ -165,7 +165,7 @@ pub(super) async fn import_as(
         _ => None,
     });
     if let Some(reason) = refused {
-        handle(
+        feed(
             shared,
             Input::CloseChat {
                 chat_id: id.to_string(),

@@ -5,16 +5,17 @@
 //! the checkpoint kept in `localStorage`, the timer, `online`/`offline`. A pulled change to a chat
 //! open here reaches its engine as `ReloadChat` once the chat is idle and saved.
 
+use super::browser::*;
 use super::idb;
 use super::shared::*;
 use super::tabs::ChatRole;
 use crate::engine::Input;
 use crate::replication::{
-    chat_doc, chat_doc_id, hash_hex, local_doc, message_doc, message_doc_id, LocalDoc, OutboxEntry,
-    Pulled, Pushed, Replicator, RevInfo, SyncEffect, SyncInput, SyncStatus,
+    chat_doc, hash_hex, local_doc, message_doc, LocalDoc, OutboxEntry, Pulled, Pushed, Replicator,
+    RevInfo, SyncEffect, SyncInput, SyncStatus,
 };
 use crate::replication::{removed_with_chat, removed_with_its_chat};
-use js_sys::{Function, Reflect};
+use js_sys::Reflect;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -38,90 +39,6 @@ pub(super) struct SyncConfig {
     pub username: String,
     #[serde(default)]
     pub password: String,
-}
-
-pub(super) struct SyncState {
-    replicator: Replicator,
-    /// The database's URL, ending in `/`.
-    db_url: String,
-    auth: Option<String>,
-    aborts: HashMap<u64, AbortController>,
-    /// Bumped by each `configure`: what an older replication's futures bring back is dropped.
-    generation: u64,
-    checkpoint_key: String,
-    /// Chats whose pulled changes wait for them to be idle and saved.
-    reload_later: BTreeSet<String>,
-}
-
-#[derive(Default)]
-pub(super) struct SyncHost {
-    pub(super) state: Option<SyncState>,
-    pub(super) listener: Option<Function>,
-    generation: u64,
-    online_hooked: bool,
-    mark: f64,
-}
-
-/// Whether saves record their changes for the replication.
-pub(super) fn enabled(shared: &Handle) -> bool {
-    shared.borrow().sync.state.is_some()
-}
-
-/// The outbox mark of the next change: increasing within this tab, distinct across tabs.
-pub(super) fn next_mark(shared: &Handle) -> f64 {
-    let mut s = shared.borrow_mut();
-    s.sync.mark = (s.sync.mark + 1.0).max(now() as f64 * 1000.0);
-    s.sync.mark
-}
-
-/// One outbox record: the document id and where its body lives.
-pub(super) fn outbox_record(
-    chat_id: &str,
-    message_id: Option<&str>,
-    mark: f64,
-) -> Result<JsValue, JsValue> {
-    let id = match message_id {
-        Some(m) => message_doc_id(chat_id, m),
-        None => chat_doc_id(chat_id),
-    };
-    idb::to_js(&json!({"id": id, "mark": mark, "chat_id": chat_id, "message_id": message_id}))
-}
-
-/// The outbox record of a message removed because its whole chat was deleted here: pushed as
-/// such (`removed_with_chat`) even if the chat comes back from a pull before the push.
-fn removed_with_chat_record(
-    chat_id: &str,
-    message_id: &str,
-    mark: f64,
-) -> Result<JsValue, JsValue> {
-    idb::to_js(&json!({
-        "id": message_doc_id(chat_id, message_id),
-        "mark": mark,
-        "chat_id": chat_id,
-        "message_id": message_id,
-        "with_chat": true,
-    }))
-}
-
-/// A chat removed here: its document and each message's are removed on the other devices too.
-pub(super) async fn removing_chat(
-    shared: &Handle,
-    tx: &web_sys::IdbTransaction,
-    chat_id: &str,
-) -> Result<(), JsValue> {
-    let keys = idb::request_done(
-        &idb::store(tx, idb::MESSAGES)?.get_all_keys_with_key(&idb::messages_of(chat_id)?)?,
-    )
-    .await?;
-    let outbox = idb::store(tx, idb::SYNC_OUTBOX)?;
-    let mark = next_mark(shared);
-    outbox.put(&outbox_record(chat_id, None, mark)?)?;
-    for key in js_sys::Array::from(&keys).iter() {
-        if let Some(message_id) = js_sys::Array::from(&key).get(1).as_string() {
-            outbox.put(&removed_with_chat_record(chat_id, &message_id, mark)?)?;
-        }
-    }
-    Ok(())
 }
 
 /// Starts (or stops, with `None`) the replication; the status goes to the listener.

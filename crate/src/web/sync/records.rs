@@ -3,6 +3,7 @@
 //! revisions), and the open chats reloaded once a pull changed them.
 
 use super::*;
+use crate::web::outbox::{next_mark, outbox_record};
 
 /// Every chat and message of this browser into the outbox (sync's first start here).
 pub(super) async fn seed_outbox(shared: &Handle) -> Result<(), JsValue> {
@@ -289,7 +290,7 @@ pub(super) fn rev_record(id: &str, info: &RevInfo) -> Result<JsValue, JsValue> {
 pub(super) async fn after_pull(shared: &Handle, generation: u64, changed: Changed) {
     for chat_id in &changed.deleted {
         if shared.borrow().engine.session(chat_id).is_some() {
-            handle(
+            feed(
                 shared,
                 Input::CloseChat {
                     chat_id: chat_id.clone(),
@@ -341,7 +342,7 @@ pub(super) async fn reload_open_chats(shared: &Handle, generation: u64) {
         }
         match crate::web::storage::load_trajectory(shared, &chat_id).await {
             Ok((trajectory, stored)) => {
-                let step = handle(
+                let step = feed(
                     shared,
                     Input::ReloadChat {
                         chat_id: chat_id.clone(),

@@ -47,7 +47,7 @@ impl Connection {
         }
         // A relative PATH entry (`.`, `node_modules/.bin`, an empty one) would find programs in
         // whatever folder the server runs in (SECURITY F1).
-        if let Some(path) = crate::proxy::absolute_path_var() {
+        if let Some(path) = crate::proxy::process_env::absolute_path_var() {
             process.env("PATH", path);
         }
         process.envs(env);
@@ -106,7 +106,7 @@ pub(super) async fn start_http(
     }
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
-    crate::proxy::install_tls();
+    crate::proxy::process_env::install_tls();
     // Its headers and the query of its URL are secrets (F6): no redirect to another origin
     // (reqwest would carry the custom headers along), and no Referer naming the URL.
     let client = reqwest::Client::builder()
@@ -159,6 +159,6 @@ pub(super) fn program_exists(program: &str, cwd: &std::path::Path) -> bool {
     if program.contains('/') {
         return executable(&cwd.join(program));
     }
-    crate::proxy::absolute_path_var()
+    crate::proxy::process_env::absolute_path_var()
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
 }
