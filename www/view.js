@@ -1,14 +1,17 @@
 // The transcript, built from a ChatMirror. Model text goes through `html(markdown)` (the engine's
 // safe renderer behind the page's one Trusted Types policy); everything else — user text, tool
 // arguments and results (SECURITY C9), errors — is set as text. Message nodes are cached by id and
-// version, so a frame during streaming touches only the draft, and a long chat shows its last
-// `window` messages with a button for earlier ones.
+// version, so a frame during streaming touches only the draft. A long chat is drawn a window at a
+// time (`SIZE` messages in the DOM at most, see `TranscriptWindow`): at its end unless a person
+// went back, with earlier and later messages and a jump to the first and the last at its edges.
 
 import * as notes from './views/notes.js';
 import * as changeReport from './views/change-report.js';
 import { el, button, textOf } from './elements.js';
 
-export const PAGE = 200;
+/** Messages in the DOM at most, and how far one step at an edge moves the window. */
+export const SIZE = 120;
+export const STEP = 60;
 
 export { el, button, textOf } from './elements.js';
 
@@ -23,7 +26,8 @@ export class TranscriptView {
     this.openTurns = new Set();
     this.html = html;
     this.cache = new Map(); // key → node
-    this.window = PAGE;
+    /** The first message drawn, or null: the window follows the chat's end. */
+    this.from = null;
     this.draftNode = null;
     this.phaseNode = el('div', { class: 'phase', testid: 'turn-phase' });
     this.tail = el('div', { class: 'tail' });
@@ -33,7 +37,7 @@ export class TranscriptView {
     this.cache.clear();
     this.changes = new Map();
     this.openTurns = new Set();
-    this.window = PAGE;
+    this.from = null;
     this.draftNode = null;
     this.stream = null;
     this.tail.replaceChildren(this.phaseNode); // the last chat's draft must not show in the next
@@ -50,18 +54,58 @@ export class TranscriptView {
     if (nearBottom) this.root.scrollTop = this.root.scrollHeight;
   }
 
+  /** The messages drawn: `[from, to)` of the chat's, `SIZE` at most. */
+  range(count) {
+    const last = Math.max(0, count - SIZE);
+    if (this.from !== null && this.from >= last) this.from = null; // back at the end: follow it
+    const from = this.from === null ? last : Math.max(0, this.from);
+    return { from, to: Math.min(count, from + SIZE) };
+  }
+
+  /** Moves the window: `from` a message index, or null for the end. */
+  moveTo(from) {
+    this.from = from === null ? null : Math.max(0, from);
+  }
+
+  get atEnd() {
+    return this.from === null;
+  }
+
+  /** Moves the window by `by` messages, keeping the message a person looks at where it was. */
+  shift(chat, by) {
+    const anchor = this.anchor();
+    this.moveTo(this.range(chat.messages.length).from + by);
+    this.renderMessages(chat);
+    this.restore(anchor);
+  }
+
+  /** The first message in sight and how far below the pane's top it is. */
+  anchor() {
+    const top = this.root.getBoundingClientRect().top;
+    const node = [...this.root.querySelectorAll('[data-testid=message]')].find((n) => n.getBoundingClientRect().bottom > top);
+    return node ? { id: node.dataset.messageId, offset: node.getBoundingClientRect().top - top } : null;
+  }
+
+  restore(anchor) {
+    const node = anchor && [...this.root.querySelectorAll('[data-testid=message]')].find((n) => n.dataset.messageId === anchor.id);
+    if (node) this.root.scrollTop += node.getBoundingClientRect().top - this.root.getBoundingClientRect().top - anchor.offset;
+  }
+
   renderMessages(chat) {
     this.chat = chat;
     const messages = chat.messages;
-    const from = Math.max(0, messages.length - this.window);
+    const { from, to } = this.range(messages.length);
     const nodes = [];
     if (chat.offset > 0) nodes.push(el('p', { class: 'loading-earlier', testid: 'loading-earlier', text: `Loading ${chat.offset} earlier messages…` }));
-    else if (from > 0) nodes.push(button('show-earlier', `Show earlier messages (${from} more)`, 'show-earlier'));
+    else if (from > 0) {
+      nodes.push(el('div', { class: 'window-edge' }, button('show-earlier', `Show earlier messages (${from} more)`, 'show-earlier'),
+        button('jump-first', 'Jump to the first message', 'jump-first')));
+    }
     const results = new Map();
     for (const m of messages) if (m.role === 'tool' && m.tool_call_id) results.set(m.tool_call_id, m);
     const keep = new Map();
     let turn = null;
-    for (let i = from; i < messages.length; i += 1) {
+    for (let i = from; i < to; i += 1) {
       const message = messages[i];
       if (message.role === 'user') turn = null;
       const node = this.messageNode(chat, message, chat.offset + i, keep);
@@ -79,7 +123,10 @@ export class TranscriptView {
       }
     }
     this.cache = keep;
-    nodes.push(this.tail);
+    if (to < messages.length) {
+      nodes.push(el('div', { class: 'window-edge' }, button('show-later', `Show later messages (${messages.length - to} more)`, 'show-later'),
+        button('jump-last', 'Jump to the last message', 'jump-last')));
+    } else nodes.push(this.tail);
     this.root.replaceChildren(...nodes);
   }
 

@@ -777,31 +777,74 @@ async function longChat(page) {
     `the first frame is the stored last screen, loading the rest (${JSON.stringify(first)})`);
   check(await page.locator('[data-testid=loading-earlier]').count() === 0 && await page.locator('[data-testid=show-earlier]').count() === 1,
     'then the whole chat replaces it (earlier messages behind "show earlier")');
-  const showAll = async () => {
-    while (await page.getByTestId('show-earlier').isVisible()) {
-      const shown = await page.locator('[data-testid=message]').count();
-      await page.getByTestId('show-earlier').click();
-      await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length > n, shown);
-    }
-  };
-  await showAll();
+  const you = person(page);
+  const drawn = () => page.locator('[data-testid=message]').count();
+  check(await drawn() <= 120, `only a window of the chat is in the page (${await drawn()} of 600 messages)`);
+  // Jump to the first message: one click, the chat's start on screen, still a window.
+  await you.click('jump-first');
+  const firstShown = page.locator('[data-testid=message]').filter({ hasText: /^long chat message 0(?!\d)/ });
+  await firstShown.waitFor();
+  check(await firstShown.isVisible() && await drawn() <= 120 && await page.getByTestId('jump-last').isVisible(),
+    `"Jump to the first message" shows message 0 (${await drawn()} messages in the page; "Jump to the last message" offered)`);
+  await inThemes(page, 'a long chat at its first message', 'long-chat-first');
+  // Scrolling to the window's end draws the next messages, where the person was reading.
+  await page.locator('#transcript').hover();
+  const before = await page.evaluate(() => Number([...document.querySelectorAll('[data-testid=message]')].pop().dataset.index));
+  for (let i = 0; i < 40 && await page.evaluate((n) => Number([...document.querySelectorAll('[data-testid=message]')].pop().dataset.index) <= n, before); i += 1) {
+    await page.mouse.wheel(0, 4000);
+    await page.waitForTimeout(100);
+  }
+  const after = await page.evaluate(() => Number([...document.querySelectorAll('[data-testid=message]')].pop().dataset.index));
+  check(after > before && await drawn() <= 120, `scrolling down past the window's end draws later messages (last drawn ${before} → ${after}, ${await drawn()} in the page)`);
+  await you.click('jump-first');
+  await firstShown.waitFor();
   // Deleted as a person does: message 5's Delete, then message 3's.
   for (const text of ['long chat message 5', 'long chat message 3']) {
     await page.locator('[data-testid=message]').filter({ hasText: new RegExp(`^${text}(?!\\d)`) }).getByTestId('delete-message').click();
     await page.locator('[data-testid=message]').filter({ hasText: new RegExp(`^${text}(?!\\d)`) }).waitFor({ state: 'detached' });
   }
+  // "Latest message" floats over the transcript while the end is out of sight.
+  await you.click('to-latest');
+  await page.locator('[data-testid=message]').filter({ hasText: /^long chat message 599/ }).waitFor();
+  check(await page.locator('[data-testid=message]').filter({ hasText: /^long chat message 599/ }).isVisible() && await page.getByTestId('to-latest').isHidden(),
+    '"Latest message" shows the last message, and goes away there');
   await page.reload();
   await openChat(page, id);
   await page.getByTestId('show-earlier').waitFor();
-  await showAll();
-  // Each message's words as shown, without its buttons.
-  const after = await page.locator('[data-testid=message]').evaluateAll((nodes) => nodes.map((node) => {
-    const copy = node.cloneNode(true);
-    copy.querySelectorAll('.actions').forEach((a) => a.remove());
-    return copy.textContent.trim();
-  }));
+  await you.click('jump-first');
+  await firstShown.waitFor();
+  // Each message's words as shown, without its buttons, window after window.
+  const shown = new Map();
+  const collect = async () => {
+    for (const [index, text] of await page.locator('[data-testid=message]').evaluateAll((nodes) => nodes.map((node) => {
+      const copy = node.cloneNode(true);
+      copy.querySelectorAll('.actions').forEach((a) => a.remove());
+      return [Number(node.dataset.index), copy.textContent.trim()];
+    }))) shown.set(index, text);
+  };
+  await collect();
+  while (await page.getByTestId('show-later').isVisible()) {
+    const last = await page.evaluate(() => [...document.querySelectorAll('[data-testid=message]')].pop().dataset.index);
+    await you.click('show-later');
+    await page.waitForFunction((n) => [...document.querySelectorAll('[data-testid=message]')].pop().dataset.index !== n, last);
+    await collect();
+  }
+  const texts = [...shown.keys()].sort((a, b) => a - b).map((k) => shown.get(k));
   const expected = messages.map((m) => m.content).filter((_, i) => i !== 3 && i !== 5);
-  check(JSON.stringify(after) === JSON.stringify(expected), `early removals are kept in order after a reload (${after.length} messages, [2..4] = ${JSON.stringify(after.slice(2, 4))})`);
+  check(JSON.stringify(texts) === JSON.stringify(expected), `early removals are kept in order after a reload (${texts.length} messages, [2..4] = ${JSON.stringify(texts.slice(2, 4))})`);
+  // Sending while far back: the view follows your own message to the chat's end.
+  await you.click('jump-first');
+  await firstShown.waitFor();
+  await you.send('follow me to the end');
+  const mine = page.locator('[data-testid=message][data-role=user]').filter({ hasText: 'follow me to the end' });
+  await mine.waitFor();
+  const inPane = await mine.evaluate((node) => {
+    const pane = document.getElementById('transcript').getBoundingClientRect();
+    const box = node.getBoundingClientRect();
+    return box.top >= pane.top - 1 && box.bottom <= pane.bottom + 1;
+  });
+  check(inPane, 'a message sent while reading the chat’s start is shown where it went, at the end');
+  await you.waitAnswers(1, 30_000).catch(() => {});
 }
 
 /**

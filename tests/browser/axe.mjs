@@ -19,12 +19,23 @@ export async function audit(page, what) {
   check(violations.length === 0, `axe: no serious or critical violation — ${what}${violations.length ? `: ${violations.join('; ')}` : ''}`);
 }
 
-/** `audit` in both themes (then back to the user's), with a picture of each when asked. */
+/** The widths every state is judged at: a phone, a laptop, a large screen. */
+const WIDTHS = [[360, 740], [1280, 800], [1920, 1080]];
+
+/**
+ * `audit` at each of `WIDTHS` in both themes (then back to the user's theme and the page's size),
+ * with a picture of each when asked (issue 38: every state at 360, 1 280 and 1 920 px).
+ */
 export async function inThemes(page, what, name) {
-  for (const theme of ['light', 'dark']) {
-    await page.evaluate((t) => { document.documentElement.dataset.theme = t; }, theme);
-    await audit(page, `${what}, ${theme}`);
-    if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, `${name}-${theme}-${page.viewportSize()?.width ?? 0}.png`) });
+  const size = page.viewportSize();
+  for (const [width, height] of WIDTHS) {
+    await page.setViewportSize({ width, height });
+    for (const theme of ['light', 'dark']) {
+      await page.evaluate((t) => { document.documentElement.dataset.theme = t; }, theme);
+      await audit(page, `${what}, ${theme}, ${width} px`);
+      if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, `${name}-${theme}-${width}.png`) });
+    }
   }
+  if (size) await page.setViewportSize(size);
   await page.evaluate(() => delete document.documentElement.dataset.theme);
 }

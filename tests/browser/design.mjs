@@ -11,7 +11,7 @@ import {
 } from './harness.mjs';
 import { inThemes } from './axe.mjs';
 
-watchdog(300, 'the design test');
+watchdog(420, 'the design test');
 const workspace = await tempDir('palaver-design-ws-');
 await writeFile(join(workspace, 'long.txt'), Array.from({ length: 30 }, (_, i) => `line ${i + 1}`).join('\n'));
 const double = await startDouble();

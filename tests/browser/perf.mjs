@@ -36,6 +36,8 @@ try {
   await page.goto(serve.printed);
   await page.getByTestId('connect-provider').waitFor();
   const transferred = () => page.evaluate(() => performance.getEntriesByType('resource').reduce((sum, r) => sum + r.transferSize, 0) + performance.getEntriesByType('navigation')[0].transferSize);
+  // The number is read once the page says it is interactive (a measurement, not a wait to act).
+  await page.waitForFunction(() => performance.getEntriesByName('palaver-interactive').length > 0, null, { timeout: 15_000 }).catch(() => {});
   const load = await page.evaluate(() => ({
     fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime,
     fp: performance.getEntriesByName('first-paint')[0]?.startTime,

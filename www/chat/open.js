@@ -4,7 +4,7 @@
 // runtime offers (cards, queue, gauge, Send/Queue/Stop, status). Selections run one after another,
 // so quick clicks never interleave; the page's lifecycle knows a chat is opening.
 import { ChatMirror } from '../mirror.js';
-import { TranscriptView } from '../view.js';
+import { TranscriptView, SIZE, STEP } from '../view.js';
 import * as markdown from '../markdown.js';
 import * as cards from '../cards/registry.js';
 import * as queueView from '../views/queue.js';
@@ -133,6 +133,7 @@ export function install(ctx) {
     $('chat-title').title = '';
     $('chat-model').textContent = '';
     $('chat-actions').hidden = true;
+    $('to-latest').hidden = true;
     $('workspace-copy').hidden = true;
     for (const id of ['plan', 'queue']) $(id).hidden = true;
     $('cards').replaceChildren();
@@ -177,6 +178,7 @@ export function install(ctx) {
     if (atEnd || current.follow) transcript.scrollTop = transcript.scrollHeight;
     current.follow = false;
     current.atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+    showToLatest();
     chat.dirty = { messages: false, draft: false, runtime: false };
   }
 
@@ -220,7 +222,10 @@ export function install(ctx) {
     const transcript = $('transcript');
     transcript.addEventListener('scroll', () => {
       current.atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+      showToLatest();
       if (!current.mirror) return;
+      clearTimeout(current.edgeCheck);
+      current.edgeCheck = setTimeout(moveAtEdge, 150);
       clearTimeout(current.scrollSave);
       const [id, top] = [current.mirror.id, transcript.scrollTop];
       current.scrollSave = setTimeout(() => localStorage.setItem(scrollKey(id), String(Math.round(top))), 150);
@@ -232,6 +237,24 @@ export function install(ctx) {
     }).observe(transcript);
   }
   bindScroll();
+
+  /** "Latest message" floats over the transcript while the chat's end is out of sight. */
+  function showToLatest() {
+    const away = Boolean(current.mirror) && !(current.atEnd && view.atEnd);
+    if ($('to-latest').hidden === away) $('to-latest').hidden = !away;
+  }
+  $('to-latest').addEventListener('click', () => ctx.chat.jump('last'));
+
+  /** Scrolling stopped at an edge of the window with more beyond it: the window moves on. */
+  function moveAtEdge() {
+    const chat = current.mirror;
+    const transcript = $('transcript');
+    if (!chat || chat.offset > 0) return;
+    const { from, to } = view.range(chat.messages.length);
+    const gap = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight;
+    if (transcript.scrollTop < 40 && from > 0) view.shift(chat, -STEP);
+    else if (gap < 40 && to < chat.messages.length) view.shift(chat, STEP);
+  }
 
   ctx.chat = {
     get mirror() {
@@ -253,7 +276,23 @@ export function install(ctx) {
     /** Your own message was just sent: the view follows it to the end. */
     follow() {
       current.follow = true;
+      if (current.mirror && !view.atEnd) {
+        view.moveTo(null);
+        current.mirror.dirty.messages = true;
+      }
       schedule();
+    },
+    /** To the chat's first message or its last (`which`), drawn at once. */
+    jump(which) {
+      const chat = current.mirror;
+      if (!chat) return;
+      view.moveTo(which === 'first' ? 0 : null);
+      chat.dirty.messages = true;
+      current.restoreScroll = NaN;
+      render();
+      const transcript = $('transcript');
+      transcript.scrollTop = which === 'first' ? 0 : transcript.scrollHeight;
+      current.atEnd = which !== 'first';
     },
     /**
      * Shows message `messageId` of the open chat (a search hit): the transcript reaches back to
@@ -263,7 +302,7 @@ export function install(ctx) {
       const chat = current.mirror;
       const index = chat?.messages.findIndex((m) => m.message_id === messageId) ?? -1;
       if (index < 0) return false;
-      view.window = Math.max(view.window, chat.messages.length - index + 3);
+      view.moveTo(index - Math.floor(SIZE / 2));
       chat.dirty.messages = true;
       current.restoreScroll = NaN;
       render();

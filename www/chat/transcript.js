@@ -5,7 +5,7 @@
 // engine, or the page's own copy or view.
 import * as cards from '../cards/registry.js';
 import * as queueView from '../views/queue.js';
-import { el, button, textOf, PAGE } from '../view.js';
+import { el, button, textOf, STEP } from '../view.js';
 import { $ } from '../page/dom.js';
 
 /** The text of the code block a button of its toolbar belongs to. */
@@ -46,9 +46,16 @@ export function install(ctx) {
         loadRemoteImage(target);
         break;
       case 'show-earlier':
-        ctx.chat.view.window += PAGE;
-        ctx.chat.mirror.dirty.messages = true;
-        ctx.chat.schedule();
+        ctx.chat.view.shift(ctx.chat.mirror, -STEP);
+        break;
+      case 'show-later':
+        ctx.chat.view.shift(ctx.chat.mirror, STEP);
+        break;
+      case 'jump-first':
+        ctx.chat.jump('first');
+        break;
+      case 'jump-last':
+        ctx.chat.jump('last');
         break;
       case 'edit':
         editMessage(node);
