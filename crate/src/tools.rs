@@ -16,13 +16,14 @@ pub const DENIED_BY_USER: &str = "Tool call denied by user.";
 pub const SKIPPED_AFTER_REJECT: &str = "Skipped: a related tool call was rejected.";
 pub const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
 
-pub const WORKSPACE_TOOLS: [&str; 8] = [
+pub const WORKSPACE_TOOLS: [&str; 9] = [
     "list_dir",
     "read_file",
     "write_file",
     "edit_file",
     "search",
     "file_tree",
+    "repo_map",
     "run_command",
     "fetch_url",
 ];

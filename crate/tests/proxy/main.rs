@@ -15,6 +15,7 @@ mod mcp;
 mod models;
 mod proxy;
 mod proxy_tools;
+mod repo_map;
 mod second_round;
 mod serve;
 mod support;

@@ -1,9 +1,10 @@
-//! The workspace tools of SPEC §9: their JSON schemas and one dispatch. Every tool answers a
+//! The workspace tools of SPEC §9 (and `repo_map`, seed 002): their JSON schemas and one dispatch. Every tool answers a
 //! `ToolReply` that becomes `{content, data?, is_error, error?}`; a refused path carries its typed
 //! kind and an HTTP status (400/403/404), a failed tool a clear message.
 
 mod fetch;
 pub(crate) mod fs;
+pub mod repo_map;
 mod search;
 mod shell;
 
@@ -130,6 +131,8 @@ impl Default for ToolCapabilities {
 pub struct Tools {
     pub workspace: Arc<Workspace>,
     pub capabilities: ToolCapabilities,
+    /// The repository map's tags per file, kept while files are unchanged.
+    repo_map: Arc<std::sync::Mutex<repo_map::TagCache>>,
     walk_slots: Arc<tokio::sync::Semaphore>,
     running: Arc<AtomicUsize>,
 }
@@ -155,6 +158,7 @@ impl Tools {
         Tools {
             workspace,
             capabilities,
+            repo_map: Default::default(),
             walk_slots: Arc::new(tokio::sync::Semaphore::new(WALK_SLOTS)),
             running: Arc::new(AtomicUsize::new(0)),
         }
@@ -198,7 +202,7 @@ pub async fn call(tools: &Tools, name: &str, args: Value) -> ToolReply {
 /// cancel flag set when this future is dropped (the client left, or the request timed out), so
 /// abandoned work stops at its next check instead of burning a thread (E4, E5).
 async fn blocking(tools: &Tools, name: &str, args: Value) -> ToolReply {
-    let walking = matches!(name, "search" | "file_tree");
+    let walking = matches!(name, "search" | "file_tree" | "repo_map");
     let _slot = if walking {
         match tokio::time::timeout(SLOT_WAIT, tools.walk_slots.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Some(permit),
@@ -217,13 +221,17 @@ async fn blocking(tools: &Tools, name: &str, args: Value) -> ToolReply {
     let _cancel = CancelOnDrop(cancelled.clone());
     let budget = Budget::new(Instant::now() + tools.capabilities.walk_deadline, cancelled);
     let running = Running::start(&tools.running);
-    let (workspace, capabilities, name) = (
+    let (workspace, capabilities, name, map_cache) = (
         tools.workspace.clone(),
         tools.capabilities.clone(),
         name.to_string(),
+        tools.repo_map.clone(),
     );
     let run = tokio::task::spawn_blocking(move || {
         let _running = running;
+        if name == "repo_map" {
+            return repo_map::repo_map(&workspace, &capabilities, &map_cache, &args, &budget);
+        }
         blocking_tool(&workspace, &capabilities, &name, &args, &budget)
     });
     run.await
@@ -268,6 +276,7 @@ pub fn specs(capabilities: &ToolCapabilities) -> Vec<Value> {
         spec("edit_file", "Replace exactly one occurrence of old_text with new_text in a file.", json!({"path": path, "old_text": {"type": "string"}, "new_text": {"type": "string"}, "if_match": {"type": "string"}}), &["path", "old_text", "new_text"]),
         spec("search", "Search file contents (regex, or literal text) under a directory, respecting .gitignore.", json!({"pattern": {"type": "string"}, "literal": {"type": "boolean"}, "glob": {"type": "string"}, "path": path, "case_insensitive": {"type": "boolean"}, "max_results": {"type": "integer", "minimum": 1, "maximum": 2000}}), &["pattern"]),
         spec("file_tree", "Show the directory tree under a path, respecting .gitignore (flat: one file path per line).", json!({"path": path, "max_depth": {"type": "integer", "minimum": 1, "maximum": 10}, "flat": {"type": "boolean"}}), &[]),
+        spec("repo_map", "A map of the repository's code: the definitions (functions, types, classes, headings) of its most used files, ranked by how other files use them and by the files in `focus`, fitted to `budget` tokens.", json!({"focus": {"type": "array", "items": {"type": "string"}, "description": "Workspace paths the work is about: the map centres on them."}, "budget": {"type": "integer", "minimum": 128, "maximum": 16384}}), &[]),
         spec("fetch_url", "Fetch an http(s) URL on the public internet (text, size- and time-capped).", json!({"url": {"type": "string"}}), &["url"]),
     ];
     if capabilities.allow_shell {
