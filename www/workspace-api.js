@@ -80,14 +80,21 @@ export async function workspaceTools(proxy) {
 }
 
 /**
- * The workspace context for the system prompt: the flat file list, the instruction files found in
+ * The workspace context for the system prompt: the repository map, the flat file list, the instruction files found in
  * it (the README only when there is none), and the date. Files are read only when listed, so a
  * workspace without them costs no failed requests.
  */
+/** Tokens of the system prompt's repository map. */
+const REPO_MAP_BUDGET = 1024;
+
 export async function workspaceContext(proxy, instructionFiles) {
   const context = { instructions: [], files: [], files_truncated: false, date: new Date().toISOString().slice(0, 10) };
   if (!proxy) return context;
+  // The repository map (seed 002) is drawn meanwhile; a server without `repo_map` leaves it out.
+  const map = proxyTool(proxy, 'repo_map', { budget: REPO_MAP_BUDGET }).catch(() => null);
   const tree = await proxyTool(proxy, 'file_tree', { flat: true }).catch(() => null);
+  const drawn = await map;
+  if (drawn && !drawn.is_error) context.repo_map = drawn.content;
   if (!tree || tree.is_error) return context;
   context.files = tree.content.split('\n').filter((line) => line && !line.startsWith('['));
   context.files_truncated = Boolean(tree.data?.truncated);

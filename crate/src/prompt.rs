@@ -37,6 +37,8 @@ pub const INSTRUCTION_FILE_CAP: usize = 8_000;
 pub const INSTRUCTIONS_CAP: usize = 16_000;
 /// Files listed in the tree (the count still says how many there are).
 pub const FILE_TREE_CAP: usize = 400;
+/// The repository map's share of the system prompt, in characters (~4 000 tokens).
+pub const REPO_MAP_CAP: usize = 16_000;
 
 /// What the host learned about the workspace.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -53,6 +55,10 @@ pub struct WorkspaceContext {
     /// Today's date as the host sees it (`2026-11-23`); the core reads no clock.
     #[serde(default)]
     pub date: String,
+    /// The repository map `palaver serve` rendered (seed 002's legend and symbol blocks, its own
+    /// header included); capped here at `REPO_MAP_CAP` characters.
+    #[serde(default)]
+    pub repo_map: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -71,6 +77,7 @@ pub fn assemble(agent_prompt: Option<&str>, context: &WorkspaceContext) -> Strin
     if let Some(instructions) = instructions_section(&context.instructions) {
         parts.push(instructions);
     }
+    parts.extend(repo_map_section(&context.repo_map));
     if let Some(tree) = file_tree_section(&context.files, context.files_truncated) {
         parts.push(tree);
     }
@@ -86,12 +93,29 @@ pub fn assemble_chat(context: &WorkspaceContext, with_workspace: bool) -> String
     let mut parts = vec![DEFAULT_CHAT_PROMPT.to_string()];
     if with_workspace {
         parts.extend(instructions_section(&context.instructions));
+        parts.extend(repo_map_section(&context.repo_map));
         parts.extend(file_tree_section(&context.files, context.files_truncated));
     }
     if !context.date.trim().is_empty() {
         parts.push(format!("Today's date: {}.", context.date.trim()));
     }
     parts.join("\n\n")
+}
+
+/// The map as `palaver serve` drew it (seed 002: after the instructions, before the file list),
+/// cut at a line within `REPO_MAP_CAP`.
+fn repo_map_section(map: &str) -> Option<String> {
+    let map = map.trim();
+    if map.is_empty() {
+        return None;
+    }
+    let (text, cut) = cut_at(map, REPO_MAP_CAP);
+    let text = if cut {
+        text.rsplit_once('\n').map_or(text, |(kept, _)| kept)
+    } else {
+        text
+    };
+    Some(text.to_string())
 }
 
 fn instructions_section(files: &[InstructionFile]) -> Option<String> {

@@ -71,6 +71,9 @@ async function modelDecides(page) {
   check(offered.system.includes('Palaver') && offered.system.includes('Always answer in English.') && offered.system.includes('notes.txt') && offered.system.includes('src/main.rs'),
     'the system prompt carries the agent prompt, AGENTS.md and the file tree');
   check(offered.system.includes(`Today's date: ${new Date().toISOString().slice(0, 10)}`), 'and the date');
+  // Seed 002's repository map from palaver serve: the legend and src/main.rs's `main`.
+  check(offered.system.includes('# Repository Structure') && /src\/main\.rs:\n {2}f main :1/.test(offered.system) && offered.system.indexOf('# Repository Structure') < offered.system.indexOf('# Repository Files'),
+    'and the repository map, before the file list');
   // What the model sees: the request exactly as sent, the key redacted.
   await chatMenu(page, 'open-model-view');
   await page.waitForFunction(() => document.getElementById('model-view-body').textContent.length > 0);

@@ -37,7 +37,7 @@ const TYPES: &str = r#"
 /** A provider endpoint without its key; the host adds the auth header. */
 export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; max_output_tokens?: number; input_modalities?: string[]; tool_use?: boolean; }
 /** What the host learned about the workspace for the system prompt (`Engine.assembleSystemPrompt`). */
-export interface WorkspaceContext { instructions?: { path: string; text: string }[]; files?: string[]; files_truncated?: boolean; date?: string; }
+export interface WorkspaceContext { instructions?: { path: string; text: string }[]; files?: string[]; files_truncated?: boolean; date?: string; repo_map?: string; }
 export interface ToolSpec { name: string; description?: string; parameters?: object; annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; title?: string }; trust_annotations?: boolean; mcp?: { server: string; tool: string; title?: string }; }
 /** An approval rule (SPEC §8.4). */
 export type ToolRule = "auto" | "ask" | "deny";

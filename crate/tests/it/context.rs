@@ -1107,7 +1107,7 @@ fn provider_model_settings_and_the_chats_system_prompt_reach_the_request() {
 fn the_system_prompt_carries_the_instructions_the_sorted_file_tree_and_the_date() {
     use palaver::prompt::{
         assemble, InstructionFile, WorkspaceContext, DEFAULT_AGENT_PROMPT, FILE_TREE_CAP,
-        INSTRUCTION_FILE_CAP,
+        INSTRUCTION_FILE_CAP, REPO_MAP_CAP,
     };
     let mut files: Vec<String> = (0..FILE_TREE_CAP + 5)
         .map(|i| format!("src/f{i:04}.rs"))
@@ -1122,8 +1122,23 @@ fn the_system_prompt_carries_the_instructions_the_sorted_file_tree_and_the_date(
         files,
         files_truncated: false,
         date: "2026-11-23".into(),
+        repo_map: format!(
+            "# Repository Structure\n\nLegend: f=function\n\nsrc/core.rs:\n  f open_book :3 ←2\n{}",
+            "  f filler :9\n".repeat(REPO_MAP_CAP / 10)
+        ),
     };
     let prompt = assemble(None, &context);
+    // The map after the instructions, before the file list, cut at a whole line within its cap.
+    let map_at = prompt.find("# Repository Structure").unwrap_or(usize::MAX);
+    let tree_at = prompt.find("# Repository Files").unwrap_or(0);
+    assert!(prompt.find("## AGENTS.md").unwrap_or(0) < map_at && map_at < tree_at);
+    assert!(prompt.contains("src/core.rs:\n  f open_book :3 ←2\n"));
+    let map_part = &prompt[map_at..tree_at];
+    assert!(
+        map_part.len() <= REPO_MAP_CAP + 2 && map_part.trim_end().ends_with("f filler :9"),
+        "{}",
+        map_part.len()
+    );
     assert!(prompt.starts_with(DEFAULT_AGENT_PROMPT));
     assert!(prompt.contains("## AGENTS.md\n\nUse tabs."));
     assert!(prompt.contains("[… AGENTS.md cut at"));
