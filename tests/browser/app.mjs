@@ -192,6 +192,22 @@ async function restoreTheWrite(page) {
   check(/Restored to before this change: notes\.txt/.test(restored) && (await readFile(join(workspace, 'notes.txt'), 'utf8')) === ORIGINAL,
     `accepted, the file is back as it was before the agent's write (${restored})`);
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'restore-files.png') });
+  // Restore conversation: the chat goes back to before the turn, its question into the composer;
+  // Undo puts every message back.
+  const count = () => page.locator('[data-testid=message]').count();
+  const before = await count();
+  let cut = '';
+  page.once('dialog', (dialog) => { cut = dialog.message(); dialog.accept(); });
+  await you.click('restore-turn-chat');
+  await page.getByTestId('status').filter({ hasText: /Conversation restored/ }).waitFor({ timeout: 10_000 }).catch(() => {});
+  const left = await count();
+  const question = await page.locator('[data-testid=message][data-role=user]').filter({ hasText: 'Update my notes' }).count();
+  check(/Cut the conversation back to before “Update my notes”/.test(cut) && left < before && question === 0 && await page.inputValue('[data-testid=composer]') === 'Update my notes',
+    `"Restore conversation" cuts the chat back to before the turn, its question in the composer (${before} → ${left} messages; asked: ${cut})`);
+  await you.click('undo-restore-conversation');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, before, { timeout: 10_000 }).catch(() => {});
+  check(await count() === before && (await assistantTexts(page)).at(-1).includes('I updated notes.txt.'), `Undo puts the conversation back (${await count()} messages)`);
+  await page.fill('[data-testid=composer]', '');
 }
 
 const longText = Array.from({ length: 400 }, (_, i) => `word${i}`).join(' ');

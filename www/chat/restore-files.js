@@ -1,6 +1,10 @@
 // Safe edits (issue 39): "Restore files to before this" on a write of the agent's puts back every
 // file the chat changed from that call on, as `palaver serve` recorded them before each write. A
 // file changed since the agent wrote it is named and left as it is unless the person confirms.
+// "Restore conversation" cuts the chat back to before the turn of that call (its question goes
+// back into the composer; Undo puts every message back); "Both" does the two.
+import { button, textOf } from '../elements.js';
+import { $ } from '../page/dom.js';
 
 /** One sentence of what a restore did. */
 export function restoredSentence({ restored, skipped }) {
@@ -10,6 +14,7 @@ export function restoredSentence({ restored, skipped }) {
 }
 
 export function install(ctx) {
+  /** True when the restore ran (whatever it left), false when it could not. */
   async function restore(callId) {
     const chatId = ctx.chat.id;
     try {
@@ -21,10 +26,41 @@ export function install(ctx) {
       }
       ctx.say(restoredSentence(done), done.skipped.length > 0);
       ctx.chat.refreshChanges();
+      return true;
     } catch (error) {
       ctx.say(`The files could not be restored: ${error?.message ?? error}`, true);
+      return false;
     }
   }
 
+  /** The chat cut back to before the turn that made call `callId`; Undo puts it back. */
+  function restoreConversation(callId) {
+    const chat = ctx.chat.mirror;
+    const messages = chat?.messages ?? [];
+    const at = messages.findIndex((m) => m.tool_calls?.some((call) => call.id === callId));
+    let start = at;
+    while (start > 0 && !(messages[start].role === 'user' && !messages[start].subagent_answers)) start -= 1;
+    if (at < 0 || messages[start]?.role !== 'user') {
+      ctx.say('That turn is not in this chat any more.', true);
+      return;
+    }
+    const question = textOf(messages[start].content);
+    const removed = messages.slice(start);
+    if (!window.confirm(`Cut the conversation back to before “${question.slice(0, 80)}”? ${removed.length} messages go; Undo puts them back.`)) return;
+    const chatId = chat.id;
+    if (!ctx.composer.command({ type: 'truncate_messages', from_index: start }, chatId)) return;
+    const composer = $('composer');
+    composer.value = question;
+    composer.dispatchEvent(new Event('input'));
+    ctx.say(`Conversation restored to before “${question.slice(0, 60)}”: ${removed.length} messages removed. `);
+    $('status').append(button('undo-restore-conversation', 'Undo', 'undo-restore-conversation', {
+      onclick: () => {
+        removed.forEach((message, i) => ctx.composer.command({ type: 'insert_message', index: start + i, message }, chatId));
+        ctx.say('');
+      },
+    }));
+  }
+
   ctx.restoreFiles = restore;
+  ctx.restoreConversation = restoreConversation;
 }

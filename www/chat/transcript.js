@@ -32,7 +32,14 @@ export function install(ctx) {
         removeMessage(node);
         break;
       case 'restore-files':
+      case 'restore-turn-files':
         ctx.restoreFiles(target.dataset.callId);
+        break;
+      case 'restore-turn-chat':
+        ctx.restoreConversation(target.dataset.callId);
+        break;
+      case 'restore-turn-both':
+        if (await ctx.restoreFiles(target.dataset.callId)) ctx.restoreConversation(target.dataset.callId);
         break;
       case 'insert-code':
         insertCode(target);

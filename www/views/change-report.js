@@ -1,7 +1,8 @@
 // What a turn changed in the workspace (issue 39), as `palaver serve` recorded it: under the turn's
 // tools, each file with the lines added and removed (new, deleted and binary files marked), the
-// rest counted past a cap; and each write's own numbers in its row.
-import { el } from '../elements.js';
+// rest counted past a cap, with Restore files / Restore conversation / Both; and each write's own
+// numbers in its row.
+import { el, button } from '../elements.js';
 
 /** Files named in a report before the rest is counted. */
 const SHOWN = 12;
@@ -36,7 +37,15 @@ export function reportNode(calls, byCall) {
   const list = [...files.values()];
   const named = list.slice(0, SHOWN).map((c) => `${c.path} ${stat(c)}`).join(', ');
   const rest = list.length > SHOWN ? ` and ${list.length - SHOWN} more` : '';
-  return el('p', { class: 'change-report', testid: 'change-report', text: `Changed ${list.length} file${list.length === 1 ? '' : 's'}: ${named}${rest}.` });
+  // Turning back to before this turn: its files, its conversation, or both.
+  const first = calls.find((call) => byCall?.get(call.id)?.length)?.id;
+  const data = { 'data-call-id': first };
+  return el('div', { class: 'change-report-row' },
+    el('p', { class: 'change-report', testid: 'change-report', text: `Changed ${list.length} file${list.length === 1 ? '' : 's'}: ${named}${rest}.` }),
+    el('span', { class: 'turn-back', role: 'group', 'aria-label': 'Turn back to before this turn' },
+      button('restore-turn-files', 'Restore files', 'restore-turn-files', data),
+      button('restore-turn-chat', 'Restore conversation', 'restore-turn-chat', data),
+      button('restore-turn-both', 'Both', 'restore-turn-both', data)));
 }
 
 const sum = (a, b) => (a === null || a === undefined || b === null || b === undefined ? null : a + b);
