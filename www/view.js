@@ -2,7 +2,7 @@
 // safe renderer behind the page's one Trusted Types policy); everything else — user text, tool
 // arguments and results (SECURITY C9), errors — is set as text. Message nodes are cached by id and
 // version, so a frame during streaming touches only the draft. A long chat is drawn a window at a
-// time (`SIZE` messages in the DOM at most, see `TranscriptWindow`): at its end unless a person
+// time (`SIZE` messages in the DOM at most, see `range`): at its end unless a person
 // went back, with earlier and later messages and a jump to the first and the last at its edges.
 
 import * as notes from './views/notes.js';
@@ -10,8 +10,8 @@ import * as changeReport from './views/change-report.js';
 import { el, button, textOf } from './elements.js';
 
 /** Messages in the DOM at most, and how far one step at an edge moves the window. */
-export const SIZE = 120;
-export const STEP = 60;
+export const SIZE = 60;
+export const STEP = 30;
 
 export { el, button, textOf } from './elements.js';
 

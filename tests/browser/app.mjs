@@ -795,12 +795,12 @@ async function longChat(page) {
     'then the whole chat replaces it (earlier messages behind "show earlier")');
   const you = person(page);
   const drawn = () => page.locator('[data-testid=message]').count();
-  check(await drawn() <= 120, `only a window of the chat is in the page (${await drawn()} of 600 messages)`);
+  check(await drawn() <= 60, `only a window of the chat is in the page (${await drawn()} of 600 messages)`);
   // Jump to the first message: one click, the chat's start on screen, still a window.
   await you.click('jump-first');
   const firstShown = page.locator('[data-testid=message]').filter({ hasText: /^long chat message 0(?!\d)/ });
   await firstShown.waitFor();
-  check(await firstShown.isVisible() && await drawn() <= 120 && await page.getByTestId('jump-last').isVisible(),
+  check(await firstShown.isVisible() && await drawn() <= 60 && await page.getByTestId('jump-last').isVisible(),
     `"Jump to the first message" shows message 0 (${await drawn()} messages in the page; "Jump to the last message" offered)`);
   await inThemes(page, 'a long chat at its first message', 'long-chat-first');
   // Scrolling to the window's end draws the next messages, where the person was reading.
@@ -811,7 +811,7 @@ async function longChat(page) {
     await page.waitForTimeout(100);
   }
   const after = await page.evaluate(() => Number([...document.querySelectorAll('[data-testid=message]')].pop().dataset.index));
-  check(after > before && await drawn() <= 120, `scrolling down past the window's end draws later messages (last drawn ${before} → ${after}, ${await drawn()} in the page)`);
+  check(after > before && await drawn() <= 60, `scrolling down past the window's end draws later messages (last drawn ${before} → ${after}, ${await drawn()} in the page)`);
   await you.click('jump-first');
   await firstShown.waitFor();
   // Deleted as a person does: message 5's Delete, then message 3's.
