@@ -50,7 +50,7 @@ mod native {
             allowed_origins: Vec::new(),
             allow_shell: false,
             allow_hard_links: false,
-            mirror: true,
+            workspace_copy: true,
             reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
             token: TOKEN.into(),
             vault: None,
