@@ -3,14 +3,21 @@
 //! search with `rg` on the same tree when `rg` is installed (`apt-get install ripgrep`).
 
 #[cfg(not(target_arch = "wasm32"))]
+#[path = "support/serve.rs"]
+mod serve_support;
+
+#[cfg(not(target_arch = "wasm32"))]
 mod native {
-    use palaver::proxy::{serve, ServeConfig};
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::path::{Path, PathBuf};
     use std::time::{Duration, Instant};
 
-    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+    use super::serve_support::{start as start_serve, TOKEN};
+
+    fn start(root: &Path) -> u16 {
+        start_serve(root, Some(env!("CARGO_BIN_EXE_palaver").into()))
+    }
 
     fn workspace() -> PathBuf {
         let root = std::env::temp_dir().join(format!("palaver-bench-{}", std::process::id()));
@@ -38,39 +45,6 @@ mod native {
         std::fs::create_dir_all(root.join("www")).unwrap_or_default();
         std::fs::create_dir_all(root.join("pkg")).unwrap_or_default();
         root
-    }
-
-    fn start(root: &Path) -> u16 {
-        let config = ServeConfig {
-            www: root.join("www"),
-            pkg: root.join("pkg"),
-            models: None,
-            mcp: Default::default(),
-            workspace: root.join("ws"),
-            allowed_origins: Vec::new(),
-            allow_shell: false,
-            allow_hard_links: false,
-            workspace_copy: true,
-            reaper: Some(env!("CARGO_BIN_EXE_palaver").into()),
-            token: TOKEN.into(),
-            vault: None,
-            checkpoints: None,
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .unwrap_or_else(|e| panic!("{e}"));
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}"));
-                let _ = tx.send(listener.local_addr().map(|a| a.port()).unwrap_or(0));
-                let _ = serve(listener, config, std::future::pending()).await;
-            });
-        });
-        rx.recv_timeout(Duration::from_secs(10)).unwrap_or(0)
     }
 
     /// The `(path, line)` of every match `search` answers.

@@ -5,14 +5,21 @@
 //! Prints numbers; `cargo bench --bench repo_map`.
 
 #[cfg(not(target_arch = "wasm32"))]
+#[path = "support/serve.rs"]
+mod serve_support;
+
+#[cfg(not(target_arch = "wasm32"))]
 mod native {
-    use palaver::proxy::{serve, ServeConfig};
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::path::{Path, PathBuf};
     use std::time::{Duration, Instant};
 
-    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+    use super::serve_support::{start as start_serve, TOKEN};
+
+    fn start(root: &Path) -> u16 {
+        start_serve(root, None)
+    }
 
     /// tokio's source in Cargo's registry (any version there).
     fn tokio_source() -> Option<PathBuf> {
@@ -58,39 +65,6 @@ mod native {
             }
         }
         (files, lines)
-    }
-
-    fn start(root: &Path) -> u16 {
-        let config = ServeConfig {
-            www: root.join("www"),
-            pkg: root.join("pkg"),
-            models: None,
-            mcp: Default::default(),
-            workspace: root.join("ws"),
-            allowed_origins: Vec::new(),
-            allow_shell: false,
-            allow_hard_links: false,
-            workspace_copy: false,
-            reaper: None,
-            token: TOKEN.into(),
-            vault: None,
-            checkpoints: None,
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .unwrap_or_else(|e| panic!("{e}"));
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}"));
-                let _ = tx.send(listener.local_addr().map(|a| a.port()).unwrap_or(0));
-                let _ = serve(listener, config, std::future::pending()).await;
-            });
-        });
-        rx.recv_timeout(Duration::from_secs(10)).unwrap_or(0)
     }
 
     /// One `repo_map` call: its time and its `data`.
