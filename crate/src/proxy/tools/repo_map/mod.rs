@@ -105,7 +105,8 @@ pub fn repo_map(
     ToolReply::ok(text, Some(data))
 }
 
-/// Every file of a supported language, with its tags (from the cache when unchanged).
+/// Every file of a supported language, with its tags (from the cache when unchanged). The walk
+/// lists them; the changed ones are read and parsed on every core (tree-sitter's parse is the cost).
 fn collect(
     ws: &Workspace,
     capabilities: &ToolCapabilities,
@@ -118,10 +119,7 @@ fn collect(
         sorted: true,
     };
     let mut found = Found::default();
-    let mut present = HashSet::new();
-    let mut cache = cache
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut listed: Vec<(walk::Entry, tags::Lang)> = Vec::new();
     let stop = walk::walk(ws.dir(), &RelPath::root(), &options, budget, &mut |entry| {
         if entry.kind != Kind::File {
             return true;
@@ -129,22 +127,54 @@ fn collect(
         let Some(lang) = tags::Lang::of(&entry.path) else {
             return true;
         };
-        if found.files.len() == MAX_FILES {
+        if listed.len() == MAX_FILES {
             found.truncated = true;
             return false;
         }
-        present.insert(entry.path.clone());
-        match file_tags(&entry, lang, capabilities, &mut cache) {
-            Some(tags) => found.files.push((entry.path, tags)),
-            None => found.skipped += 1,
-        }
+        listed.push((entry, lang));
         true
     })?;
     found.truncated |= stop.is_some();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let chunk = listed.len().div_ceil(threads).max(1);
+    let mut results: Vec<Option<Arc<Vec<tags::Tag>>>> = Vec::with_capacity(listed.len());
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = listed
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|(entry, lang)| file_tags(entry, *lang, capabilities, cache, budget))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for worker in workers {
+            results.extend(worker.join().unwrap_or_default());
+        }
+    });
+    // Files left unread when the deadline came are counted as skipped; the map says it stopped.
+    found.truncated |= budget.spent().is_some();
+    let mut present = HashSet::new();
+    for ((entry, _), tags) in listed.into_iter().zip(results) {
+        present.insert(entry.path.clone());
+        match tags {
+            Some(tags) => found.files.push((entry.path, tags)),
+            None => found.skipped += 1,
+        }
+    }
     if !found.truncated {
-        cache.keep_only(&present);
+        lock(cache).keep_only(&present);
     }
     Ok(found)
+}
+
+fn lock(cache: &Mutex<TagCache>) -> std::sync::MutexGuard<'_, TagCache> {
+    cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One file's tags: from the cache when its size and time are unchanged, else read and parsed.
@@ -152,7 +182,8 @@ fn file_tags(
     entry: &walk::Entry,
     lang: tags::Lang,
     capabilities: &ToolCapabilities,
-    cache: &mut TagCache,
+    cache: &Mutex<TagCache>,
+    budget: &Budget,
 ) -> Option<Arc<Vec<tags::Tag>>> {
     let file = walk::open_file_nofollow(&entry.parent, &entry.name).ok()?;
     let metadata = file.metadata().ok()?;
@@ -164,8 +195,11 @@ fn file_tags(
         return None;
     }
     let modified = metadata.modified().ok()?.into_std();
-    if let Some(tags) = cache.get(&entry.path, metadata.len(), modified) {
+    if let Some(tags) = lock(cache).get(&entry.path, metadata.len(), modified) {
         return Some(tags);
+    }
+    if budget.spent().is_some() {
+        return None;
     }
     let mut bytes = Vec::new();
     file.take(MAX_BYTES).read_to_end(&mut bytes).ok()?;
@@ -173,6 +207,6 @@ fn file_tags(
         return None;
     }
     let tags = Arc::new(tags::tags_of(lang, &bytes)?);
-    cache.put(&entry.path, metadata.len(), modified, tags.clone());
+    lock(cache).put(&entry.path, metadata.len(), modified, tags.clone());
     Some(tags)
 }

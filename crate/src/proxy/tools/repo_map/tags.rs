@@ -147,7 +147,18 @@ pub fn tags_of(lang: Lang, source: &[u8]) -> Option<Vec<Tag>> {
         return Some(markdown_headings(&String::from_utf8_lossy(source)));
     }
     let config = lang.config()?;
-    let mut context = TagsContext::new();
+    // One parser per thread, kept: making one per file costs as much as a small file's parse.
+    thread_local! {
+        static CONTEXT: std::cell::RefCell<TagsContext> = std::cell::RefCell::new(TagsContext::new());
+    }
+    CONTEXT.with(|context| read_tags(&mut context.borrow_mut(), config, source))
+}
+
+fn read_tags(
+    context: &mut TagsContext,
+    config: &TagsConfiguration,
+    source: &[u8],
+) -> Option<Vec<Tag>> {
     let (tags, _) = context.generate_tags(config, source, None).ok()?;
     let mut out = Vec::new();
     for tag in tags {
