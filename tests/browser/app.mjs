@@ -207,7 +207,14 @@ async function restoreTheWrite(page) {
   await you.click('undo-restore-conversation');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=message]').length === n, before, { timeout: 10_000 }).catch(() => {});
   check(await count() === before && (await assistantTexts(page)).at(-1).includes('I updated notes.txt.'), `Undo puts the conversation back (${await count()} messages)`);
-  await page.fill('[data-testid=composer]', '');
+  // The model hears which files went back, with the next message.
+  await scriptedProvider(page, 'after-restore', [{ body: openaiStream({ text: 'I will read it again.' }) }]);
+  await you.send('What changed?');
+  await waitIdle(page, 3);
+  const [next] = await double.log('after-restore');
+  const sent = JSON.stringify(next?.body?.messages ?? []);
+  check(/subkind=\\"files_restored\\"/.test(sent) && /The user restored notes\.txt/.test(sent),
+    `the next request tells the model that notes.txt went back (${sent.match(/The user restored[^"\\]*/)?.[0] ?? 'not in the request'})`);
 }
 
 const longText = Array.from({ length: 400 }, (_, i) => `word${i}`).join(' ');

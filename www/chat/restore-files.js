@@ -26,11 +26,28 @@ export function install(ctx) {
       }
       ctx.say(restoredSentence(done), done.skipped.length > 0);
       ctx.chat.refreshChanges();
+      if (done.restored.length) tellTheModel(chatId, callId, done.restored);
       return true;
     } catch (error) {
       ctx.say(`The files could not be restored: ${error?.message ?? error}`, true);
       return false;
     }
+  }
+
+  /**
+   * The model hears which files went back: an event at the chat's end, sent with the next request
+   * (`<event subkind="files_restored" …>`), so it does not trust what it wrote before.
+   */
+  function tellTheModel(chatId, callId, files) {
+    const messages = ctx.chat.id === chatId ? ctx.chat.mirror?.messages ?? [] : [];
+    const message = {
+      message_id: `files-restored-${Date.now()}`,
+      role: 'event',
+      content: `The user restored ${files.join(', ')} to their content before the agent's change (${callId}) and what came after it. Read ${files.length === 1 ? 'it' : 'them'} again before relying on what was written.`,
+      event: { subkind: 'files_restored', source: 'user', payload: { files, call_id: callId } },
+      created_at_ms: Date.now(),
+    };
+    ctx.composer.command({ type: 'insert_message', index: messages.length, message }, chatId);
   }
 
   /** The chat cut back to before the turn that made call `callId`; Undo puts it back. */
