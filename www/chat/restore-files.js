@@ -66,10 +66,14 @@ export function install(ctx) {
     if (!window.confirm(`Cut the conversation back to before “${question.slice(0, 80)}”? ${removed.length} messages go; Undo puts them back.`)) return;
     const chatId = chat.id;
     if (!ctx.composer.command({ type: 'truncate_messages', from_index: start }, chatId)) return;
+    // The question goes back into the composer, unless the person has words there: never lost.
     const composer = $('composer');
-    composer.value = question;
-    composer.dispatchEvent(new Event('input'));
-    ctx.say(`Conversation restored to before “${question.slice(0, 60)}”: ${removed.length} messages removed. `);
+    const kept = composer.value.trim() && composer.value !== question;
+    if (!kept) {
+      composer.value = question;
+      composer.dispatchEvent(new Event('input'));
+    }
+    ctx.say(`Conversation restored to before “${question.slice(0, 60)}”: ${removed.length} messages removed${kept ? ' (your words in the composer are kept)' : ''}. `);
     $('status').append(button('undo-restore-conversation', 'Undo', 'undo-restore-conversation', {
       onclick: () => {
         removed.forEach((message, i) => ctx.composer.command({ type: 'insert_message', index: start + i, message }, chatId));

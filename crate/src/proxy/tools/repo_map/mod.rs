@@ -151,8 +151,9 @@ fn collect(
                 })
             })
             .collect();
-        for worker in workers {
-            results.extend(worker.join().unwrap_or_default());
+        for (worker, part) in workers.into_iter().zip(listed.chunks(chunk)) {
+            // A worker that died leaves its files unread: counted as skipped, never dropped.
+            results.extend(worker.join().unwrap_or_else(|_| vec![None; part.len()]));
         }
     });
     // Files left unread when the deadline came are counted as skipped; the map says it stopped.
