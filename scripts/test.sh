@@ -39,6 +39,8 @@ say "subagents and model fallback in the page (playwright-core, the provider dou
 node "$ROOT/tests/browser/subagents.mjs"
 say "chats kept in the workspace (.palaver/chats): written, restored in a second browser, a copy changed elsewhere never overwritten"
 node "$ROOT/tests/browser/workspace-chats.mjs"
+say "edit blocks from a model without tools: proposed, applied, failed with the nearest lines, skipped, a suggested command run (palaver serve, the double)"
+node "$ROOT/tests/browser/edit-blocks.mjs"
 say "the page judged by axe-core in both themes and at 360 px; the keyboard shortcuts (playwright-core)"
 node "$ROOT/tests/browser/design.mjs"
 say "Lighthouse on the app palaver serve serves: accessibility and best practices ≥ 95"

@@ -30,7 +30,7 @@ export function loadSettings() {
 }
 
 /** The model settings a provider may carry besides its URL and model (numbers or a string). */
-export const MODEL_SETTINGS = ['n_ctx', 'max_tokens', 'temperature', 'reasoning_effort', 'thinking_budget', 'tool_use'];
+export const MODEL_SETTINGS = ['n_ctx', 'max_tokens', 'temperature', 'reasoning_effort', 'thinking_budget', 'tool_use', 'edit_blocks'];
 
 /** The active provider: `{kind, base_url, model, …model settings}` ('' when not configured). */
 export function activeProvider(settings) {
@@ -65,6 +65,7 @@ export function modelSettings(config) {
   if (config?.temperature !== '' && config?.temperature != null && Number.isFinite(t) && t >= 0 && t <= 2) out.temperature = t;
   if (['low', 'medium', 'high'].includes(config?.reasoning_effort)) out.reasoning_effort = config.reasoning_effort;
   if (typeof config?.tool_use === 'boolean') out.tool_use = config.tool_use;
+  if (config?.edit_blocks === true) out.edit_blocks = true;
   return out;
 }
 

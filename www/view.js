@@ -7,6 +7,7 @@
 
 import * as notes from './views/notes.js';
 import * as changeReport from './views/change-report.js';
+import * as proposals from './views/proposals.js';
 import { el, button, textOf } from './elements.js';
 
 /** Messages in the DOM at most, and how far one step at an edge moves the window. */
@@ -140,7 +141,7 @@ export class TranscriptView {
 
   /** A message's node, from the cache when its id and version are unchanged. */
   messageNode(chat, message, index, keep) {
-    const key = `${message.message_id}#${chat.versions.get(message.message_id) ?? 0}#${index}`;
+    const key = `${message.message_id}#${chat.versions.get(message.message_id) ?? 0}#${index}#${proposals.ready()}`;
     let node = this.cache.get(key);
     if (node === undefined) node = this.buildMessage(message, index);
     keep.set(key, node);
@@ -170,6 +171,8 @@ export class TranscriptView {
       const node = this.adoptDraft(message, text, base) ?? el('article', base, reasoningNode(message.reasoning_content), this.markdown(text));
       if (message.model) node.dataset.model = `${message.provider ?? ''}/${message.model}`;
       node.append(...notes.answerMarkers(message));
+      const proposed = proposals.proposalsNode(message, text);
+      if (proposed) node.append(proposed);
       node.append(el('div', { class: 'actions' }, button('copy-message', 'Copy', 'copy-message'), button('branch', 'Branch', 'branch'), button('delete-message', 'Delete', 'delete-message')));
       return node;
     }

@@ -103,6 +103,23 @@ pub enum Command {
     CancelSubagent {
         child_id: String,
     },
+    /// Applies edit block `index` of answer `message_id` (issue 40) through the workspace's
+    /// `edit_file` (`write_file` for a new file); the result is kept on the answer. Held while a
+    /// turn runs.
+    ApplyEditBlock {
+        message_id: String,
+        index: usize,
+    },
+    /// The user declines edit block `index`: the model is told it was skipped.
+    SkipEditBlock {
+        message_id: String,
+        index: usize,
+    },
+    /// Runs shell command `index` the answer suggested, through `run_command` (`sh -c`).
+    RunSuggestedCommand {
+        message_id: String,
+        index: usize,
+    },
 }
 
 impl<'de> Deserialize<'de> for CommandEnvelope {
@@ -145,6 +162,9 @@ impl Command {
         "insert_message",
         "resume_subagent",
         "cancel_subagent",
+        "apply_edit_block",
+        "skip_edit_block",
+        "run_suggested_command",
     ];
 
     fn from_fields(mut f: Fields) -> Result<Self, serde_json::Error> {
@@ -213,6 +233,18 @@ impl Command {
             "cancel_subagent" => Command::CancelSubagent {
                 child_id: f.take("child_id")?,
             },
+            "apply_edit_block" => Command::ApplyEditBlock {
+                message_id: f.take("message_id")?,
+                index: f.take("index")?,
+            },
+            "skip_edit_block" => Command::SkipEditBlock {
+                message_id: f.take("message_id")?,
+                index: f.take("index")?,
+            },
+            "run_suggested_command" => Command::RunSuggestedCommand {
+                message_id: f.take("message_id")?,
+                index: f.take("index")?,
+            },
             other => return Err(tagged::unknown_variant(other, Self::VARIANTS)),
         })
     }
@@ -239,6 +271,9 @@ impl Command {
             Command::InsertMessage { .. } => "insert_message",
             Command::ResumeSubagent { .. } => "resume_subagent",
             Command::CancelSubagent { .. } => "cancel_subagent",
+            Command::ApplyEditBlock { .. } => "apply_edit_block",
+            Command::SkipEditBlock { .. } => "skip_edit_block",
+            Command::RunSuggestedCommand { .. } => "run_suggested_command",
         }
     }
 

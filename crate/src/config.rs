@@ -56,6 +56,10 @@ pub struct EngineConfig {
     pub chat_prompt: Option<String>,
     #[serde(default)]
     pub chat_workspace_prompt: Option<String>,
+    /// The prompt of a model that changes files with edit blocks (`prompt::assemble_edit_blocks`);
+    /// `None`: the block format alone.
+    #[serde(default)]
+    pub edit_blocks_prompt: Option<String>,
 }
 
 fn default_stall_timeout() -> u64 {
@@ -89,6 +93,7 @@ impl Default for EngineConfig {
             fallback_models: Vec::new(),
             chat_prompt: None,
             chat_workspace_prompt: None,
+            edit_blocks_prompt: None,
         }
     }
 }

@@ -5,9 +5,11 @@
 //!
 //! Keys: `event {subkind, source, payload}`, `plan {mode, version, …}`,
 //! `compression {kind, summarized_source_message_ids}`, `compression_report {…}`,
-//! `stopped`, `interrupted`, `ui_only`, `error {code, message}`, `incomplete_tool_calls`, `data`.
+//! `stopped`, `interrupted`, `ui_only`, `error {code, message}`, `incomplete_tool_calls`, `data`,
+//! `proposal_results`.
 
 use crate::delta::Draft;
+use crate::edit_blocks::{ProposalKind, ProposalResult};
 use crate::message::{ChatMessage, Role};
 use serde_json::{json, Value};
 use std::borrow::Borrow;
@@ -117,6 +119,26 @@ impl ChatMessage {
 
     pub fn set_compression_report(&mut self, report: Value) {
         self.extra.insert("compression_report".into(), report);
+    }
+
+    /// What became of this answer's edit blocks and suggested commands the user acted on
+    /// (issue 40): `proposal_results`, one per block or command. A value that does not read as
+    /// results (a planted chat's) counts as none.
+    pub fn proposal_results(&self) -> Vec<ProposalResult> {
+        self.extra
+            .get("proposal_results")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// Keeps a result, replacing an earlier one for the same block or command.
+    pub fn set_proposal_result(&mut self, result: ProposalResult) {
+        let mut results = self.proposal_results();
+        results.retain(|r| (r.kind, r.index) != (result.kind, result.index));
+        results.push(result);
+        results.sort_by_key(|r| (r.kind == ProposalKind::Shell, r.index));
+        let value = serde_json::to_value(results).unwrap_or(Value::Null);
+        self.extra.insert("proposal_results".into(), value);
     }
 
     /// An answer the user stopped: incomplete, marked so in the page and every export.

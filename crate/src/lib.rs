@@ -7,6 +7,7 @@ pub mod command;
 pub mod config;
 pub mod decode;
 pub mod delta;
+pub mod edit_blocks;
 pub mod effect;
 pub mod engine;
 pub mod error;

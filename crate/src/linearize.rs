@@ -122,6 +122,9 @@ pub fn linear<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> Vec<
                     && last_user.is_some_and(|u| index > u)
                     && !message.is_stopped();
                 out.push(assistant(message, keep));
+                if let Some(results) = proposal_results_text(message) {
+                    push_user(&mut out, &mut pending_context, Cow::Owned(results));
+                }
             }
             Role::Tool | Role::System => {
                 flush_context(&mut out, &mut pending_context);
@@ -201,6 +204,20 @@ fn flush_context(out: &mut Vec<Linear<'_>>, pending: &mut Vec<String>) {
 }
 
 /// Adds a user message, merged into the previous one when that is a user message too.
+/// What became of the answer's edit blocks and commands (issue 40), read by the model right
+/// after that answer; none for an answer with tool calls (its results are tool messages).
+fn proposal_results_text(message: &ChatMessage) -> Option<Content> {
+    let results = message.proposal_results();
+    if results.is_empty() || !message.tool_calls().is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = results.iter().map(|r| format!("- {}", r.sentence())).collect();
+    Some(Content::Text(format!(
+        "<event subkind=\"edit_results\" source=\"user\">\n{}\n</event>",
+        lines.join("\n")
+    )))
+}
+
 fn push_user<'a>(out: &mut Vec<Linear<'a>>, pending: &mut Vec<String>, content: Cow<'a, Content>) {
     let mut content = content;
     if !pending.is_empty() {

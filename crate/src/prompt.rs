@@ -22,6 +22,18 @@ pub const DEFAULT_AGENT_PROMPT: &str = "You are Palaver, a coding agent working 
 pub const DEFAULT_CHAT_PROMPT: &str =
     "You are a helpful assistant. Answer the user's question directly, clearly and briefly.";
 
+/// What a model without tools is taught when its provider is set to edit blocks (issue 40, seed
+/// 002): the block format `edit_blocks` reads, and fenced shell commands the user may run.
+pub const EDIT_BLOCKS_PROMPT: &str = "You cannot call tools, but you can change files in the user's workspace. For each change, write the file's path alone on a line, then an edit block:
+
+<<<<<<< SEARCH
+the exact lines of the file to replace, copied character for character
+=======
+the new lines
+>>>>>>> REPLACE
+
+Keep SEARCH short but unique in the file; use one block per change. To create a file, leave SEARCH empty. The user reviews every block and applies it; you are told which applied and which failed. To suggest a shell command, put it alone in a ```sh fenced block: the user may run it, and you are told what it printed.";
+
 /// The instruction files a workspace may carry, in the order they are looked for; the README is
 /// read only when none of them exists.
 pub const INSTRUCTION_FILES: [&str; 4] = [
@@ -100,6 +112,12 @@ pub fn assemble_chat(context: &WorkspaceContext, with_workspace: bool) -> String
         parts.push(format!("Today's date: {}.", context.date.trim()));
     }
     parts.join("\n\n")
+}
+
+/// The prompt of a model that changes files with edit blocks: the plain chat's prompt with the
+/// workspace (it must know the files), then the block format.
+pub fn assemble_edit_blocks(context: &WorkspaceContext) -> String {
+    format!("{}\n\n{EDIT_BLOCKS_PROMPT}", assemble_chat(context, true))
 }
 
 /// The map as `palaver serve` drew it (seed 002: after the instructions, before the file list),

@@ -24,12 +24,14 @@ pub struct ModelRef {
 
 /// What a chat's requests carry (issue 35): `agent` — the agent prompt, the workspace context
 /// and the tools; `chat` — a short plain prompt and no tools (the workspace context only when
-/// the chat asks for it).
+/// the chat asks for it); `edit_blocks` — no tools, the workspace and the edit-block format.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptProfile {
     Agent,
     Chat,
+    /// No tools; the workspace and the edit-block format in the prompt (issue 40).
+    EditBlocks,
 }
 
 /// A tool's approval rule (SPEC §8.4).

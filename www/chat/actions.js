@@ -25,13 +25,13 @@ export function install(ctx) {
   // --- what the chat's requests carry: the agent (tools), or a plain chat (issue 35) ---
   function showProfile() {
     const runtime = ctx.chat.mirror?.runtime;
-    const plain = runtime?.prompt_profile === 'chat';
+    const plain = ['chat', 'edit_blocks'].includes(runtime?.prompt_profile);
     $('toggle-profile').textContent = plain ? 'Agent: tools and the workspace' : 'Plain chat (no tools)';
     $('toggle-workspace-context').hidden = !plain;
     $('toggle-workspace-context').setAttribute('aria-checked', String(Boolean(ctx.chat.mirror?.thread?.workspace_context)));
   }
   $('toggle-profile').addEventListener('click', () => {
-    const plain = ctx.chat.mirror?.runtime?.prompt_profile === 'chat';
+    const plain = ['chat', 'edit_blocks'].includes(ctx.chat.mirror?.runtime?.prompt_profile);
     ctx.composer.command({ type: 'set_params', patch: { prompt_profile: plain ? 'agent' : 'chat' } });
     ctx.say(plain ? 'This chat is an agent again: it gets the tools and the workspace.' : 'This chat is a plain chat: a short prompt, no tools.');
   });

@@ -41,6 +41,11 @@ export function install(ctx) {
       case 'restore-turn-both':
         if (await ctx.restoreFiles(target.dataset.callId)) ctx.restoreConversation(target.dataset.callId);
         break;
+      case 'apply-edit-block':
+      case 'skip-edit-block':
+      case 'run-suggested-command':
+        actOnProposal(target, node);
+        break;
       case 'insert-code':
         insertCode(target);
         break;
@@ -78,6 +83,20 @@ export function install(ctx) {
   }
 
   /** Deletes a message at once; Undo puts it back where it was (same id, same place). */
+  /**
+   * Apply, Skip or Run on what an answer proposes (issue 40): a command to the engine, which
+   * performs it through palaver serve (after the turn under way, if one is) and keeps the result
+   * on the answer; until then the button says what it waits for.
+   */
+  function actOnProposal(target, node) {
+    const message = messageOf(node);
+    const type = { 'apply-edit-block': 'apply_edit_block', 'skip-edit-block': 'skip_edit_block', 'run-suggested-command': 'run_suggested_command' }[target.dataset.action];
+    if (!message || !type) return;
+    if (!command({ type, message_id: message.message_id, index: Number(target.dataset.index) })) return;
+    target.disabled = true;
+    target.textContent = { apply_edit_block: 'Applying…', skip_edit_block: 'Skipping…', run_suggested_command: 'Running…' }[type];
+  }
+
   function removeMessage(node) {
     const message = messageOf(node);
     if (!message) return;

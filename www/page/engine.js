@@ -9,6 +9,7 @@ import * as secrets from './secrets.js';
 import * as vault from './vault.js';
 import { $ } from './dom.js';
 import { DEFAULT_LOCAL_N_CTX } from '../local/catalog.js';
+import * as proposals from '../views/proposals.js';
 
 /** The engine's IndexedDB database (its host's `palaver.has_data.{name}` marker says data was saved). */
 export const DB_NAME = 'palaver';
@@ -20,6 +21,7 @@ export function install(ctx) {
   function loadModule() {
     engine.module ??= init().then(() => {
       $('engine-version').textContent = Engine.version();
+      proposals.setReader((text) => Engine.editBlocks(text));
       return Engine;
     }, (error) => {
       engine.module = null;
@@ -71,6 +73,7 @@ export function install(ctx) {
       // A plain chat's prompt (no tools), and the same with the workspace for chats that ask.
       chat_prompt: Engine.assembleChatPrompt({ date: context.date }, false),
       chat_workspace_prompt: Engine.assembleChatPrompt(context, true),
+      edit_blocks_prompt: Engine.assembleEditBlocksPrompt(context),
       providers,
       // Settings name the model that answers: every chat uses it unless it pinned its own.
       active_provider: settingsStore.isConfigured(settings) ? settings.kind : null,

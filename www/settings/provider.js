@@ -42,6 +42,8 @@ export default {
       el('datalist', { id: 'model-list', testid: 'model-list' }),
       el('label', { class: 'inline' }, el('input', { type: 'checkbox', testid: 'provider-plain-chat' }),
         ' Plain chat: a short prompt and no tools (for small models, and servers that cannot call tools)'),
+      el('label', { class: 'inline' }, el('input', { type: 'checkbox', testid: 'provider-edit-blocks' }),
+        ' …with edit blocks: the model proposes file changes in its answer, which you review and apply (needs palaver serve)'),
       el('fieldset', { class: 'model-settings' }, el('legend', { text: 'Window and limits' }),
         field('Context window (tokens)', el('input', { testid: 'provider-n-ctx', type: 'number', min: 256, step: 1, placeholder: 'from the provider' })),
         field('Max output tokens', el('input', { testid: 'provider-max-tokens', type: 'number', min: 1, step: 1, placeholder: 'from the provider' })),
@@ -121,6 +123,7 @@ function modelSettings(view) {
     n_ctx: number('provider-n-ctx'), max_tokens: number('provider-max-tokens'), temperature: number('provider-temperature'),
     reasoning_effort: q(view, 'provider-reasoning').value || undefined, thinking_budget: number('provider-thinking'),
     tool_use: !q(view, 'provider-plain-chat').checked,
+    edit_blocks: q(view, 'provider-plain-chat').checked && q(view, 'provider-edit-blocks').checked,
   };
   return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined && !Number.isNaN(v)));
 }
@@ -136,6 +139,7 @@ function fillKind(view, settings, kind, proposal) {
   q(view, 'provider-n-ctx').value = config.n_ctx ?? '';
   q(view, 'provider-max-tokens').value = config.max_tokens ?? '';
   q(view, 'provider-plain-chat').checked = config.tool_use === false || (local && config.tool_use !== true);
+  q(view, 'provider-edit-blocks').checked = config.edit_blocks === true;
   view.said = config.said?.model === config.model ? config.said : (local ? { n_ctx: 4096, from: 'default' } : null);
   q(view, 'provider-temperature').value = config.temperature ?? '';
   q(view, 'provider-reasoning').value = config.reasoning_effort ?? '';

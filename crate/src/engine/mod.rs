@@ -153,12 +153,8 @@ impl Engine {
             }
             result @ Input::ToolResult { .. } => {
                 if let Some((chat_id, tool_call_id, outcome)) = result.into_tool_result() {
-                    let trigger = Trigger::ToolResult {
-                        tool_call_id,
-                        outcome,
-                    };
                     self.to_chat(now, &chat_id, &mut step, |s, ctx| {
-                        s.transition(ctx, trigger)
+                        s.tool_result(ctx, tool_call_id, outcome)
                     });
                 }
             }

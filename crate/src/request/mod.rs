@@ -53,6 +53,10 @@ pub struct ProviderConfig {
     /// no tools); `None`: yes, except for the model in the page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_use: Option<bool>,
+    /// A model given no tools changes files with edit blocks in its answer (issue 40): its
+    /// chats get the edit-block prompt and the workspace. Ignored when the model has tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_blocks: Option<bool>,
 }
 
 /// The least and most a default answer limit takes (a quarter of the window between them).

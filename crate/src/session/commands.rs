@@ -207,6 +207,12 @@ impl ChatSession {
             }
             (Command::IdeToolResult { .. }, _) => Err(refused()),
             (
+                Command::ApplyEditBlock { .. }
+                | Command::SkipEditBlock { .. }
+                | Command::RunSuggestedCommand { .. },
+                _,
+            ) => self.check_proposal(command),
+            (
                 Command::UpdateMessage { message_id, .. }
                 | Command::RemoveMessage { message_id, .. },
                 _,
@@ -369,6 +375,9 @@ impl ChatSession {
             // The engine's: it holds the links between chats (`engine/interrupted_subagents.rs`).
             | Command::ResumeSubagent { .. }
             | Command::CancelSubagent { .. } => {}
+            command @ (Command::ApplyEditBlock { .. }
+            | Command::SkipEditBlock { .. }
+            | Command::RunSuggestedCommand { .. }) => self.act_on_proposal(ctx, &command),
         }
     }
 

@@ -9,6 +9,7 @@ mod commands;
 mod compaction;
 mod failure;
 mod late_result;
+mod proposals;
 mod report;
 pub mod state;
 mod tool_step;
@@ -90,6 +91,8 @@ pub struct ChatSession {
     /// chat's fallback models it went through. Reset when a turn starts.
     turn_model: Option<crate::thread::ModelRef>,
     fallbacks_used: usize,
+    /// Calls made for edit blocks and suggested commands, not answered yet (`proposals`).
+    proposals_running: Vec<String>,
     events: Vec<EventEnvelope>,
     effects: Vec<Effect>,
 }
@@ -145,6 +148,7 @@ impl ChatSession {
             waiting_for_agents: Vec::new(),
             turn_model: None,
             fallbacks_used: 0,
+            proposals_running: Vec::new(),
             events: Vec::new(),
             effects: Vec::new(),
         }
@@ -234,8 +238,8 @@ impl ChatSession {
     /// its `allowed_tools` (a subagent's subset); a tool whose rule is `deny` is not offered
     /// (the model would only be refused).
     pub fn offered_tools(&self, config: &EngineConfig) -> Vec<crate::tools::ToolSpec> {
-        if self.prompt_profile(config) == PromptProfile::Chat {
-            return Vec::new(); // a plain chat: no tools
+        if self.prompt_profile(config) != PromptProfile::Agent {
+            return Vec::new(); // a plain chat, or edit blocks: no tools
         }
         let mut tools = crate::tools::engine_tool_specs();
         tools.extend(config.workspace_tools.iter().cloned());
@@ -363,20 +367,28 @@ impl ChatSession {
                 .chat_prompt
                 .as_deref()
                 .or(Some(crate::prompt::DEFAULT_CHAT_PROMPT)),
+            PromptProfile::EditBlocks => config
+                .edit_blocks_prompt
+                .as_deref()
+                .or(Some(crate::prompt::EDIT_BLOCKS_PROMPT)),
         }
     }
 
     /// The chat's prompt profile: its own choice, else `chat` for a provider marked chat only
-    /// and for the model in the page (unless marked as calling tools), else `agent`.
+    /// and for the model in the page (unless marked as calling tools) — `edit_blocks` when that
+    /// provider is set to edit blocks — else `agent`.
     pub fn prompt_profile(&self, config: &EngineConfig) -> PromptProfile {
         if let Some(chosen) = self.thread.prompt_profile {
             return chosen;
         }
         let answering = self.answering_thread(config);
-        let tool_use = config
-            .provider_for(answering.provider)
-            .and_then(|p| p.tool_use);
+        let provider = config.provider_for(answering.provider);
+        let tool_use = provider.and_then(|p| p.tool_use);
+        let edit_blocks = provider.and_then(|p| p.edit_blocks) == Some(true);
         match (tool_use, answering.provider) {
+            (Some(false), _) | (None, crate::provider::ProviderKind::Local) if edit_blocks => {
+                PromptProfile::EditBlocks
+            }
             (Some(false), _) | (None, crate::provider::ProviderKind::Local) => PromptProfile::Chat,
             _ => PromptProfile::Agent,
         }

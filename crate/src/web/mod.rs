@@ -35,13 +35,14 @@ use wasm_bindgen::JsCast;
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 /** A provider endpoint without its key; the host adds the auth header. */
-export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; max_output_tokens?: number; input_modalities?: string[]; tool_use?: boolean; }
+export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; max_output_tokens?: number; input_modalities?: string[]; tool_use?: boolean; edit_blocks?: boolean; }
 /** What the host learned about the workspace for the system prompt (`Engine.assembleSystemPrompt`). */
 export interface WorkspaceContext { instructions?: { path: string; text: string }[]; files?: string[]; files_truncated?: boolean; date?: string; repo_map?: string; }
+export interface Proposals { blocks: { path: string; search: string; replace: string; complete: boolean }[]; shell_commands: string[]; }
 export interface ToolSpec { name: string; description?: string; parameters?: object; annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; title?: string }; trust_annotations?: boolean; mcp?: { server: string; tool: string; title?: string }; }
 /** An approval rule (SPEC §8.4). */
 export type ToolRule = "auto" | "ask" | "deny";
-export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; compact_at?: number | null; tool_rules?: Record<string, ToolRule>; active_provider?: ProviderConfig["kind"] | null; fallback_models?: { provider: ProviderConfig["kind"]; model: string }[]; chat_prompt?: string | null; chat_workspace_prompt?: string | null; }
+export interface EngineConfig { id_prefix?: string; stall_timeout_ms?: number; providers?: ProviderConfig[]; system_prompt?: string; workspace_tools?: ToolSpec[]; host_tools?: ToolSpec[]; retry_seed?: number; default_n_ctx?: number; retry?: { max_attempts?: number; base_ms?: number }; first_byte_timeout_ms?: number; compact_at?: number | null; tool_rules?: Record<string, ToolRule>; active_provider?: ProviderConfig["kind"] | null; fallback_models?: { provider: ProviderConfig["kind"]; model: string }[]; chat_prompt?: string | null; chat_workspace_prompt?: string | null; edit_blocks_prompt?: string | null; }
 /** The error classes of SECURITY D24, in `runtime.error.class` and `runtime.retry.class`. */
 export type ErrorClass = "overloaded" | "rate_limited" | "quota" | "auth" | "network" | "truncated" | "idle_timeout" | "first_byte_timeout" | "request_too_large" | "bad_request" | "server_error" | "malformed" | "unsupported" | "other";
 /** One input to `Engine.handle`; `input` names the variant (SPEC §0, ARCHITECTURE.md). */
@@ -94,7 +95,7 @@ export interface Runtime {
   /** The model the next request asks (the chat's pinned one, else Settings'). */
   model?: { provider: ProviderConfig["kind"]; model: string };
   /** What the next request carries: the agent's prompt and tools, or a plain chat's. */
-  prompt_profile?: "agent" | "chat";
+  prompt_profile?: "agent" | "chat" | "edit_blocks";
 }
 export type Effect =
   | { effect: "start_request"; chat_id: string; request_id: string; purpose: "chat" | "compaction"; request: { provider: string; url: string; headers: Record<string, string>; body: unknown } }
@@ -214,6 +215,14 @@ fn stream_bytes_input(input: &JsValue) -> Option<Input> {
         request_id: field("request_id")?.as_string()?,
         bytes: Bytes(bytes.to_vec()),
     })
+}
+
+/// A `WorkspaceContext` from JS (`undefined`: an empty one); `BadInput` when it does not parse.
+fn workspace_context(context: &JsValue) -> Result<crate::prompt::WorkspaceContext, JsValue> {
+    if context.is_undefined() || context.is_null() {
+        return Ok(Default::default());
+    }
+    from_js(context).map_err(|e| js_error("BadInput", &e))
 }
 
 /// The engine, as JS sees it.
@@ -344,13 +353,25 @@ impl WasmEngine {
         #[wasm_bindgen(unchecked_param_type = "WorkspaceContext")] context: JsValue,
         with_workspace: bool,
     ) -> Result<String, JsValue> {
-        let context: crate::prompt::WorkspaceContext =
-            if context.is_undefined() || context.is_null() {
-                Default::default()
-            } else {
-                from_js(&context).map_err(|e| js_error("BadInput", &e))?
-            };
+        let context = workspace_context(&context)?;
         Ok(crate::prompt::assemble_chat(&context, with_workspace))
+    }
+
+    /// The prompt of a model that changes files with edit blocks: the plain chat's prompt with
+    /// the workspace, then the block format (issue 40).
+    #[wasm_bindgen(js_name = assembleEditBlocksPrompt)]
+    pub fn assemble_edit_blocks_prompt(
+        #[wasm_bindgen(unchecked_param_type = "WorkspaceContext")] context: JsValue,
+    ) -> Result<String, JsValue> {
+        let context = workspace_context(&context)?;
+        Ok(crate::prompt::assemble_edit_blocks(&context))
+    }
+
+    /// What an answer proposes (issue 40): `{blocks: [{path, search, replace, complete}],
+    /// shell_commands}`, read as the engine reads it when the user applies one.
+    #[wasm_bindgen(js_name = editBlocks, unchecked_return_type = "Proposals")]
+    pub fn edit_blocks(text: &str) -> Result<JsValue, JsValue> {
+        to_js(&crate::edit_blocks::parse(text))
     }
 
     /// The system prompt: the agent prompt (empty: the default) and the workspace context
@@ -360,12 +381,7 @@ impl WasmEngine {
         agent_prompt: Option<String>,
         #[wasm_bindgen(unchecked_param_type = "WorkspaceContext")] context: JsValue,
     ) -> Result<String, JsValue> {
-        let context: crate::prompt::WorkspaceContext =
-            if context.is_undefined() || context.is_null() {
-                Default::default()
-            } else {
-                from_js(&context).map_err(|e| js_error("BadInput", &e))?
-            };
+        let context = workspace_context(&context)?;
         Ok(crate::prompt::assemble(agent_prompt.as_deref(), &context))
     }
 

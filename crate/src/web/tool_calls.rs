@@ -77,7 +77,12 @@ impl ToolReply {
             .get("content")
             .and_then(Value::as_str)
             .map(str::to_string)
-            .or_else(|| reply.get("error").map(|e| e.to_string()))
+            .or_else(|| {
+                // A refusal: `{error: {kind, message}}` — its sentence.
+                let error = reply.get("error")?;
+                let message = error.get("message").and_then(Value::as_str);
+                Some(message.map_or_else(|| error.to_string(), str::to_string))
+            })
             .unwrap_or_default();
         let failed = !http_ok
             || reply

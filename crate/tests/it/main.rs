@@ -10,10 +10,13 @@ mod support;
 mod conformance;
 mod context;
 #[cfg(not(target_arch = "wasm32"))]
+mod edit_blocks;
+#[cfg(not(target_arch = "wasm32"))]
 mod json_text;
 #[cfg(not(target_arch = "wasm32"))]
 mod literal;
 mod outside;
+mod proposals;
 mod refusals;
 mod render;
 #[cfg(not(target_arch = "wasm32"))]

@@ -158,6 +158,18 @@ fn commands() -> Vec<Command> {
         Command::CancelSubagent {
             child_id: "c~s1".into(),
         },
+        Command::ApplyEditBlock {
+            message_id: "m2".into(),
+            index: 1,
+        },
+        Command::SkipEditBlock {
+            message_id: "m2".into(),
+            index: 0,
+        },
+        Command::RunSuggestedCommand {
+            message_id: "m2".into(),
+            index: 2,
+        },
     ];
     let variant_count = |command: &Command| match command {
         Command::UserMessage { .. }
@@ -179,9 +191,12 @@ fn commands() -> Vec<Command> {
         | Command::ResumeQueue {}
         | Command::InsertMessage { .. }
         | Command::ResumeSubagent { .. }
-        | Command::CancelSubagent { .. } => 1,
+        | Command::CancelSubagent { .. }
+        | Command::ApplyEditBlock { .. }
+        | Command::SkipEditBlock { .. }
+        | Command::RunSuggestedCommand { .. } => 1,
     };
-    assert_eq!(commands.iter().map(variant_count).sum::<usize>(), 20);
+    assert_eq!(commands.iter().map(variant_count).sum::<usize>(), 23);
     commands
 }
 

@@ -315,6 +315,41 @@ fn write_and_edit_files_atomically_with_clear_errors() {
     assert_eq!(names, vec!["a.txt".to_string()], "no temp files left");
 }
 
+/// Issue 40: an edit block's LF text applies to a CRLF file (kept CRLF); a SEARCH that is not
+/// there names the nearest lines; a create-only write never overwrites.
+#[test]
+fn edit_blocks_meet_crlf_files_near_misses_and_existing_files() {
+    let (server, _) = fixture("edit-blocks", false, &[]);
+    let port = server.port;
+    let crlf = "def greet():\r\n    return 'Hello'\r\n\r\nx = 1\r\n";
+    let wrote = tool(port, "write_file", json!({"path": "g.py", "content": crlf}));
+    assert_eq!(wrote.status, 200);
+    let edited = tool(
+        port,
+        "edit_file",
+        json!({"path": "g.py", "old_text": "x = 1\n", "new_text": "x = 2\n"}),
+    );
+    assert_eq!(edited.body["is_error"], false, "{:?}", edited.body);
+    assert_eq!(
+        tool(port, "read_file", json!({"path": "g.py"})).body["content"],
+        "def greet():\r\n    return 'Hello'\r\n\r\nx = 2\r\n"
+    );
+    let near = tool(
+        port,
+        "edit_file",
+        json!({"path": "g.py", "old_text": "def greet():\n    return \"Hello\"\n", "new_text": "no"}),
+    );
+    assert_eq!(kind(&near), "old_text_not_found");
+    let said = near.body["content"].as_str().unwrap_or("").to_string();
+    assert!(said.contains("nearest match is at lines 1–2") && said.contains("return 'Hello'"), "{said}");
+    let again = tool(
+        port,
+        "write_file",
+        json!({"path": "g.py", "content": "new", "if_match": ""}),
+    );
+    assert_eq!(again.body["is_error"], true, "an empty SEARCH never overwrites: {:?}", again.body);
+}
+
 #[test]
 fn a68_concurrent_edits_of_one_file_all_apply() {
     let (server, _) = fixture("concurrent", false, &[]);

@@ -407,11 +407,13 @@ async fn call_tool(
         } else {
             (StatusCode::NOT_FOUND, "unknown_tool")
         };
-        return json_error(
-            status,
-            kind,
-            &format!("no tool `{}` here", name.escape_debug()),
-        );
+        let sentence = match kind {
+            "exec_disabled" => {
+                "run_command is disabled; start `palaver serve --allow-shell` to allow it".into()
+            }
+            _ => format!("no tool `{}` here", name.escape_debug()),
+        };
+        return json_error(status, kind, &sentence);
     }
     let args: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(args) => args,

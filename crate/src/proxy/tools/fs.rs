@@ -316,15 +316,27 @@ pub fn edit_file(ws: &Workspace, capabilities: &ToolCapabilities, args: &Value) 
         }
         Err(reply) => return reply,
     };
+    // A CRLF file edited with LF text (an edit block, a model that normalises line ends).
+    let crlf = |s: &str| s.replace("\r\n", "\n").replace('\n', "\r\n");
+    let (old_text, new_text) = match text.contains(old_text) {
+        false if text.contains("\r\n") && !old_text.contains('\r') => {
+            (crlf(old_text), crlf(new_text))
+        }
+        _ => (old_text.to_string(), new_text.to_string()),
+    };
+    let old_text = old_text.as_str();
     match text.matches(old_text).count() {
         0 => ToolReply::failed(
             "old_text_not_found",
-            format!(
-                "old_text was not found in {}; read the file again and copy the exact text",
-                path.as_str()
-            ),
+            match super::nearest::nearest_match(&text, old_text) {
+                Some(near) => format!("old_text was not found in {}; {near}", path.as_str()),
+                None => format!(
+                    "old_text was not found in {}; read the file again and copy the exact text",
+                    path.as_str()
+                ),
+            },
         ),
-        1 => match atomic_write(ws, &path, text.replacen(old_text, new_text, 1).as_bytes()) {
+        1 => match atomic_write(ws, &path, text.replacen(old_text, &new_text, 1).as_bytes()) {
             Ok(()) => ToolReply::ok(
                 format!("Edited {}", path.as_str()),
                 Some(json!({"path": path.as_str()})),

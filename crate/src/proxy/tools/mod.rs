@@ -3,6 +3,7 @@
 //! kind and an HTTP status (400/403/404), a failed tool a clear message.
 
 mod fetch;
+mod nearest;
 pub(crate) mod fs;
 pub mod repo_map;
 mod search;
