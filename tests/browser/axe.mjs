@@ -8,8 +8,22 @@ import { root, check } from './harness.mjs';
 
 const axeSource = await readFile(join(root, 'tests/browser/node_modules/axe-core/axe.min.js'), 'utf8');
 
+/**
+ * Waits until what a person would see has settled: two frames (a resize or a theme moves the
+ * pointer's hover), then every running transition (a message's actions fade in on hover).
+ */
+async function settle(page) {
+  await page.evaluate(async () => {
+    await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+    // Not an endless one (a spinner): it never finishes.
+    const ending = document.getAnimations().filter((a) => a.effect?.getComputedTiming().endTime !== Infinity);
+    await Promise.all(ending.map((a) => a.finished.catch(() => {})));
+  });
+}
+
 /** The serious and critical violations of the page as it is, one line each; checked empty. */
 export async function audit(page, what) {
+  await settle(page);
   await page.evaluate(axeSource);
   const violations = await page.evaluate(async () => {
     const result = await globalThis.axe.run(document, { resultTypes: ['violations'] });
