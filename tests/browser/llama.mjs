@@ -6,10 +6,13 @@
 //   the server says, and every request carries an answer limit (no more 55 s of junk);
 // - an answer comes, labelled with the model the server says answered;
 // - a plain-chat provider ("chat only") gets no tools and answers a factual question;
+// - with edit blocks (issue 40) the small model is taught the blocks and asked to change a
+//   function: whatever it manages is shown as proposals, and nothing is written without Apply;
 // - a window typed too large is corrected by the server's refusal: the page says so once, keeps
 //   4,096 in Settings, and a message that cannot fit even alone is refused with how much to remove.
 // node tests/browser/llama.mjs   (after build_pkg, ensure_default_model, ensure_llama_server, cargo build)
 import { homedir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createServer, request as httpRequest } from 'node:http';
 import { spawn } from 'node:child_process';
@@ -84,6 +87,8 @@ await new Promise((ok) => front.listen(0, '127.0.0.1', ok));
 const baseUrl = `http://127.0.0.1:${front.address().port}/v1`;
 
 const workspace = await tempDir('palaver-llama-ws-');
+const GREET = 'def greet():\n    return "Hello, world!"\n';
+await writeFile(join(workspace, 'greet.py'), GREET);
 const profile = await tempDir('palaver-llama-');
 const serve = await startServe(workspace);
 const context = await launch(profile);
@@ -150,6 +155,36 @@ try {
   }
   console.log(`SmolLM2-135M on llama-server, 10 factual questions at temperature 0: agent profile ${scores.agent}/10, chat only ${scores['chat only']}/10`);
   check(scores['chat only'] >= scores.agent, `chat only answers at least as well as the agent profile (${scores['chat only']} vs ${scores.agent} of 10)`);
+
+  // Edit blocks: the same small model asked to change a function. What it writes is its own; the
+  // flow is checked — the prompt, the proposals shown, nothing written before Apply, the result.
+  await you.openSettings('provider');
+  await you.check('provider-edit-blocks');
+  await you.click('save-settings');
+  await you.click('new-chat');
+  const sentBefore = asked.length;
+  await you.ask('In greet.py, change the function greet so that it takes a name and greets that name. Answer with an edit block.', 1, 180_000);
+  const taught = asked.slice(sentBefore).find((r) => r.path.endsWith('/chat/completions'))?.body;
+  const taughtPrompt = taught?.messages?.[0]?.content ?? '';
+  check(taught && !taught.tools && taughtPrompt.includes('<<<<<<< SEARCH') && taughtPrompt.includes('greet.py'),
+    `edit blocks: no tools, the prompt teaches the blocks and lists greet.py (${taughtPrompt.length} prompt characters)`);
+  const blocks = page.getByTestId('edit-block');
+  const proposed = await blocks.count();
+  check(await readFile(join(workspace, 'greet.py'), 'utf8') === GREET, `nothing is written before Apply (the model proposed ${proposed} block${proposed === 1 ? '' : 's'})`);
+  const applicable = blocks.filter({ has: page.locator('[data-testid=apply-edit-block]:enabled') });
+  if (await applicable.count()) {
+    await you.click(applicable.first().getByTestId('apply-edit-block'));
+    await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=edit-block-status]')].some((s) => /^(Applied|Not applied)/.test(s.textContent)), null, { timeout: 30_000 }).catch(() => {});
+    const said = await page.getByTestId('edit-block-status').allInnerTexts();
+    const now = await readFile(join(workspace, 'greet.py'), 'utf8');
+    const applied = said.some((s) => s.startsWith('Applied'));
+    check(said.some((s) => /^(Applied|Not applied)/.test(s)) && applied === (now !== GREET), `Apply gives a result a person reads, and the file changed only if it says applied (${said.join(' | ').slice(0, 200)})`);
+  }
+  console.log(`SmolLM2-135M in edit-block mode proposed ${proposed} block(s): ${((await you.answers()).at(-1) ?? '').slice(0, 200).replace(/\n/g, ' ⏎ ')}`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'llama-edit-blocks.png'), fullPage: true });
+  await you.openSettings('provider');
+  await you.check('provider-edit-blocks', false);
+  await you.click('save-settings');
 
   // A window typed too large: the server's refusal corrects it, once, and the page says so.
   await you.openSettings('provider');
