@@ -325,7 +325,7 @@ function fillToolActivity(node, calls, results, statuses, progress = new Map(), 
       decisions.get(call.id)?.source === 'policy' ? el('small', { class: 'decision', testid: 'tool-decision', text: ' (allowed by your tool rule)' }) : null,
       lines?.length ? el('pre', { class: 'progress', testid: 'tool-progress', text: lines.join('\n') }) : null,
       changeReport.statNode(changes.get(call.id)),
-      WRITES.includes(call.function?.name) && status === 'done' ? button('restore-files', 'Restore files to before this', 'restore-files', { 'data-call-id': call.id }) : null,
+      (changes.get(call.id)?.length || (WRITES.includes(call.function?.name) && status === 'done')) ? button('restore-files', 'Restore files to before this', 'restore-files', { 'data-call-id': call.id }) : null,
       result ? resultNode(textOf(result.content)) : null,
       result ? resultImages(result.content) : null);
   });

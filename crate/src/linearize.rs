@@ -211,7 +211,10 @@ fn proposal_results_text(message: &ChatMessage) -> Option<Content> {
     if results.is_empty() || !message.tool_calls().is_empty() {
         return None;
     }
-    let lines: Vec<String> = results.iter().map(|r| format!("- {}", r.sentence())).collect();
+    let lines: Vec<String> = results
+        .iter()
+        .map(|r| format!("- {}", r.sentence()))
+        .collect();
     Some(Content::Text(format!(
         "<event subkind=\"edit_results\" source=\"user\">\n{}\n</event>",
         lines.join("\n")

@@ -12,7 +12,9 @@
 use super::confine::{self, io_error, RelPath, Target};
 use super::tools::fs::{self, READ_LIMIT};
 use super::tools::ToolReply;
+use super::walk::Budget;
 use super::workspace::Workspace;
+use super::workspace_scan::{self, Scan};
 use cap_std::fs::{OpenOptions, OpenOptionsExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -59,6 +61,10 @@ pub struct Pending {
 pub struct Checkpoints {
     dir: PathBuf,
     log: Mutex<()>,
+    /// The last scan of the workspace (`workspace_scan`): the next one reads only what moved.
+    baseline: Mutex<Scan>,
+    /// The objects' total size, counted once and then kept up to date.
+    stored: Mutex<Option<u64>>,
 }
 
 /// What a restore did: files put back, and files left as they are, each with why.
@@ -73,6 +79,8 @@ impl Checkpoints {
         Checkpoints {
             dir,
             log: Mutex::new(()),
+            baseline: Mutex::new(Scan::default()),
+            stored: Mutex::new(None),
         }
     }
 
@@ -133,6 +141,52 @@ impl Checkpoints {
             added,
             removed,
         })
+    }
+
+    /// Before a shell command or an MCP tool runs: the workspace as it is, every file that moved
+    /// since the last scan kept in the store (so the call's changes can be turned back).
+    pub fn scan_before(&self, ws: &Workspace, budget: &Budget) -> Scan {
+        let mut baseline = self.baseline.lock().unwrap_or_else(|p| p.into_inner());
+        let scan = workspace_scan::scan(ws, &baseline, budget, &mut |b| self.keep(b).ok());
+        *baseline = scan.clone();
+        scan
+    }
+
+    /// After the call: logs each file it created, changed or deleted under the chat and call.
+    pub fn record_scan(
+        &self,
+        ws: &Workspace,
+        chat_id: &str,
+        call_id: &str,
+        before: &Scan,
+        budget: &Budget,
+    ) -> Vec<Change> {
+        let after = workspace_scan::scan(ws, before, budget, &mut |b| self.keep(b).ok());
+        let changed = workspace_scan::changes(before, &after);
+        *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = after;
+        let content = |hash: &Option<String>| {
+            hash.as_deref()
+                .and_then(|h| std::fs::read(self.object(h)).ok())
+        };
+        changed
+            .into_iter()
+            .filter_map(|c| {
+                let (added, removed) =
+                    line_stats(content(&c.before).as_deref(), content(&c.after).as_deref());
+                self.append(|id| Change {
+                    id,
+                    chat_id: chat_id.to_string(),
+                    call_id: call_id.to_string(),
+                    path: c.path,
+                    before: c.before,
+                    after: c.after,
+                    restore: false,
+                    added,
+                    removed,
+                })
+                .ok()
+            })
+            .collect()
     }
 
     /// The chat's changes, oldest first.
@@ -233,19 +287,22 @@ impl Checkpoints {
         if path.exists() {
             return Ok(hash);
         }
-        if self.size() + bytes.len() as u64 > STORE_CAP {
+        let mut stored = self.stored.lock().unwrap_or_else(|p| p.into_inner());
+        let size = *stored.get_or_insert_with(|| self.size());
+        if size + bytes.len() as u64 > STORE_CAP {
             return Err(ToolReply::failed(
                 "change_store_full",
                 format!("The store of earlier file contents is full ({} MB): the change was not made, so it can still be undone. Remove old entries from {} and try again.", STORE_CAP / 1024 / 1024, self.dir.display()),
             ));
         }
-        let stored = (|| {
+        let written = (|| {
             std::fs::create_dir_all(self.dir.join("objects"))?;
             let temp = self.dir.join("objects").join(format!(".{hash}.tmp"));
             std::fs::write(&temp, bytes)?;
             std::fs::rename(&temp, &path)
         })();
-        stored.map_err(|e| store_error(&self.dir, &e))?;
+        written.map_err(|e| store_error(&self.dir, &e))?;
+        *stored = Some(size + bytes.len() as u64);
         Ok(hash)
     }
 

@@ -18,6 +18,7 @@ pub mod tools;
 pub mod vault;
 mod walk;
 mod workspace;
+mod workspace_scan;
 
 pub use guard::{APP_CSP, MODEL_WORKER_CSP, MODEL_WORKER_PATH};
 use process_env::protect_environment;

@@ -41,7 +41,10 @@ impl ChatSession {
         if index >= count {
             return invalid(format!("that answer has no {} {}", noun(kind), index + 1));
         }
-        if self.proposals_running.contains(&call_id(message_id, kind, index)) {
+        if self
+            .proposals_running
+            .contains(&call_id(message_id, kind, index))
+        {
             return invalid(format!("{} {} is under way", noun(kind), index + 1));
         }
         let done = message.proposal_results();
@@ -117,7 +120,11 @@ impl ChatSession {
 
     /// True when the result was a proposal's (then kept on its answer).
     fn take_proposal_result(&mut self, tool_call_id: &str, outcome: &ToolOutcome) -> bool {
-        let Some(running) = self.proposals_running.iter().position(|id| id == tool_call_id) else {
+        let Some(running) = self
+            .proposals_running
+            .iter()
+            .position(|id| id == tool_call_id)
+        else {
             return false;
         };
         self.proposals_running.remove(running);

@@ -16,7 +16,11 @@ fn corpus() -> Vec<(String, String, Proposals)> {
         if path.extension().and_then(|e| e.to_str()) != Some("md") {
             continue;
         }
-        let name = path.file_stem().unwrap_or_default().to_string_lossy().to_string();
+        let name = path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
         let answer = fs::read_to_string(&path).expect("an answer");
         let expected = fs::read_to_string(dir.join(format!("{name}.expected.json")))
             .unwrap_or_else(|_| panic!("{name}.expected.json is missing"));

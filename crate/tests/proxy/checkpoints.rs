@@ -218,3 +218,189 @@ fn a_file_replaced_by_a_fifo_before_the_restore_is_skipped_with_a_reason() {
         done.body
     );
 }
+
+fn git(ws: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(ws)
+        .output()
+        .unwrap_or_else(|e| panic!("git: {e}"));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn changes_of(port: u16, chat: &str) -> Vec<Value> {
+    let listed = request(
+        port,
+        "GET",
+        &format!("/api/changes?chat={chat}"),
+        &format!("Authorization: Bearer {TOKEN}\r\n"),
+        "",
+    );
+    listed.body["changes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Issue 39: a shell command's changes — an edit by `sed -i`, a directory removed by `rm -rf`, a
+/// file created, a dirty file put back by `git checkout` — are found by the scans around it (the
+/// command streamed as the page runs it), listed under its call and restored, in a real git
+/// repository whose HEAD, index and branches stay as they were.
+#[test]
+fn a_shell_commands_changes_in_a_git_repository_are_recorded_and_restored() {
+    let dir = temp_dir("scan-git");
+    let store = dir.0.join("store");
+    let ws = dir.0.join("ws");
+    std::fs::create_dir_all(ws.join("dir")).unwrap_or_default();
+    std::fs::write(ws.join("a.txt"), "one\ntwo\n").unwrap_or_default();
+    std::fs::write(ws.join("b.txt"), "committed\n").unwrap_or_default();
+    std::fs::write(ws.join("dir/x.txt"), "x\n").unwrap_or_default();
+    std::fs::write(ws.join(".gitignore"), "build/\n").unwrap_or_default();
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-qm", "start"]);
+    std::fs::write(ws.join("b.txt"), "dirty, not committed\n").unwrap_or_default();
+    let head = git(&ws, &["rev-parse", "HEAD"]);
+    // What the index holds (git's own commands refresh its stat cache, so not its bytes).
+    let index = git(&ws, &["ls-files", "--stage"]);
+    let branches = git(&ws, &["branch", "--list"]);
+    let status = git(&ws, &["status", "--porcelain"]);
+    let config = palaver::proxy::ServeConfig {
+        checkpoints: Some(store),
+        ..config_for(&dir, true)
+    };
+    let server = start_with(config, dir);
+    let port = server.port;
+    let script = "sed -i s/one/uno/ a.txt && rm -rf dir && echo made > made.txt && mkdir -p build && echo ignored > build/out.o && git checkout -q -- b.txt";
+    let headers = format!("Authorization: Bearer {TOKEN}\r\nAccept: application/x-ndjson\r\nx-palaver-chat: c1\r\nx-palaver-call: call_sh\r\n");
+    let ran = request(
+        port,
+        "POST",
+        "/api/tools/run_command",
+        &headers,
+        &json!({"argv": ["sh", "-c", script]}).to_string(),
+    );
+    assert_eq!(ran.status, 200, "{}", ran.head);
+    let read = |path: &str| std::fs::read_to_string(ws.join(path)).ok();
+    assert_eq!(
+        read("a.txt").as_deref(),
+        Some("uno\ntwo\n"),
+        "the command ran"
+    );
+
+    let changes = changes_of(port, "c1");
+    let mut seen: Vec<(String, bool, bool)> = changes
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap_or("").to_string(),
+                c["before"].is_string(),
+                c["after"].is_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            ("a.txt".into(), true, true),
+            ("b.txt".into(), true, true),
+            ("dir/x.txt".into(), true, false),
+            ("made.txt".into(), false, true),
+        ],
+        "created, changed and deleted files are recorded; ignored ones are not: {changes:?}"
+    );
+    assert!(changes.iter().all(|c| c["call_id"] == "call_sh"));
+    let a = changes
+        .iter()
+        .find(|c| c["path"] == "a.txt")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (a["added"].as_u64(), a["removed"].as_u64()),
+        (Some(1), Some(1)),
+        "{a}"
+    );
+
+    let restored = restore(port, "c1", "call_sh", false);
+    let mut back: Vec<String> = restored.body["restored"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.as_str().map(str::to_string))
+        .collect();
+    back.sort();
+    assert_eq!(
+        back,
+        ["a.txt", "b.txt", "dir/x.txt", "made.txt"],
+        "{:?}",
+        restored.body
+    );
+    assert_eq!(read("a.txt").as_deref(), Some("one\ntwo\n"));
+    assert_eq!(
+        read("b.txt").as_deref(),
+        Some("dirty, not committed\n"),
+        "the person's uncommitted work is back"
+    );
+    assert_eq!(read("dir/x.txt").as_deref(), Some("x\n"));
+    assert_eq!(read("made.txt"), None, "a file the command made is removed");
+    assert_eq!(git(&ws, &["rev-parse", "HEAD"]), head, "HEAD untouched");
+    assert_eq!(
+        git(&ws, &["ls-files", "--stage"]),
+        index,
+        "the index holds what it held"
+    );
+    assert_eq!(
+        git(&ws, &["branch", "--list"]),
+        branches,
+        "branches untouched"
+    );
+    assert_eq!(
+        git(&ws, &["status", "--porcelain"]).replace("?? build/\n", ""),
+        status,
+        "git sees the tree as before the command"
+    );
+}
+
+/// A command that changes nothing records nothing, and a second scan reads only what moved.
+#[test]
+fn a_command_that_changes_nothing_records_nothing() {
+    let dir = temp_dir("scan-still");
+    let store = dir.0.join("store");
+    std::fs::write(dir.0.join("ws/a.txt"), "one\n").unwrap_or_default();
+    let config = palaver::proxy::ServeConfig {
+        checkpoints: Some(store),
+        ..config_for(&dir, true)
+    };
+    let server = start_with(config, dir);
+    let ran = named_tool(
+        server.port,
+        "c1",
+        "call_ls",
+        "run_command",
+        json!({"argv": ["ls"]}),
+    );
+    assert_eq!(ran.body["is_error"], false, "{:?}", ran.body);
+    assert!(changes_of(server.port, "c1").is_empty());
+    let touched = named_tool(
+        server.port,
+        "c1",
+        "call_touch",
+        "run_command",
+        json!({"argv": ["touch", "a.txt"]}),
+    );
+    assert_eq!(touched.body["is_error"], false, "{:?}", touched.body);
+    assert!(
+        changes_of(server.port, "c1").is_empty(),
+        "a new time with the same content is no change"
+    );
+}

@@ -742,3 +742,60 @@ fn palaver_mcp_serves_the_workspace_tools_over_stdio() {
         "a tool it does not offer is a protocol error: {unknown}"
     );
 }
+
+/// Issue 39: an MCP server from npm that writes in the workspace (the reference filesystem
+/// server, rooted there): its write is found by the scans around the call, listed under the
+/// chat's call, and restored.
+#[test]
+fn an_mcp_servers_writes_are_recorded_and_restored() {
+    let probe = temp_dir("mcp-writes-probe");
+    let root = probe.0.clone();
+    std::mem::forget(probe);
+    let ws = root.join("ws");
+    std::fs::write(ws.join("notes.txt"), "before\n").unwrap_or_default();
+    let config = root.join("mcp.json");
+    let servers = json!({"files": {"command": "node", "args": [npm_server("server-filesystem"), ws.display().to_string()]}});
+    std::fs::write(&config, json!({"mcpServers": servers}).to_string()).unwrap_or_default();
+    let data = root.join("data").display().to_string();
+    let (child, port) = super::support::serve_binary(
+        &root,
+        &["--mcp", &config.display().to_string()],
+        &[("XDG_DATA_HOME", &data)],
+    );
+    let served = Served { child, port, root };
+    assert_eq!(wait_state(port, "files", &["ready"], 60)["state"], "ready");
+    let body = json!({"path": ws.join("notes.txt").display().to_string(), "content": "written by the server\n"}).to_string();
+    let text = format!(
+        "POST /api/tools/mcp__files__write_file HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nAccept: application/x-ndjson\r\nx-palaver-chat: c1\r\nx-palaver-call: call_mcp\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = raw(port, &text);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap_or_default(),
+        "written by the server\n"
+    );
+    let listed = get_json(port, "/api/changes?chat=c1");
+    let paths: Vec<&str> = listed["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["path"].as_str())
+        .collect();
+    assert_eq!(paths, ["notes.txt"], "{listed}");
+    let restored = post(
+        port,
+        "/api/changes/restore",
+        json!({"chat_id": "c1", "call_id": "call_mcp"}),
+    );
+    assert_eq!(
+        restored.body["restored"],
+        json!(["notes.txt"]),
+        "{:?}",
+        restored.body
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap_or_default(),
+        "before\n"
+    );
+    drop(served);
+}

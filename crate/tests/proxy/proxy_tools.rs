@@ -341,13 +341,20 @@ fn edit_blocks_meet_crlf_files_near_misses_and_existing_files() {
     );
     assert_eq!(kind(&near), "old_text_not_found");
     let said = near.body["content"].as_str().unwrap_or("").to_string();
-    assert!(said.contains("nearest match is at lines 1–2") && said.contains("return 'Hello'"), "{said}");
+    assert!(
+        said.contains("nearest match is at lines 1–2") && said.contains("return 'Hello'"),
+        "{said}"
+    );
     let again = tool(
         port,
         "write_file",
         json!({"path": "g.py", "content": "new", "if_match": ""}),
     );
-    assert_eq!(again.body["is_error"], true, "an empty SEARCH never overwrites: {:?}", again.body);
+    assert_eq!(
+        again.body["is_error"], true,
+        "an empty SEARCH never overwrites: {:?}",
+        again.body
+    );
 }
 
 #[test]

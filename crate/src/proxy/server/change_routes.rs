@@ -47,6 +47,84 @@ pub(super) fn record_after(api: &Api, pending: Option<Pending>, succeeded: bool)
     }
 }
 
+/// A `run_command` or MCP call being recorded: its chat, its call, the workspace before it.
+pub(super) struct Scanning {
+    chat: String,
+    call: String,
+    before: crate::proxy::workspace_scan::Scan,
+}
+
+/// Before `run_command` or an MCP tool that names its chat and call: the workspace scanned, what
+/// moved since the last scan kept (issue 39). `None` when the call is not recorded.
+pub(super) async fn scan_before(
+    api: &Api,
+    name: &str,
+    headers: &axum::http::HeaderMap,
+) -> Option<Scanning> {
+    if name != "run_command" && !name.starts_with(MCP_PREFIX) {
+        return None;
+    }
+    let store = api.checkpoints.clone()?;
+    let named = |key: &str| {
+        let value = headers.get(key)?.to_str().ok()?;
+        (!value.is_empty()).then(|| value.to_string())
+    };
+    let (chat, call) = (named("x-palaver-chat")?, named("x-palaver-call")?);
+    let workspace = api.tools.workspace.clone();
+    let budget = scan_budget(&api.tools);
+    let before = tokio::task::spawn_blocking(move || store.scan_before(&workspace, &budget))
+        .await
+        .ok()?;
+    Some(Scanning { chat, call, before })
+}
+
+/// After the call: what it created, changed and deleted, logged under its chat and call.
+pub(super) async fn scan_after(api: &Api, scanning: Option<Scanning>) {
+    let (Some(store), Some(scanning)) = (api.checkpoints.clone(), scanning) else {
+        return;
+    };
+    let workspace = api.tools.workspace.clone();
+    let budget = scan_budget(&api.tools);
+    let _ = tokio::task::spawn_blocking(move || {
+        let Scanning { chat, call, before } = scanning;
+        store.record_scan(&workspace, &chat, &call, &before, &budget)
+    })
+    .await;
+}
+
+/// A streamed call's lines, with its last line (the result) held until the call's changes are
+/// logged: the page asks for them when it sees the result.
+pub(super) fn recorded_lines(
+    api: Arc<Api>,
+    scanning: Option<Scanning>,
+    mut receiver: tokio::sync::mpsc::Receiver<String>,
+) -> tokio::sync::mpsc::Receiver<String> {
+    if scanning.is_none() {
+        return receiver;
+    }
+    let (lines, out) = tokio::sync::mpsc::channel::<String>(64);
+    tokio::spawn(async move {
+        let mut held: Option<String> = None;
+        while let Some(line) = receiver.recv().await {
+            if let Some(previous) = held.replace(line) {
+                if lines.send(previous).await.is_err() {
+                    return; // the page went away; the call is cancelled
+                }
+            }
+        }
+        scan_after(&api, scanning).await;
+        if let Some(last) = held {
+            let _ = lines.send(last).await;
+        }
+    });
+    out
+}
+
+fn scan_budget(tools: &Tools) -> crate::proxy::walk::Budget {
+    let deadline = std::time::Instant::now() + tools.capabilities.walk_deadline;
+    crate::proxy::walk::Budget::new(deadline, Default::default())
+}
+
 #[derive(serde::Deserialize)]
 pub(super) struct ChatQuery {
     chat: String,

@@ -6,8 +6,14 @@ use super::*;
 
 /// An MCP tool call as NDJSON: its progress notifications as `line`s (stream `progress`), then
 /// the `result`. When the page goes away the call is dropped, which cancels it at the server.
-pub(super) fn stream_mcp(api: Arc<Api>, name: String, args: serde_json::Value) -> Response {
+pub(super) fn stream_mcp(
+    api: Arc<Api>,
+    name: String,
+    args: serde_json::Value,
+    scanning: Option<Scanning>,
+) -> Response {
     let (lines, receiver) = tokio::sync::mpsc::channel::<String>(64);
+    let receiver = recorded_lines(api.clone(), scanning, receiver);
     tokio::spawn(async move {
         let (progress, mut updates) = tokio::sync::mpsc::channel::<String>(64);
         let call = api.mcp.call(&name, args, Some(progress));

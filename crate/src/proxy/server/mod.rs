@@ -429,11 +429,12 @@ async fn call_tool(
         .get(axum::http::header::ACCEPT)
         .and_then(|a| a.to_str().ok())
         .is_some_and(|a| a.contains("application/x-ndjson"));
+    let scanning = scan_before(&api, &name, &headers).await;
     if wants_lines && is_mcp && args.is_object() {
-        return stream_mcp(api, name, args);
+        return stream_mcp(api, name, args, scanning);
     }
     if wants_lines && name == "run_command" && args.is_object() {
-        return stream_lines(&api.tools, &args);
+        return stream_lines(api, &args, scanning);
     }
     let recording = match record_before(&api, &name, &headers, &args) {
         Ok(recording) => recording,
@@ -445,12 +446,14 @@ async fn call_tool(
         tools::call(&api.tools, &name, args).await
     };
     record_after(&api, recording, !reply.is_error);
+    scan_after(&api, scanning).await;
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, Json(reply.body())).into_response()
 }
 
 /// `run_command` output as NDJSON while the program runs (`Accept: application/x-ndjson`).
-fn stream_lines(tools: &Tools, args: &serde_json::Value) -> Response {
+fn stream_lines(api: Arc<Api>, args: &serde_json::Value, scanning: Option<Scanning>) -> Response {
+    let tools = &api.tools;
     let receiver = match tools::run_streaming(&tools.workspace, &tools.capabilities, args) {
         Ok(receiver) => receiver,
         Err(reply) => {
@@ -459,7 +462,7 @@ fn stream_lines(tools: &Tools, args: &serde_json::Value) -> Response {
             return (status, Json(reply.body())).into_response();
         }
     };
-    ndjson(receiver)
+    ndjson(recorded_lines(api.clone(), scanning, receiver))
 }
 
 fn ndjson(receiver: tokio::sync::mpsc::Receiver<String>) -> Response {

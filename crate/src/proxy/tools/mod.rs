@@ -3,8 +3,8 @@
 //! kind and an HTTP status (400/403/404), a failed tool a clear message.
 
 mod fetch;
-mod nearest;
 pub(crate) mod fs;
+mod nearest;
 pub mod repo_map;
 mod search;
 mod shell;

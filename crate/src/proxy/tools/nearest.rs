@@ -17,10 +17,15 @@ pub fn nearest_match(text: &str, sought: &str) -> Option<String> {
     }
     let (start, likeness) = (0..=lines.len() - n)
         .map(|start| {
-            let total: f64 = (0..n).map(|j| line_likeness(lines[start + j], wanted[j])).sum();
+            let total: f64 = (0..n)
+                .map(|j| line_likeness(lines[start + j], wanted[j]))
+                .sum();
             (start, total / n as f64)
         })
-        .fold((0, 0.0), |best, next| if next.1 > best.1 { next } else { best });
+        .fold(
+            (0, 0.0),
+            |best, next| if next.1 > best.1 { next } else { best },
+        );
     if likeness < LEAST_LIKENESS {
         return None;
     }
@@ -67,7 +72,10 @@ mod tests {
         let file = "a = 1\ndef greet():\n    return 'Hello'\n\nb = 2\n";
         let found = nearest_match(file, "def greet():\n    return \"Hello\"\n");
         let found = found.unwrap_or_default();
-        assert!(found.starts_with("the nearest match is at lines 2–3"), "{found}");
+        assert!(
+            found.starts_with("the nearest match is at lines 2–3"),
+            "{found}"
+        );
         assert!(found.contains("return 'Hello'"), "{found}");
         assert_eq!(nearest_match(file, "completely\nunrelated text here"), None);
     }

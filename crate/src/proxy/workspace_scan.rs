@@ -1,0 +1,140 @@
+//! What a shell command or an MCP tool changed in the workspace (issue 39). Neither says which
+//! files it touches, so around each call the workspace is scanned: every file the walker sees
+//! (ignore files honoured, `.git` and `.palaver` skipped, symlinks not followed) with its size
+//! and modification time. Only a file whose size or time moved since the last scan is read and
+//! hashed — and its content kept in the change store before the call runs, so the call's change
+//! can be turned back. Comparing the scans before and after the call gives the files it created,
+//! changed and deleted.
+
+use super::confine::RelPath;
+use super::walk::{self, Budget, Kind, WalkOptions};
+use super::workspace::Workspace;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::time::SystemTime;
+
+/// Files a scan looks at; past it the scan stops (a workspace that large is recorded in part).
+pub const SCAN_FILES_CAP: usize = 100_000;
+/// Files larger than this are not kept (the store's per-file limit, as for `write_file`).
+pub const KEPT_FILE_CAP: u64 = super::tools::fs::READ_LIMIT;
+
+/// One file as a scan saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    pub size: u64,
+    pub modified: Option<SystemTime>,
+    /// The content's SHA-256 as kept in the store; `None` when it could not be kept (too large,
+    /// unreadable): such a file's changes are reported, not recorded.
+    pub hash: Option<String>,
+}
+
+/// The workspace at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scan {
+    pub files: BTreeMap<String, Seen>,
+    /// The scan stopped early (deadline, cap): files past it were not seen.
+    pub partial: bool,
+}
+
+/// One file a call changed: its content hash before and after (`None`: it did not exist).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changed {
+    pub path: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// Scans the workspace; files whose size and time match `previous` keep their hash, the others
+/// are read and handed to `keep` (which stores them and returns their hash).
+pub fn scan(
+    ws: &Workspace,
+    previous: &Scan,
+    budget: &Budget,
+    keep: &mut dyn FnMut(&[u8]) -> Option<String>,
+) -> Scan {
+    let options = WalkOptions {
+        overrides: None,
+        max_depth: None,
+        sorted: false,
+    };
+    let mut out = Scan::default();
+    let stop = walk::walk(ws.dir(), &RelPath::root(), &options, budget, &mut |entry| {
+        if entry.kind != Kind::File {
+            return true;
+        }
+        if out.files.len() >= SCAN_FILES_CAP {
+            out.partial = true;
+            return false;
+        }
+        let Ok(meta) = entry.parent.symlink_metadata(&entry.name) else {
+            return true;
+        };
+        let modified = meta.modified().ok().map(|t| t.into_std());
+        let (size, path) = (meta.len(), entry.path);
+        let hash = match previous.files.get(&path) {
+            Some(seen) if seen.size == size && seen.modified == modified && modified.is_some() => {
+                seen.hash.clone()
+            }
+            _ if size > KEPT_FILE_CAP => None,
+            _ => read(&entry.parent, &entry.name).and_then(|bytes| keep(&bytes)),
+        };
+        out.files.insert(
+            path,
+            Seen {
+                size,
+                modified,
+                hash,
+            },
+        );
+        true
+    });
+    out.partial |= !matches!(stop, Ok(None));
+    out
+}
+
+/// The files that differ between two scans, by content. A file that could not be kept on one
+/// side is left out (its earlier content is unknown, so a restore could not put it back).
+pub fn changes(before: &Scan, after: &Scan) -> Vec<Changed> {
+    let mut out = Vec::new();
+    for (path, seen) in &after.files {
+        let was = before.files.get(path);
+        let (old, new) = (was.map(|w| w.hash.clone()), seen.hash.clone());
+        match (old, new) {
+            (Some(old), new) if old == new => {}
+            (Some(Some(old)), Some(new)) => out.push(changed(path, Some(old), Some(new))),
+            (None, Some(new)) if !before.partial => out.push(changed(path, None, Some(new))),
+            _ => {}
+        }
+    }
+    if !after.partial {
+        for (path, seen) in &before.files {
+            if let (false, Some(old)) = (after.files.contains_key(path), &seen.hash) {
+                out.push(changed(path, Some(old.clone()), None));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+fn changed(path: &str, before: Option<String>, after: Option<String>) -> Changed {
+    Changed {
+        path: path.to_string(),
+        before,
+        after,
+    }
+}
+
+/// A regular file's bytes, opened without following a symlink and without blocking on a FIFO.
+fn read(dir: &cap_std::fs::Dir, name: &str) -> Option<Vec<u8>> {
+    let file = walk::open_file_nofollow(dir, name).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.into_std()
+        .take(KEPT_FILE_CAP + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (bytes.len() as u64 <= KEPT_FILE_CAP).then_some(bytes)
+}
