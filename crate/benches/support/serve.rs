@@ -7,8 +7,22 @@ use std::time::Duration;
 
 pub const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
+#[allow(dead_code)] // the scan bench starts a recording one
 pub fn start(root: &Path, reaper: Option<std::path::PathBuf>) -> u16 {
-    let config = ServeConfig {
+    start_with(config(root, reaper))
+}
+
+/// The same with `run_command` allowed and every change recorded in `root/store` (issue 39).
+#[allow(dead_code)] // not every bench records
+pub fn start_recording(root: &Path, reaper: Option<std::path::PathBuf>) -> u16 {
+    let mut config = config(root, reaper);
+    config.allow_shell = true;
+    config.checkpoints = Some(root.join("store"));
+    start_with(config)
+}
+
+fn config(root: &Path, reaper: Option<std::path::PathBuf>) -> ServeConfig {
+    ServeConfig {
         www: root.join("www"),
         pkg: root.join("pkg"),
         models: None,
@@ -22,7 +36,10 @@ pub fn start(root: &Path, reaper: Option<std::path::PathBuf>) -> u16 {
         token: TOKEN.into(),
         vault: None,
         checkpoints: None,
-    };
+    }
+}
+
+fn start_with(config: ServeConfig) -> u16 {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -147,7 +147,7 @@ impl Checkpoints {
     /// since the last scan kept in the store (so the call's changes can be turned back).
     pub fn scan_before(&self, ws: &Workspace, budget: &Budget) -> Scan {
         let mut baseline = self.baseline.lock().unwrap_or_else(|p| p.into_inner());
-        let scan = workspace_scan::scan(ws, &baseline, budget, &mut |b| self.keep(b).ok());
+        let scan = workspace_scan::scan(ws, &baseline, budget, &|b| self.keep(b).ok());
         *baseline = scan.clone();
         scan
     }
@@ -161,7 +161,7 @@ impl Checkpoints {
         before: &Scan,
         budget: &Budget,
     ) -> Vec<Change> {
-        let after = workspace_scan::scan(ws, before, budget, &mut |b| self.keep(b).ok());
+        let after = workspace_scan::scan(ws, before, budget, &|b| self.keep(b).ok());
         let changed = workspace_scan::changes(before, &after);
         *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = after;
         let content = |hash: &Option<String>| {

@@ -6,11 +6,12 @@
 //! can be turned back. Comparing the scans before and after the call gives the files it created,
 //! changed and deleted.
 
-use super::confine::RelPath;
+use super::confine::{self, RelPath, Target};
 use super::walk::{self, Budget, Kind, WalkOptions};
 use super::workspace::Workspace;
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 /// Files a scan looks at; past it the scan stops (a workspace that large is recorded in part).
@@ -45,51 +46,102 @@ pub struct Changed {
 }
 
 /// Scans the workspace; files whose size and time match `previous` keep their hash, the others
-/// are read and handed to `keep` (which stores them and returns their hash).
+/// are read and handed to `keep` (which stores them and returns their hash). The root's folders
+/// are walked on as many threads as there are cores (as `git status` reads its index).
 pub fn scan(
     ws: &Workspace,
     previous: &Scan,
     budget: &Budget,
-    keep: &mut dyn FnMut(&[u8]) -> Option<String>,
+    keep: &(dyn Fn(&[u8]) -> Option<String> + Sync),
 ) -> Scan {
-    let options = WalkOptions {
+    let seen = AtomicUsize::new(0);
+    let mut out = Scan::default();
+    let mut folders = Vec::new();
+    let top = WalkOptions {
         overrides: None,
-        max_depth: None,
+        max_depth: Some(1),
         sorted: false,
     };
-    let mut out = Scan::default();
-    let stop = walk::walk(ws.dir(), &RelPath::root(), &options, budget, &mut |entry| {
-        if entry.kind != Kind::File {
-            return true;
+    let root = RelPath::root();
+    let stop = walk::walk(ws.dir(), &root, &top, budget, &mut |entry| {
+        if entry.kind == Kind::Dir {
+            folders.push(entry.path.clone());
         }
-        if out.files.len() >= SCAN_FILES_CAP {
-            out.partial = true;
-            return false;
-        }
-        let Ok(meta) = entry.parent.symlink_metadata(&entry.name) else {
-            return true;
-        };
-        let modified = meta.modified().ok().map(|t| t.into_std());
-        let (size, path) = (meta.len(), entry.path);
-        let hash = match previous.files.get(&path) {
-            Some(seen) if seen.size == size && seen.modified == modified && modified.is_some() => {
-                seen.hash.clone()
-            }
-            _ if size > KEPT_FILE_CAP => None,
-            _ => read(&entry.parent, &entry.name).and_then(|bytes| keep(&bytes)),
-        };
-        out.files.insert(
-            path,
-            Seen {
-                size,
-                modified,
-                hash,
-            },
-        );
-        true
+        look(entry, previous, keep, &seen, &mut out)
     });
     out.partial |= !matches!(stop, Ok(None));
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    let parts: Vec<Scan> = std::thread::scope(|scope| {
+        let walkers: Vec<_> = (0..threads)
+            .map(|t| {
+                let mine: Vec<&String> = folders.iter().skip(t).step_by(threads).collect();
+                let seen = &seen;
+                scope.spawn(move || {
+                    let mut part = Scan::default();
+                    let all = WalkOptions {
+                        overrides: None,
+                        max_depth: None,
+                        sorted: false,
+                    };
+                    for folder in mine {
+                        let Ok(start) = confine::check(folder, Target::RootAllowed) else {
+                            continue;
+                        };
+                        let stop = walk::walk(ws.dir(), &start, &all, budget, &mut |entry| {
+                            look(entry, previous, keep, seen, &mut part)
+                        });
+                        part.partial |= !matches!(stop, Ok(None));
+                    }
+                    part
+                })
+            })
+            .collect();
+        walkers.into_iter().filter_map(|w| w.join().ok()).collect()
+    });
+    for part in parts {
+        out.partial |= part.partial;
+        out.files.extend(part.files);
+    }
     out
+}
+
+/// One walked entry: a regular file is looked at (read only when it moved); `false` stops the
+/// walk at the cap.
+fn look(
+    entry: walk::Entry,
+    previous: &Scan,
+    keep: &(dyn Fn(&[u8]) -> Option<String> + Sync),
+    seen: &AtomicUsize,
+    out: &mut Scan,
+) -> bool {
+    if entry.kind != Kind::File {
+        return true;
+    }
+    if seen.fetch_add(1, Ordering::Relaxed) >= SCAN_FILES_CAP {
+        out.partial = true;
+        return false;
+    }
+    let Ok(meta) = entry.parent.symlink_metadata(&entry.name) else {
+        return true;
+    };
+    let modified = meta.modified().ok().map(|t| t.into_std());
+    let (size, path) = (meta.len(), entry.path);
+    let hash = match previous.files.get(&path) {
+        Some(was) if was.size == size && was.modified == modified && modified.is_some() => {
+            was.hash.clone()
+        }
+        _ if size > KEPT_FILE_CAP => None,
+        _ => read(&entry.parent, &entry.name).and_then(|bytes| keep(&bytes)),
+    };
+    out.files.insert(
+        path,
+        Seen {
+            size,
+            modified,
+            hash,
+        },
+    );
+    true
 }
 
 /// The files that differ between two scans, by content. A file that could not be kept on one
