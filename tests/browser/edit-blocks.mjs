@@ -114,10 +114,17 @@ try {
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'edit-blocks-results.png'), fullPage: true });
   await inThemes(page, 'edit blocks with their results', 'proposals');
 
+  // The applied block is a recorded write: it can be turned back from its card.
+  page.once('dialog', (dialog) => dialog.accept());
+  await you.click(blocks.nth(0).getByTestId('restore-files'));
+  await page.getByTestId('status').filter({ hasText: /Restored to before this change/ }).waitFor({ timeout: 10_000 }).catch(() => {});
+  check(await readFile(join(workspace, 'greet.py'), 'utf8') === GREET && /Restored to before this change: greet\.py/.test(await you.read('status')),
+    `an applied block's "Restore files to before this" puts the file back (${await you.read('status')})`);
+
   await you.ask('Thanks', 2);
   const [, second] = await double.log('edit-blocks');
   const sent = JSON.stringify(second?.body?.messages ?? []);
-  check(/edit_results/.test(sent) && /Edit block 1 \(greet\.py\): applied/.test(sent) && /Edit block 2 \(greet\.py\): failed/.test(sent)
+  check(/files_restored/.test(sent) && /edit_results/.test(sent) && /Edit block 1 \(greet\.py\): applied/.test(sent) && /Edit block 2 \(greet\.py\): failed/.test(sent)
     && /Edit block 3 \(docs\/HELLO\.md\): skipped by the user/.test(sent) && /Command `python3 greet.py`: ran/.test(sent),
   `the next request tells the model what became of each block and command (${sent.match(/Edit block 1[^\\]*/)?.[0] ?? 'not in the request'})`);
 

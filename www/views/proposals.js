@@ -55,7 +55,7 @@ function blockNode(block, index, result) {
     el('pre', { class: 'diff', tabIndex: 0, 'aria-label': `Proposed change to ${path}` },
       ...lines.map(([kind, line]) => el('span', { class: kind, text: `${line}\n` }))),
     el('p', { class: 'edit-block-status', testid: 'edit-block-status', role: 'status', text: statusText(block, result) }),
-    el('span', { class: 'edit-block-actions', role: 'group', 'aria-label': `Edit ${index + 1}` }, apply, skip));
+    el('span', { class: 'edit-block-actions', role: 'group', 'aria-label': `Edit ${index + 1}` }, apply, skip, restoreButton(result)));
 }
 
 function commandNode(command, index, result) {
@@ -64,6 +64,12 @@ function commandNode(command, index, result) {
     el('code', { text: command }),
     button('run-suggested-command', result ? 'Run again' : 'Run', 'run-suggested-command', { ...data, title: `Run “${command}” in the workspace` }),
     result ? el('pre', { class: 'command-output', testid: 'command-output', text: `${result.status === 'passed' ? 'Ran' : 'Failed'}${result.detail ? `:\n${result.detail}` : '.'}` }) : '');
+}
+
+/** Turning back an applied block (palaver serve recorded the write under its call). */
+function restoreButton(result) {
+  if (result?.status !== 'passed' || !result.call_id) return '';
+  return button('restore-files', 'Restore files to before this', 'restore-files', { 'data-call-id': result.call_id });
 }
 
 /** One sentence for a block: proposed, applied, skipped, or why it failed. */

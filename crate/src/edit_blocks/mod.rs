@@ -79,6 +79,10 @@ pub struct ProposalResult {
     /// Why it failed (the server's sentence, the nearest match), or what a command printed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
+    /// The workspace call that performed it: `palaver serve` records its changes under this id,
+    /// so "Restore files to before this" can turn them back.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub call_id: String,
 }
 
 impl ProposalResult {

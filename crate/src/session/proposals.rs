@@ -85,6 +85,7 @@ impl ChatSession {
             status,
             label: label.clone(),
             detail: detail.to_string(),
+            call_id: String::new(),
         };
         match call {
             None => self.keep_result(at, result(ProposalStatus::Skipped, "")),
@@ -155,6 +156,7 @@ impl ChatSession {
             status,
             label,
             detail,
+            call_id: tool_call_id.to_string(),
         };
         self.keep_result(at, result);
         true
