@@ -24,7 +24,9 @@ mod native {
             let dir = root.join(format!("ws/dir{d:03}"));
             std::fs::create_dir_all(&dir).unwrap_or_default();
             for f in 0..100 {
-                let text: String = (0..30).map(|l| format!("line {l} of file {d}/{f}\n")).collect();
+                let text: String = (0..30)
+                    .map(|l| format!("line {l} of file {d}/{f}\n"))
+                    .collect();
                 std::fs::write(dir.join(format!("file{f:03}.txt")), text).unwrap_or_default();
             }
         }
@@ -33,13 +35,25 @@ mod native {
         let ws = root.join("ws");
         git(&ws, &["init", "-q"]);
         git(&ws, &["add", "-A"]);
-        git(&ws, &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "start"]);
+        git(
+            &ws,
+            &[
+                "-c",
+                "user.name=b",
+                "-c",
+                "user.email=b@b",
+                "commit",
+                "-qm",
+                "start",
+            ],
+        );
         root
     }
 
     fn git(ws: &Path, args: &[&str]) -> String {
         let out = Command::new("git").args(args).current_dir(ws).output();
-        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
     }
 
     /// `run_command` with `argv`; recorded (chat and call named) or not.
@@ -53,7 +67,11 @@ mod native {
         let _ = stream.write_all(request.as_bytes());
         let mut response = Vec::new();
         let _ = stream.read_to_end(&mut response);
-        assert!(response.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&response));
+        assert!(
+            response.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&response)
+        );
     }
 
     fn measure(runs: usize, mut f: impl FnMut(usize)) -> (f64, f64) {
@@ -70,7 +88,8 @@ mod native {
         (ms(at(0.5)), ms(at(0.99)))
     }
 
-    const TEN_FILES: &str = "for i in 0 1 2 3 4 5 6 7 8 9; do echo \"$1\" >> dir0$i$i/file00$i.txt; done";
+    const TEN_FILES: &str =
+        "for i in 0 1 2 3 4 5 6 7 8 9; do echo \"$1\" >> dir0$i$i/file00$i.txt; done";
 
     fn changes(port: u16) -> usize {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
@@ -87,9 +106,13 @@ mod native {
         let port = start_recording(&root, Some(env!("CARGO_BIN_EXE_palaver").into()));
         let cold = Instant::now();
         command(port, &["true"], Some("cold"));
-        println!("first recorded command (every file read and kept once): {:.0} ms", ms(cold.elapsed()));
+        println!(
+            "first recorded command (every file read and kept once): {:.0} ms",
+            ms(cold.elapsed())
+        );
         let (bare50, bare99) = measure(30, |_| command(port, &["true"], None));
-        let (still50, still99) = measure(30, |i| command(port, &["true"], Some(&format!("still{i}"))));
+        let (still50, still99) =
+            measure(30, |i| command(port, &["true"], Some(&format!("still{i}"))));
         let (git50, git99) = measure(30, |_| {
             git(&ws, &["status", "--porcelain"]);
         });
@@ -98,21 +121,43 @@ mod native {
         println!("git status --porcelain, nothing changed: p50 {git50:.1} ms, p99 {git99:.1} ms; scans/git status {:.2}", (still50 - bare50) / git50);
         let before = changes(port);
         let (ten50, ten99) = measure(30, |i| {
-            command(port, &["sh", "-c", TEN_FILES, "sh", &format!("turn {i}")], Some(&format!("ten{i}")));
+            command(
+                port,
+                &["sh", "-c", TEN_FILES, "sh", &format!("turn {i}")],
+                Some(&format!("ten{i}")),
+            );
         });
-        let (bare_ten50, _) = measure(30, |i| command(port, &["sh", "-c", TEN_FILES, "sh", &format!("bare {i}")], None));
+        let (bare_ten50, _) = measure(30, |i| {
+            command(
+                port,
+                &["sh", "-c", TEN_FILES, "sh", &format!("bare {i}")],
+                None,
+            )
+        });
         let (git_ten50, git_ten99) = measure(30, |i| {
-            let _ = Command::new("sh").args(["-c", TEN_FILES, "sh", &format!("git {i}")]).current_dir(&ws).status();
+            let _ = Command::new("sh")
+                .args(["-c", TEN_FILES, "sh", &format!("git {i}")])
+                .current_dir(&ws)
+                .status();
             git(&ws, &["status", "--porcelain"]);
         });
         let recorded = changes(port) - before;
         println!("run_command changing 10 files, recorded: p50 {ten50:.1} ms, p99 {ten99:.1} ms ({recorded} changes logged over 31 runs; 10 per run expected) → the scans add {:.1} ms", ten50 - bare_ten50);
         println!("the same 10 changes then git status --porcelain: p50 {git_ten50:.1} ms, p99 {git_ten99:.1} ms");
         for turn in 0..100 {
-            command(port, &["sh", "-c", TEN_FILES, "sh", &format!("store {turn}")], Some(&format!("store{turn}")));
+            command(
+                port,
+                &["sh", "-c", TEN_FILES, "sh", &format!("store {turn}")],
+                Some(&format!("store{turn}")),
+            );
         }
         let size: u64 = std::fs::read_dir(root.join("store/objects"))
-            .map(|entries| entries.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
             .unwrap_or(0);
         let workspace_size: u64 = 10_000 * 30 * 20;
         println!("the change store after the cold scan and {} more turns of 10 edits: {:.1} MB (the workspace is about {:.1} MB)", 100 + 92, size as f64 / 1e6, workspace_size as f64 / 1e6);

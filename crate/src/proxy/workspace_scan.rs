@@ -70,7 +70,9 @@ pub fn scan(
         look(entry, previous, keep, &seen, &mut out)
     });
     out.partial |= !matches!(stop, Ok(None));
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8);
     let parts: Vec<Scan> = std::thread::scope(|scope| {
         let walkers: Vec<_> = (0..threads)
             .map(|t| {

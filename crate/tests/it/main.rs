@@ -7,6 +7,8 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 mod support;
 
+#[cfg(not(target_arch = "wasm32"))]
+mod cache_warmth;
 mod conformance;
 mod context;
 #[cfg(not(target_arch = "wasm32"))]
