@@ -1,7 +1,8 @@
 //! Command-line entry of the native `palaver` binary. Parses arguments and hands each subcommand
-//! to its host: `serve` to `palaver serve` (`proxy/`), `decode` to the provider decoders, `linearize` to the
+//! to its host: `serve` to `palaver serve` (`proxy/`), `changes` to its change store, `decode` to the provider decoders, `linearize` to the
 //! context pipeline.
 
+mod changes;
 mod decode;
 mod linearize;
 
@@ -25,6 +26,8 @@ enum Command {
     Serve(crate::proxy::ServeArgs),
     /// Serve the workspace tools to an MCP client over stdin/stdout.
     Mcp(crate::proxy::McpArgs),
+    /// List or prune what `palaver serve` recorded of the agent's changes in a workspace.
+    Changes(changes::ChangesArgs),
     /// Decode a provider SSE stream from stdin and print the assembled message as JSON.
     Decode(decode::DecodeArgs),
     /// Print the request body the engine would send for a trajectory read from stdin.
@@ -45,6 +48,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => crate::proxy::run_serve(args),
         Command::Mcp(args) => crate::proxy::run_mcp(args),
+        Command::Changes(args) => changes::run(args),
         Command::Decode(args) => decode::run(args),
         Command::Linearize(args) => linearize::run(args),
         Command::Reap { isolation, argv } => {

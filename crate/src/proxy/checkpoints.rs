@@ -46,6 +46,17 @@ pub struct Change {
     pub added: Option<u64>,
     #[serde(default)]
     pub removed: Option<u64>,
+    /// When it was recorded (ms since the epoch); `None` in logs written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
+}
+
+/// What a prune removed.
+#[derive(Debug, Default, Serialize, PartialEq)]
+pub struct Pruned {
+    pub changes: usize,
+    pub objects: usize,
+    pub bytes: u64,
 }
 
 /// A change about to happen: the pre-image is kept; `finish` logs it once the tool succeeded.
@@ -93,6 +104,11 @@ impl Checkpoints {
             .or_else(|| {
                 std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share"))
             })?;
+        Self::folder_in(&data, workspace)
+    }
+
+    /// The folder for `workspace` under the data folder `data`.
+    pub fn folder_in(data: &Path, workspace: &Path) -> Option<PathBuf> {
         let real = workspace.canonicalize().ok()?;
         let key = &hex(&Sha256::digest(real.as_os_str().as_encoded_bytes()))[..16];
         Some(data.join("palaver").join("checkpoints").join(key))
@@ -140,6 +156,7 @@ impl Checkpoints {
             restore: pending.restore,
             added,
             removed,
+            at_ms: None,
         })
     }
 
@@ -183,6 +200,7 @@ impl Checkpoints {
                     restore: false,
                     added,
                     removed,
+                    at_ms: None,
                 })
                 .ok()
             })
@@ -329,10 +347,63 @@ impl Checkpoints {
             .collect()
     }
 
+    /// Every recorded change of the workspace, oldest first (`palaver changes list`).
+    pub fn list(&self) -> Vec<Change> {
+        self.all()
+    }
+
+    /// Forgets the changes `drop` selects, then every kept content no remaining change names
+    /// (`palaver changes prune`). The log is rewritten whole, through a temporary file.
+    pub fn prune(&self, drop: impl Fn(&Change) -> bool) -> std::io::Result<Pruned> {
+        let _held = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let all = self.all();
+        let (gone, kept): (Vec<Change>, Vec<Change>) = all.into_iter().partition(|c| drop(c));
+        let mut pruned = Pruned {
+            changes: gone.len(),
+            ..Pruned::default()
+        };
+        let text: String = kept
+            .iter()
+            .filter_map(|c| serde_json::to_string(c).ok())
+            .map(|line| line + "\n")
+            .collect();
+        std::fs::create_dir_all(&self.dir)?;
+        let temp = self.dir.join(format!(".{LOG}.tmp"));
+        std::fs::write(&temp, text)?;
+        std::fs::rename(&temp, self.dir.join(LOG))?;
+        let named: std::collections::BTreeSet<&str> = kept
+            .iter()
+            .flat_map(|c| [c.before.as_deref(), c.after.as_deref()])
+            .flatten()
+            .collect();
+        for entry in std::fs::read_dir(self.dir.join("objects"))
+            .into_iter()
+            .flatten()
+        {
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name().to_string_lossy().to_string();
+            if named.contains(name.as_str()) {
+                continue;
+            }
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            if std::fs::remove_file(entry.path()).is_ok() {
+                pruned.objects += 1;
+                pruned.bytes += size;
+            }
+        }
+        *self.stored.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = Scan::default();
+        Ok(pruned)
+    }
+
     fn append(&self, make: impl FnOnce(u64) -> Change) -> Result<Change, ToolReply> {
         let _held = self.log.lock().unwrap_or_else(|p| p.into_inner());
         let id = self.all().last().map_or(1, |c| c.id + 1);
-        let change = make(id);
+        let mut change = make(id);
+        change.at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_millis() as u64);
         let line = serde_json::to_string(&change).unwrap_or_default();
         let written = (|| {
             std::fs::create_dir_all(&self.dir)?;

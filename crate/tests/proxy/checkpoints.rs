@@ -404,3 +404,56 @@ fn a_command_that_changes_nothing_records_nothing() {
         "a new time with the same content is no change"
     );
 }
+
+fn changes_cli(data: &std::path::Path, ws: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_palaver"))
+        .env("XDG_DATA_HOME", data)
+        .arg("changes")
+        .arg("--workspace")
+        .arg(ws)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// `palaver changes list` and `prune` (issue 39): what was recorded survives the server (it is
+/// on disk), is listed with when and what, and old changes are forgotten with the contents only
+/// they named — a content a kept change still names stays.
+#[test]
+fn recorded_changes_are_listed_and_old_ones_pruned_from_the_command_line() {
+    let dir = temp_dir("changes-cli");
+    let ws = dir.0.join("ws");
+    let data = dir.0.join("data");
+    let folder = palaver::proxy::checkpoints::Checkpoints::folder_in(&data, &ws)
+        .unwrap_or_else(|| panic!("a folder"));
+    std::fs::create_dir_all(folder.join("objects")).unwrap_or_default();
+    for (name, text) in [("aaaa", "old before\n"), ("bbbb", "shared\n"), ("cccc", "new after\n")] {
+        std::fs::write(folder.join("objects").join(name), text).unwrap_or_default();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let log = [
+        json!({"id": 1, "chat_id": "c1", "call_id": "call_old", "path": "old.txt", "before": "aaaa", "after": "bbbb", "added": 1, "removed": 1, "at_ms": now - 40 * 86_400_000}),
+        json!({"id": 2, "chat_id": "c2", "call_id": "call_new", "path": "new.txt", "before": "bbbb", "after": "cccc", "added": 1, "removed": 1, "at_ms": now}),
+    ]
+    .iter()
+    .map(|c| format!("{c}\n"))
+    .collect::<String>();
+    std::fs::write(folder.join("changes.jsonl"), log).unwrap_or_default();
+
+    let (ok, listed) = changes_cli(&data, &ws, &["list"]);
+    assert!(ok, "{listed}");
+    assert!(listed.contains("#1") && listed.contains("old.txt  +1 −1") && listed.contains("chat c2  call call_new  new.txt"), "{listed}");
+    assert!(listed.contains("2 change(s) recorded") && listed.contains(" UTC"), "{listed}");
+    let (ok, refused) = changes_cli(&data, &ws, &["prune"]);
+    assert!(!ok && refused.contains("say what to forget"), "{refused}");
+    let (ok, pruned) = changes_cli(&data, &ws, &["prune", "--older-than-days", "30"]);
+    assert!(ok && pruned.contains("forgot 1 change(s) and 1 kept content(s)"), "{pruned}");
+    assert!(!folder.join("objects/aaaa").exists(), "only the old change named it");
+    assert!(folder.join("objects/bbbb").exists() && folder.join("objects/cccc").exists(), "the kept change still names them");
+    let (ok, json_lines) = changes_cli(&data, &ws, &["list", "--json"]);
+    assert!(ok && json_lines.lines().count() == 1 && json_lines.contains("\"call_new\""), "{json_lines}");
+}
