@@ -10,7 +10,7 @@
 // node tests/browser/local.mjs   (after build_pkg, ensure_default_model and `cargo build`)
 import http from 'node:http';
 import { createReadStream, readFileSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -26,6 +26,8 @@ const ANSWER_TIMEOUT = 240_000;
 
 const workspace = await tempDir('palaver-local-ws-');
 const profile = await tempDir('palaver-local-');
+const GREET = 'def greet():\n    return "Hello, world!"\n';
+await writeFile(join(workspace, 'greet.py'), GREET); // the file the edit-block section asks about
 let serve = await startServe(workspace, ['--models', MODELS]);
 const double = await startDouble();
 const pageErrors = [];
@@ -150,6 +152,29 @@ async function stopAndRegenerate(page) {
   const again = (await transcript(page)).at(-1);
   answered(again, 'Regenerate');
   check(!(await transcript(page)).some((m) => m.id === stopped.id), 'the regenerated answer replaces the stopped one');
+}
+
+/**
+ * Edit blocks (issue 40) with the model in the page: taught the blocks, asked to change a
+ * function. What the small model writes is its own; checked: the prompt, that whatever it
+ * proposes is shown, and that nothing is written without Apply.
+ */
+async function editBlocks(page) {
+  const greet = GREET;
+  await page.click('[data-testid=settings]');
+  await page.click('[data-testid=settings-tab-provider]');
+  await page.getByTestId('provider-edit-blocks').check();
+  await page.click('[data-testid=save-settings]');
+  await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
+  await page.click('[data-testid=new-chat]');
+  await ask(page, 'In greet.py, change the function greet so that it takes a name. Answer with an edit block.', 1);
+  const request = await page.evaluate(async (id) => (await globalThis.palaverApp.engine()).lastRequest(id), await openChatId(page));
+  const prompt = request?.body?.messages?.[0]?.content ?? '';
+  check(!request?.body?.tools && prompt.includes('<<<<<<< SEARCH') && prompt.includes('greet.py'), `edit blocks in the page: no tools, the prompt teaches the blocks and lists greet.py (${prompt.length} characters)`);
+  const blocks = await page.getByTestId('edit-block').count();
+  check(await readFile(join(workspace, 'greet.py'), 'utf8') === greet, `nothing is written before Apply (the model in the page proposed ${blocks} block${blocks === 1 ? '' : 's'})`);
+  const answer = (await transcript(page)).at(-1)?.content ?? '';
+  console.log(`SmolLM2-135M in the page, edit-block mode: ${blocks} block(s); ${JSON.stringify(answer.slice(0, 160))}`);
 }
 
 async function reloadKeepsTheChat(page) {
@@ -344,6 +369,7 @@ try {
   await settings(page);
   await conversation(page);
   await stopAndRegenerate(page);
+  await editBlocks(page);
   const messages = await reloadKeepsTheChat(page);
   await offline(page, messages);
   await deleteTheModel(page);

@@ -113,9 +113,12 @@ export function install(ctx) {
     }
     const proxy = ctx.workspace.proxy();
     if (proxy) palaver.setProxy(proxy.url, proxy.token);
-    await ctx.workspace.read(Engine.instructionFiles());
+    // The new settings hold at once (a message sent the moment after Save goes with them and
+    // their key); the workspace is read again after, and the prompt follows it.
     palaver.configure(configOf(settings));
     await applySecrets(palaver, settings, proxy);
+    await ctx.workspace.read(Engine.instructionFiles());
+    palaver.configure(configOf(settingsStore.loadSettings()));
   }
 
   /** The workspace's tools changed (an MCP server): the engine offers the new ones next. */

@@ -414,7 +414,11 @@ fn changes_cli(data: &std::path::Path, ws: &std::path::Path, args: &[&str]) -> (
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.success(), text)
 }
 
@@ -429,7 +433,11 @@ fn recorded_changes_are_listed_and_old_ones_pruned_from_the_command_line() {
     let folder = palaver::proxy::checkpoints::Checkpoints::folder_in(&data, &ws)
         .unwrap_or_else(|| panic!("a folder"));
     std::fs::create_dir_all(folder.join("objects")).unwrap_or_default();
-    for (name, text) in [("aaaa", "old before\n"), ("bbbb", "shared\n"), ("cccc", "new after\n")] {
+    for (name, text) in [
+        ("aaaa", "old before\n"),
+        ("bbbb", "shared\n"),
+        ("cccc", "new after\n"),
+    ] {
         std::fs::write(folder.join("objects").join(name), text).unwrap_or_default();
     }
     let now = std::time::SystemTime::now()
@@ -446,14 +454,34 @@ fn recorded_changes_are_listed_and_old_ones_pruned_from_the_command_line() {
 
     let (ok, listed) = changes_cli(&data, &ws, &["list"]);
     assert!(ok, "{listed}");
-    assert!(listed.contains("#1") && listed.contains("old.txt  +1 −1") && listed.contains("chat c2  call call_new  new.txt"), "{listed}");
-    assert!(listed.contains("2 change(s) recorded") && listed.contains(" UTC"), "{listed}");
+    assert!(
+        listed.contains("#1")
+            && listed.contains("old.txt  +1 −1")
+            && listed.contains("chat c2  call call_new  new.txt"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("2 change(s) recorded") && listed.contains(" UTC"),
+        "{listed}"
+    );
     let (ok, refused) = changes_cli(&data, &ws, &["prune"]);
     assert!(!ok && refused.contains("say what to forget"), "{refused}");
     let (ok, pruned) = changes_cli(&data, &ws, &["prune", "--older-than-days", "30"]);
-    assert!(ok && pruned.contains("forgot 1 change(s) and 1 kept content(s)"), "{pruned}");
-    assert!(!folder.join("objects/aaaa").exists(), "only the old change named it");
-    assert!(folder.join("objects/bbbb").exists() && folder.join("objects/cccc").exists(), "the kept change still names them");
+    assert!(
+        ok && pruned.contains("forgot 1 change(s) and 1 kept content(s)"),
+        "{pruned}"
+    );
+    assert!(
+        !folder.join("objects/aaaa").exists(),
+        "only the old change named it"
+    );
+    assert!(
+        folder.join("objects/bbbb").exists() && folder.join("objects/cccc").exists(),
+        "the kept change still names them"
+    );
     let (ok, json_lines) = changes_cli(&data, &ws, &["list", "--json"]);
-    assert!(ok && json_lines.lines().count() == 1 && json_lines.contains("\"call_new\""), "{json_lines}");
+    assert!(
+        ok && json_lines.lines().count() == 1 && json_lines.contains("\"call_new\""),
+        "{json_lines}"
+    );
 }
