@@ -69,7 +69,7 @@ pub fn run(args: ChangesArgs) -> ExitCode {
                     "{} change(s) recorded in {}; kept contents: {} bytes",
                     changes.len(),
                     folder.display(),
-                    objects_size(&folder)
+                    store.size()
                 );
             }
             ExitCode::SUCCESS
@@ -142,17 +142,6 @@ fn utc(ms: u64) -> String {
         rest / 3600,
         rest % 3600 / 60
     )
-}
-
-fn objects_size(folder: &std::path::Path) -> u64 {
-    std::fs::read_dir(folder.join("objects"))
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 fn now_ms() -> u64 {

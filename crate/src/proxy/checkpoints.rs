@@ -328,7 +328,8 @@ impl Checkpoints {
         self.dir.join("objects").join(hash)
     }
 
-    fn size(&self) -> u64 {
+    /// The kept contents' total size, in bytes.
+    pub fn size(&self) -> u64 {
         std::fs::read_dir(self.dir.join("objects"))
             .map(|entries| {
                 entries

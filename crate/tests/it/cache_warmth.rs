@@ -5,26 +5,9 @@
 //! request's, up to that request's last cache breakpoint it shares: what the provider can serve
 //! from its cache. Printed per request and on average; the average must stay ≥ 90 %.
 
-use crate::support::harness::Harness;
+use crate::support::harness::{anthropic_reply, Harness};
 use palaver::engine::{Effect, Input, RequestPurpose, Step};
 use serde_json::{json, Value};
-
-/// Anthropic SSE for an answer: text, and a `read_file` call when `call` names one; the prompt's
-/// size reported as a provider does (≈ characters / 4 of the request it answers).
-fn anthropic_reply(text: &str, call: Option<(&str, &str)>, input_tokens: usize) -> String {
-    let text = serde_json::to_string(text).unwrap_or_default();
-    let mut sse = format!("event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{{\"input_tokens\":{input_tokens},\"output_tokens\":1}}}}}}\n\n");
-    sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":{text}}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n"));
-    let stop = match call {
-        Some((id, path)) => {
-            sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"read_file\",\"input\":{{}}}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"path\\\":\\\"{path}\\\"}}\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":1}}\n\n"));
-            "tool_use"
-        }
-        None => "end_turn",
-    };
-    sse.push_str(&format!("event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{stop}\"}},\"usage\":{{\"output_tokens\":3}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"));
-    sse
-}
 
 /// The request a step started: its purpose and body.
 fn started(step: &Step) -> Option<(RequestPurpose, Value)> {
@@ -91,6 +74,13 @@ fn warmth(previous: &[(String, bool)], next: &[(String, bool)]) -> f64 {
     hit.map_or(0.0, |i| size(&next[..=i]) / size(next).max(1.0))
 }
 
+/// Answers a compaction request with a summary; the step that starts the round itself.
+fn summarize(h: &mut Harness, prompt: usize) -> Step {
+    let summary = "Summary: the user asked about the files of src/; each was read and explained.";
+    h.stream(anthropic_reply(summary, None, prompt).as_bytes());
+    h.stream_end()
+}
+
 #[test]
 fn a_fifty_turn_coding_session_is_served_from_the_cache() {
     let mut h = Harness::with_config_patch(&json!({
@@ -107,9 +97,9 @@ fn a_fifty_turn_coding_session_is_served_from_the_cache() {
     let mut chat_requests: Vec<Vec<(String, bool)>> = Vec::new();
     let mut compactions = 0;
     let mut prompt = 0;
-    let mut record = |step: &Step,
-                      chat: &mut Vec<Vec<(String, bool)>>,
-                      prompt: &mut usize|
+    let record = |step: &Step,
+                  chat: &mut Vec<Vec<(String, bool)>>,
+                  prompt: &mut usize|
      -> Option<RequestPurpose> {
         let (purpose, body) = started(step)?;
         *prompt = body.to_string().len() / 4;
@@ -123,15 +113,7 @@ fn a_fifty_turn_coding_session_is_served_from_the_cache() {
         // A compaction may come before any round: answered with a summary, then the round starts.
         while record(&step, &mut chat_requests, &mut prompt) == Some(RequestPurpose::Compaction) {
             compactions += 1;
-            h.stream(
-                anthropic_reply(
-                    "Summary: the user asked about the files of src/; each was read and explained.",
-                    None,
-                    prompt,
-                )
-                .as_bytes(),
-            );
-            step = h.stream_end();
+            step = summarize(&mut h, prompt);
         }
         let id = format!("toolu_{turn}");
         h.stream(
@@ -163,15 +145,7 @@ fn a_fifty_turn_coding_session_is_served_from_the_cache() {
         });
         while record(&step, &mut chat_requests, &mut prompt) == Some(RequestPurpose::Compaction) {
             compactions += 1;
-            h.stream(
-                anthropic_reply(
-                    "Summary: the user asked about the files of src/; each was read and explained.",
-                    None,
-                    prompt,
-                )
-                .as_bytes(),
-            );
-            step = h.stream_end();
+            step = summarize(&mut h, prompt);
         }
         h.stream(anthropic_reply(&format!("It defines item {turn}."), None, prompt).as_bytes());
         h.stream_end();

@@ -3,7 +3,7 @@
 //! the fix stage, and the byte-stable request prefix from one round to the next. Runs natively
 //! and in headless Chromium.
 
-use crate::support::harness::{openai_reply, Harness};
+use crate::support::harness::{anthropic_reply, openai_reply, Harness};
 use palaver::engine::{Effect, Input, Step};
 use palaver::history_limit::{limit_history, CompressionStrength, HistoryLimitError};
 use palaver::message::ChatMessage;
@@ -629,23 +629,10 @@ fn anthropic_cache_breakpoints_follow_the_tiers() {
         "c1",
         json!({"type": "set_params", "client_request_id": "p", "patch": {"provider": "anthropic"}}),
     );
-    let anthropic_reply = |text: &str, call: Option<(&str, &str)>| {
-        let mut sse = String::from("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n");
-        sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n"));
-        let stop = match call {
-            Some((id, path)) => {
-                sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"read_file\",\"input\":{{}}}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"path\\\":\\\"{path}\\\"}}\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":1}}\n\n"));
-                "tool_use"
-            }
-            None => "end_turn",
-        };
-        sse.push_str(&format!("event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{stop}\"}},\"usage\":{{\"output_tokens\":3}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"));
-        sse
-    };
     let mut bodies = vec![request_body(&send(&mut h, "u0", "start"))];
     for round in 0..12 {
         let id = format!("toolu_{round}");
-        h.stream(anthropic_reply("reading", Some((&id, &format!("f{round}.txt")))).as_bytes());
+        h.stream(anthropic_reply("reading", Some((&id, &format!("f{round}.txt"))), 5).as_bytes());
         h.stream_end();
         let next = h.handle(Input::ToolResult {
             chat_id: "c1".into(),

@@ -159,6 +159,23 @@ impl Harness {
     }
 }
 
+/// Anthropic SSE for an answer: text, and a `read_file` call when `call` names one; the prompt's
+/// size reported as a provider does (≈ characters / 4 of the request it answers).
+pub fn anthropic_reply(text: &str, call: Option<(&str, &str)>, input_tokens: usize) -> String {
+    let text = serde_json::to_string(text).unwrap_or_default();
+    let mut sse = format!("event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{{\"input_tokens\":{input_tokens},\"output_tokens\":1}}}}}}\n\n");
+    sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":{text}}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n"));
+    let stop = match call {
+        Some((id, path)) => {
+            sse.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"read_file\",\"input\":{{}}}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"path\\\":\\\"{path}\\\"}}\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":1}}\n\n"));
+            "tool_use"
+        }
+        None => "end_turn",
+    };
+    sse.push_str(&format!("event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{stop}\"}},\"usage\":{{\"output_tokens\":3}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"));
+    sse
+}
+
 /// OpenAI-chat SSE for a reply: reasoning, text, tool calls, finish reason, usage.
 pub fn openai_reply(reply: &Value) -> String {
     let mut out = String::new();
