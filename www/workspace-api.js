@@ -51,12 +51,12 @@ export async function listChanges(proxy, chatId) {
 
 /**
  * Puts back the files chat `chatId` changed from its tool call `callId` on, as `palaver serve`
- * recorded them (issue 39): `{restored: [path], skipped: [{path, reason}]}`. Throws with the
- * server's sentence.
+ * recorded them (issue 39), or only `path`: `{restored: [path], skipped: [{path, reason}]}`.
+ * Throws with the server's sentence.
  */
-export async function restoreChanges(proxy, chatId, callId, force = false) {
+export async function restoreChanges(proxy, chatId, callId, force = false, path = undefined) {
   if (!proxy) throw new Error('no workspace is paired: start palaver serve and open the address it prints');
-  const { ok, body } = await proxyFetch(proxy, '/api/changes/restore', { method: 'POST', body: JSON.stringify({ chat_id: chatId, call_id: callId, force }) });
+  const { ok, body } = await proxyFetch(proxy, '/api/changes/restore', { method: 'POST', body: JSON.stringify({ chat_id: chatId, call_id: callId, force, path }) });
   if (!ok) throw new Error(body.content ?? body.error ?? `the server answered ${body}`);
   return body;
 }

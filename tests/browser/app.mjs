@@ -217,6 +217,34 @@ async function restoreTheWrite(page) {
     `the next request tells the model that notes.txt went back (${sent.match(/The user restored[^"\\]*/)?.[0] ?? 'not in the request'})`);
 }
 
+/**
+ * "Revert one file" (issue 39): a turn that wrote two files; reverting one from the turn's report
+ * puts that file back and leaves the other as the agent wrote it.
+ */
+async function revertOneFile(page) {
+  const you = person(page);
+  await writeFile(join(workspace, 'one.txt'), 'one before\n');
+  await writeFile(join(workspace, 'two.txt'), 'two before\n');
+  await you.click('new-chat');
+  await scriptedProvider(page, 'revert-one', [
+    { body: openaiStream({ toolCalls: [
+      { id: 'call_w1', name: 'write_file', args: { path: 'one.txt', content: 'one by the agent\n' } },
+      { id: 'call_w2', name: 'write_file', args: { path: 'two.txt', content: 'two by the agent\n' } },
+    ] }) },
+    { body: openaiStream({ text: 'Both written.' }) },
+  ]);
+  await you.send('Write both files');
+  await you.click('approve');
+  await waitIdle(page, 1);
+  await page.getByTestId('revert-files').waitFor({ timeout: 10_000 }).catch(() => {});
+  await you.click(page.getByTestId('revert-files').locator('summary'));
+  await you.click(page.getByTestId('revert-file').filter({ hasText: 'one.txt' }));
+  await page.getByTestId('status').filter({ hasText: /Restored to before this change: one\.txt/ }).waitFor({ timeout: 10_000 }).catch(() => {});
+  const one = await readFile(join(workspace, 'one.txt'), 'utf8');
+  const two = await readFile(join(workspace, 'two.txt'), 'utf8');
+  check(one === 'one before\n' && two === 'two by the agent\n', `"Revert one.txt" puts that file back and leaves two.txt as the agent wrote it (${JSON.stringify([one, two])}; ${await you.read('status')})`);
+}
+
 const longText = Array.from({ length: 400 }, (_, i) => `word${i}`).join(' ');
 
 async function stopQueueRegenerate(page) {
@@ -908,7 +936,7 @@ async function searchInMessages(page) {
 
 try {
   const page = await newPage();
-  for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
+  for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['revert one file', revertOneFile], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
     ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['long chat', longChat], ['search in messages', searchInMessages], ['offline', offline]]) {
     // PALAVER_SECTIONS='a;b' runs the newcomer's path and only those sections (while developing).
     if (process.env.PALAVER_SECTIONS && name !== 'newcomer' && !process.env.PALAVER_SECTIONS.split(';').includes(name)) continue;

@@ -14,14 +14,14 @@ export function restoredSentence({ restored, skipped }) {
 }
 
 export function install(ctx) {
-  /** True when the restore ran (whatever it left), false when it could not. */
-  async function restore(callId) {
+  /** True when the restore ran (whatever it left), false when it could not. `path`: that file only. */
+  async function restore(callId, path) {
     const chatId = ctx.chat.id;
     try {
-      let done = await ctx.workspace.restore(chatId, callId, false);
+      let done = await ctx.workspace.restore(chatId, callId, false, path);
       const changed = done.skipped.filter((s) => /changed since/.test(s.reason)).map((s) => s.path);
       if (changed.length && window.confirm(`${changed.join(', ')} changed since the agent wrote ${changed.length === 1 ? 'it' : 'them'}. Put back the earlier content anyway (your changes there are lost)?`)) {
-        const forced = await ctx.workspace.restore(chatId, callId, true);
+        const forced = await ctx.workspace.restore(chatId, callId, true, path);
         done = { restored: [...done.restored, ...forced.restored], skipped: forced.skipped };
       }
       ctx.say(restoredSentence(done), done.skipped.length > 0);

@@ -93,7 +93,7 @@ export function install(ctx) {
     showCopy,
     offerRestore,
     tool: (name, args) => agent.proxyTool(proxy(), name, args),
-    restore: (chatId, callId, force) => agent.restoreChanges(proxy(), chatId, callId, force),
+    restore: (chatId, callId, force, path) => agent.restoreChanges(proxy(), chatId, callId, force, path),
     changes: (chatId) => agent.listChanges(proxy(), chatId),
   };
 }

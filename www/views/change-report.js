@@ -1,7 +1,7 @@
 // What a turn changed in the workspace (issue 39), as `palaver serve` recorded it: under the turn's
 // tools, each file with the lines added and removed (new, deleted and binary files marked), the
-// rest counted past a cap, with Restore files / Restore conversation / Both; and each write's own
-// numbers in its row.
+// rest counted past a cap, with Restore files / Restore conversation / Both, and "Revert one file"
+// for a turn that changed several; and each write's own numbers in its row.
 import { el, button } from '../elements.js';
 
 /** Files named in a report before the rest is counted. */
@@ -30,7 +30,8 @@ export function reportNode(calls, byCall) {
   for (const call of calls) {
     for (const change of byCall?.get(call.id) ?? []) {
       const seen = files.get(change.path);
-      files.set(change.path, seen ? { ...change, before: seen.before, added: sum(seen.added, change.added), removed: sum(seen.removed, change.removed) } : change);
+      // The turn's first call that changed the file: reverting it goes back to before that.
+      files.set(change.path, seen ? { ...change, before: seen.before, added: sum(seen.added, change.added), removed: sum(seen.removed, change.removed), first: seen.first } : { ...change, first: call.id });
     }
   }
   if (!files.size) return null;
@@ -45,7 +46,9 @@ export function reportNode(calls, byCall) {
     el('span', { class: 'turn-back', role: 'group', 'aria-label': 'Turn back to before this turn' },
       button('restore-turn-files', 'Restore files', 'restore-turn-files', data),
       button('restore-turn-chat', 'Restore conversation', 'restore-turn-chat', data),
-      button('restore-turn-both', 'Both', 'restore-turn-both', data)));
+      button('restore-turn-both', 'Both', 'restore-turn-both', data)),
+    list.length > 1 ? el('details', { class: 'revert-files', testid: 'revert-files' }, el('summary', { text: 'Revert one file' }),
+      ...list.map((c) => button('revert-file', `Revert ${c.path}`, 'revert-file', { 'data-call-id': c.first, 'data-path': c.path }))) : '');
 }
 
 const sum = (a, b) => (a === null || a === undefined || b === null || b === undefined ? null : a + b);

@@ -218,11 +218,13 @@ impl Checkpoints {
     /// Puts the files `chat_id` changed from its call `call_id` on back as they were before it
     /// (`restored` names those it changed).
     /// A file whose content is not what the chat's last change left is skipped unless `force`.
+    /// `only`: that one file ("Revert this change" of a file in the report), the others left.
     pub fn restore(
         &self,
         ws: &Workspace,
         chat_id: &str,
         call_id: &str,
+        only: Option<&str>,
         force: bool,
     ) -> Result<Restored, ToolReply> {
         let changes = self.changes(chat_id);
@@ -237,6 +239,13 @@ impl Checkpoints {
         paths.dedup();
         paths.sort_unstable();
         paths.dedup();
+        paths.retain(|p| only.is_none_or(|one| one == *p));
+        if let (Some(one), true) = (only, paths.is_empty()) {
+            return Err(ToolReply::failed(
+                "no_recorded_change",
+                format!("This chat changed no file `{one}` from call {call_id} on."),
+            ));
+        }
         let mut done = Restored::default();
         for path in paths {
             let first = later.iter().find(|c| c.path == path);

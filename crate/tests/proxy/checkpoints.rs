@@ -485,3 +485,52 @@ fn recorded_changes_are_listed_and_old_ones_pruned_from_the_command_line() {
         "{json_lines}"
     );
 }
+
+/// "Revert this change" of one file (issue 39): only that file goes back; the call's other files
+/// stay as the agent left them; a file the call did not change is refused with a sentence.
+#[test]
+fn one_file_of_a_turn_is_reverted_alone() {
+    let dir = temp_dir("revert-one");
+    let store = dir.0.join("store");
+    let ws = dir.0.join("ws");
+    let config = palaver::proxy::ServeConfig {
+        checkpoints: Some(store),
+        ..config_for(&dir, true)
+    };
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap_or_default();
+    std::fs::write(ws.join("b.txt"), "b\n").unwrap_or_default();
+    let server = start_with(config, dir);
+    let port = server.port;
+    let ran = named_tool(
+        port,
+        "c1",
+        "call_both",
+        "run_command",
+        json!({"argv": ["sh", "-c", "echo A > a.txt && echo B > b.txt"]}),
+    );
+    assert_eq!(ran.body["is_error"], false, "{:?}", ran.body);
+    let body = json!({"chat_id": "c1", "call_id": "call_both", "path": "a.txt"}).to_string();
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let reverted = request(port, "POST", "/api/changes/restore", &auth, &body);
+    assert_eq!(
+        reverted.body["restored"],
+        json!(["a.txt"]),
+        "{:?}",
+        reverted.body
+    );
+    let read = |path: &str| std::fs::read_to_string(ws.join(path)).unwrap_or_default();
+    assert_eq!(
+        (read("a.txt").as_str(), read("b.txt").as_str()),
+        ("a\n", "B\n")
+    );
+    let body = json!({"chat_id": "c1", "call_id": "call_both", "path": "other.txt"}).to_string();
+    let refused = request(port, "POST", "/api/changes/restore", &auth, &body);
+    assert!(
+        refused.body["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("changed no file `other.txt`"),
+        "{:?}",
+        refused.body
+    );
+}

@@ -148,12 +148,16 @@ pub(super) async fn list_changes(
 pub(super) struct RestoreAsk {
     chat_id: String,
     call_id: String,
+    /// One file only ("Revert this change" of a file in the report).
+    #[serde(default)]
+    path: Option<String>,
     #[serde(default)]
     force: bool,
 }
 
-/// `POST /api/changes/restore {chat_id, call_id, force}`: the files the chat changed from that
-/// call on, back as they were before it: `{restored: [path], skipped: [{path, reason}]}`.
+/// `POST /api/changes/restore {chat_id, call_id, path?, force}`: the files the chat changed from
+/// that call on (or that one file), back as they were before it: `{restored: [path], skipped:
+/// [{path, reason}]}`.
 pub(super) async fn restore_changes(State(api): State<Arc<Api>>, body: Bytes) -> Response {
     let ask: RestoreAsk = match serde_json::from_slice(&body) {
         Ok(ask) => ask,
@@ -190,5 +194,6 @@ fn store_restore(
     workspace: &Workspace,
     ask: &RestoreAsk,
 ) -> Result<crate::proxy::checkpoints::Restored, tools::ToolReply> {
-    store.restore(workspace, &ask.chat_id, &ask.call_id, ask.force)
+    let only = ask.path.as_deref();
+    store.restore(workspace, &ask.chat_id, &ask.call_id, only, ask.force)
 }
