@@ -47,7 +47,10 @@ export function install(ctx) {
       const palaver = await Palaver.open(configOf(settings), DB_NAME, (message) => ctx.say(message, true));
       palaver.setLocalTransport((url, init) => ctx.local.transport(url, init));
       engine.palaver = palaver;
-      await applySecrets(palaver, settings, proxy);
+      // Settings saved while it opened (Save found no engine to configure) hold from now on.
+      const latest = settingsStore.loadSettings();
+      if (JSON.stringify(latest) !== JSON.stringify(settings)) palaver.configure(configOf(latest));
+      await applySecrets(palaver, latest, proxy);
       if (proxy) palaver.setProxy(proxy.url, proxy.token);
       await ctx.afterEngineOpen(palaver);
       ctx.store.dispatch({ type: 'engine_open' });
