@@ -66,11 +66,6 @@ impl EditBlockParser {
         self.line.push_str(rest);
     }
 
-    /// The blocks read so far, complete ones only (for a live preview).
-    pub fn blocks(&self) -> &[EditBlock] {
-        &self.found.blocks
-    }
-
     /// The answer ended: its last line is read, and a block still open is kept as cut off.
     pub fn finish(mut self) -> Proposals {
         if !self.line.is_empty() {

@@ -74,11 +74,7 @@ impl ChatSession {
                 Ok(("run_command", args))
             }),
         };
-        let label = match kind {
-            ProposalKind::Edit => proposals.blocks.get(index).map(|b| b.path.clone()),
-            ProposalKind::Shell => proposals.shell_commands.get(index).cloned(),
-        }
-        .unwrap_or_default();
+        let label = label_of(&proposals, kind, index);
         let result = |status, detail: &str| ProposalResult {
             kind,
             index,
@@ -136,11 +132,7 @@ impl ChatSession {
             return true; // the answer was removed meanwhile: nothing to keep it on
         };
         let proposals = edit_blocks::parse(&self.messages[at].content.text());
-        let label = match kind {
-            ProposalKind::Edit => proposals.blocks.get(index).map(|b| b.path.clone()),
-            ProposalKind::Shell => proposals.shell_commands.get(index).cloned(),
-        }
-        .unwrap_or_default();
+        let label = label_of(&proposals, kind, index);
         let status = if outcome.failed {
             ProposalStatus::Failed
         } else {
@@ -171,6 +163,15 @@ impl ChatSession {
     fn denied(&self, ctx: &Ctx, tool: &str) -> bool {
         self.thread.rule_for(&ctx.config.tool_rules, tool, false) == ToolRule::Deny
     }
+}
+
+/// What a result names: the block's file, or the command.
+fn label_of(proposals: &edit_blocks::Proposals, kind: ProposalKind, index: usize) -> String {
+    match kind {
+        ProposalKind::Edit => proposals.blocks.get(index).map(|b| b.path.clone()),
+        ProposalKind::Shell => proposals.shell_commands.get(index).cloned(),
+    }
+    .unwrap_or_default()
 }
 
 /// The answer, kind and index a proposal command is about.
