@@ -22,10 +22,11 @@ import * as composer from './chat/composer.js';
 import * as transcript from './chat/transcript.js';
 import * as actions from './chat/actions.js';
 import * as restoreFiles from './chat/restore-files.js';
+import * as changeDiff from './chat/change-diff.js';
 import * as settingsDialog from './settings/dialog.js';
 
 const ctx = { store: createStore(), say: (text, error, how) => say(text, error, how) };
-for (const module of [workspace, engine, limits, local, sync, list, messageSearch, open, empty, composer, transcript, actions, restoreFiles, settingsDialog]) module.install(ctx);
+for (const module of [workspace, engine, limits, local, sync, list, messageSearch, open, empty, composer, transcript, actions, restoreFiles, changeDiff, settingsDialog]) module.install(ctx);
 
 // The lifecycle's own sentence (a refusal, why a message waits) in the status line; gone with its cause.
 let said = null;

@@ -50,6 +50,17 @@ export async function listChanges(proxy, chatId) {
 }
 
 /**
+ * One side of a recorded change, for its diff: `{text}` or `{binary: true}`; throws with the
+ * server's sentence (a content the chat's changes do not name, or one pruned).
+ */
+export async function changeContent(proxy, chatId, hash) {
+  if (!proxy) throw new Error('no workspace is paired: start palaver serve and open the address it prints');
+  const { ok, body } = await proxyFetch(proxy, `/api/changes/content?chat=${encodeURIComponent(chatId)}&hash=${encodeURIComponent(hash)}`);
+  if (!ok) throw new Error(body.error?.message ?? body.content ?? 'palaver serve does not have it');
+  return body;
+}
+
+/**
  * Puts back the files chat `chatId` changed from its tool call `callId` on, as `palaver serve`
  * recorded them (issue 39), or only `path`: `{restored: [path], skipped: [{path, reason}]}`.
  * Throws with the server's sentence.

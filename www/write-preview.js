@@ -35,19 +35,30 @@ export async function preview(node, { tool, args, read, readHash, el }) {
       node.textContent = exists ? `The text to replace is not once in ${path} as it is now: this edit would fail.` : `${path} cannot be read: this edit would fail.`;
       return;
     }
-    const { structuredPatch } = await loadDiff();
-    const patch = structuredPatch(path, path, before ?? '', after, '', '', { context: 3 });
-    const lines = patch.hunks.flatMap((h) => [`@@ -${h.oldStart},${h.oldLines} +${h.newStart},${h.newLines} @@`, ...h.lines]);
-    const added = lines.filter((l) => l.startsWith('+')).length;
-    const removed = lines.filter((l) => l.startsWith('-')).length;
     const changedSince = exists && readHash && current.data?.hash && readHash !== current.data.hash;
-    node.replaceChildren(
-      el('p', { class: 'diff-summary', text: `${exists ? path : `${path} (a new file)`}: +${added} −${removed} lines${lines.length ? '' : ' (no change)'}` }),
+    const [summary, diff] = await diffNodes(el, path, before ?? '', after, exists ? path : `${path} (a new file)`);
+    node.replaceChildren(summary,
       changedSince ? el('p', { class: 'error', testid: 'changed-since-read', text: `${path} changed since the model read it: what it writes may undo those changes.` }) : '',
-      el('pre', { class: 'diff', tabIndex: 0, 'aria-label': `Changes to ${path}` },
-        ...lines.slice(0, SHOWN_LINES).map((line) => el('span', { class: line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : line.startsWith('@@') ? 'hunk' : '', text: `${line}\n` })),
-        lines.length > SHOWN_LINES ? el('span', { text: `… ${lines.length - SHOWN_LINES} more lines` }) : ''));
+      diff);
   } catch (error) {
     node.textContent = `The change to ${path} cannot be shown (${error?.message ?? error}); its arguments are below.`;
   }
+}
+
+/**
+ * A summary line (`name: +a −r lines`) and the unified diff of `before` → `after` with three
+ * lines of context, added and removed lines marked; long diffs cut at SHOWN_LINES.
+ */
+export async function diffNodes(el, path, before, after, name = path) {
+  const { structuredPatch } = await loadDiff();
+  const patch = structuredPatch(path, path, before, after, '', '', { context: 3 });
+  const lines = patch.hunks.flatMap((h) => [`@@ -${h.oldStart},${h.oldLines} +${h.newStart},${h.newLines} @@`, ...h.lines]);
+  const added = lines.filter((l) => l.startsWith('+')).length;
+  const removed = lines.filter((l) => l.startsWith('-')).length;
+  return [
+    el('p', { class: 'diff-summary', text: `${name}: +${added} −${removed} lines${lines.length ? '' : ' (no change)'}` }),
+    el('pre', { class: 'diff', tabIndex: 0, 'aria-label': `Changes to ${path}` },
+      ...lines.slice(0, SHOWN_LINES).map((line) => el('span', { class: line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : line.startsWith('@@') ? 'hunk' : '', text: `${line}\n` })),
+      lines.length > SHOWN_LINES ? el('span', { text: `… ${lines.length - SHOWN_LINES} more lines` }) : ''),
+  ];
 }

@@ -236,7 +236,20 @@ async function revertOneFile(page) {
   await you.send('Write both files');
   await you.click('approve');
   await waitIdle(page, 1);
-  await page.getByTestId('revert-files').waitFor({ timeout: 10_000 }).catch(() => {});
+  // Each file's diff is a click away in the report, and from the write's numbers in its row.
+  await you.click(page.getByTestId('change-diffs').locator('summary'));
+  await you.click(page.getByTestId('show-diff').filter({ hasText: 'one.txt' }));
+  const diff = page.getByTestId('change-diff').first();
+  await diff.filter({ hasText: '+one by the agent' }).waitFor({ timeout: 10_000 }).catch(() => {});
+  const shown = await diff.textContent().catch(() => '');
+  check(/-one before/.test(shown) && /\+one by the agent/.test(shown) && /one\.txt: \+1 −1 lines/.test(shown), `the report shows one.txt's diff: its line before removed, the agent's added (${JSON.stringify(shown)})`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: `${process.env.PALAVER_SHOTS}/change-diff.png` });
+  await you.click(page.getByTestId('show-diff').filter({ hasText: 'one.txt' }));
+  check(await page.getByTestId('change-report').locator('..').getByTestId('change-diff').count() === 0, 'a second click closes the diff');
+  await you.click(page.getByTestId('tool-activity').last().locator('summary'));
+  await you.click(page.getByTestId('change-stat').last());
+  const rowDiff = await page.getByTestId('tool-call').last().getByTestId('change-diff').filter({ hasText: 'two by the agent' }).textContent({ timeout: 10_000 }).catch(() => '');
+  check(/\+two by the agent/.test(rowDiff), `a write's numbers in its row open that call's diff (${JSON.stringify(rowDiff)})`);
   await you.click(page.getByTestId('revert-files').locator('summary'));
   await you.click(page.getByTestId('revert-file').filter({ hasText: 'one.txt' }));
   await page.getByTestId('status').filter({ hasText: /Restored to before this change: one\.txt/ }).waitFor({ timeout: 10_000 }).catch(() => {});

@@ -45,7 +45,7 @@ const ANSWER = [
   'Then check it:',
   '',
   '```sh',
-  'python3 greet.py',
+  'python3 greet.py | tee greeting.txt',
   '```',
 ].join('\n');
 
@@ -106,7 +106,7 @@ try {
   check(!(await exists('docs/HELLO.md')), 'Skip writes nothing');
 
   const chip = page.getByTestId('suggested-command');
-  check((await chip.locator('code').innerText()) === 'python3 greet.py', 'the fenced shell command is offered as a chip');
+  check((await chip.locator('code').innerText()) === 'python3 greet.py | tee greeting.txt', 'the fenced shell command is offered as a chip');
   await you.click(chip.getByTestId('run-suggested-command'));
   await chip.getByTestId('command-output').waitFor({ timeout: 20_000 });
   const output = await chip.getByTestId('command-output').innerText();
@@ -114,10 +114,18 @@ try {
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'edit-blocks-results.png'), fullPage: true });
   await inThemes(page, 'edit blocks with their results', 'proposals');
 
+  // What the command changed was recorded around it: its chip turns it back.
+  check(await exists('greeting.txt'), 'the command wrote greeting.txt');
+  page.once('dialog', (dialog) => dialog.accept());
+  await you.click(chip.getByTestId('restore-files'));
+  await page.getByTestId('status').filter({ hasText: /greeting\.txt/ }).waitFor({ timeout: 10_000 }).catch(() => {});
+  check(!(await exists('greeting.txt')) && /Restored to before this change: greeting\.txt/.test(await you.read('status')),
+    `a command's "Restore files to before this" removes the file it created (${await you.read('status')})`);
+
   // The applied block is a recorded write: it can be turned back from its card.
   page.once('dialog', (dialog) => dialog.accept());
   await you.click(blocks.nth(0).getByTestId('restore-files'));
-  await page.getByTestId('status').filter({ hasText: /Restored to before this change/ }).waitFor({ timeout: 10_000 }).catch(() => {});
+  await page.getByTestId('status').filter({ hasText: /Restored to before this change: greet\.py/ }).waitFor({ timeout: 10_000 }).catch(() => {});
   check(await readFile(join(workspace, 'greet.py'), 'utf8') === GREET && /Restored to before this change: greet\.py/.test(await you.read('status')),
     `an applied block's "Restore files to before this" puts the file back (${await you.read('status')})`);
 
@@ -125,7 +133,7 @@ try {
   const [, second] = await double.log('edit-blocks');
   const sent = JSON.stringify(second?.body?.messages ?? []);
   check(/files_restored/.test(sent) && /edit_results/.test(sent) && /Edit block 1 \(greet\.py\): applied/.test(sent) && /Edit block 2 \(greet\.py\): failed/.test(sent)
-    && /Edit block 3 \(docs\/HELLO\.md\): skipped by the user/.test(sent) && /Command `python3 greet.py`: ran/.test(sent),
+    && /Edit block 3 \(docs\/HELLO\.md\): skipped by the user/.test(sent) && sent.includes('Command `python3 greet.py | tee greeting.txt`: ran'),
   `the next request tells the model what became of each block and command (${sent.match(/Edit block 1[^\\]*/)?.[0] ?? 'not in the request'})`);
 
   await page.reload();

@@ -35,6 +35,9 @@ export function install(ctx) {
       case 'restore-turn-files':
         ctx.restoreFiles(target.dataset.callId);
         break;
+      case 'show-diff':
+        ctx.showDiff(target);
+        break;
       case 'revert-file':
         ctx.restoreFiles(target.dataset.callId, target.dataset.path);
         break;

@@ -95,6 +95,7 @@ export function install(ctx) {
     tool: (name, args) => agent.proxyTool(proxy(), name, args),
     restore: (chatId, callId, force, path) => agent.restoreChanges(proxy(), chatId, callId, force, path),
     changes: (chatId) => agent.listChanges(proxy(), chatId),
+    changeContent: (chatId, hash) => agent.changeContent(proxy(), chatId, hash),
   };
 }
 

@@ -1,7 +1,8 @@
 // What a turn changed in the workspace (issue 39), as `palaver serve` recorded it: under the turn's
 // tools, each file with the lines added and removed (new, deleted and binary files marked), the
 // rest counted past a cap, with Restore files / Restore conversation / Both, and "Revert one file"
-// for a turn that changed several; and each write's own numbers in its row.
+// for a turn that changed several; each file's diff a click away (Show the changes); and each
+// write's own numbers in its row, a button that opens that call's diff.
 import { el, button } from '../elements.js';
 
 /** Files named in a report before the rest is counted. */
@@ -15,10 +16,19 @@ export function stat(change) {
   return `+${change.added} −${change.removed}`;
 }
 
-/** A write's numbers for its row (the last change the call made to its file). */
+/** A write's numbers for its row (the last change the call made to its file), opening its diff. */
 export function statNode(changes) {
   if (!changes?.length) return null;
-  return el('span', { class: 'change-stat', testid: 'change-stat', text: ` ${stat(changes.at(-1))}` });
+  const last = changes.at(-1);
+  return diffButton('change-stat', `${stat(last)}`, { ...last, before: changes[0].before }, `Show the diff of ${last.path}`);
+}
+
+/** A button that opens (and closes) the diff of `change` below it (`chat/change-diff.js`). */
+function diffButton(testid, label, change, title) {
+  return button(testid, label, 'show-diff', {
+    class: 'change-stat', title, 'aria-expanded': 'false',
+    'data-path': change.path, 'data-before': change.before ?? '', 'data-after': change.after ?? '',
+  });
 }
 
 /**
@@ -47,6 +57,8 @@ export function reportNode(calls, byCall) {
       button('restore-turn-files', 'Restore files', 'restore-turn-files', data),
       button('restore-turn-chat', 'Restore conversation', 'restore-turn-chat', data),
       button('restore-turn-both', 'Both', 'restore-turn-both', data)),
+    el('details', { class: 'change-diffs', testid: 'change-diffs' }, el('summary', { text: 'Show the changes' }),
+      el('ul', {}, ...list.map((c) => el('li', {}, diffButton('show-diff', `${c.path} ${stat(c)}`, c, `Show the diff of ${c.path}`))))),
     list.length > 1 ? el('details', { class: 'revert-files', testid: 'revert-files' }, el('summary', { text: 'Revert one file' }),
       ...list.map((c) => button('revert-file', `Revert ${c.path}`, 'revert-file', { 'data-call-id': c.first, 'data-path': c.path }))) : '');
 }

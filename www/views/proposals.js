@@ -63,10 +63,11 @@ function commandNode(command, index, result) {
   return el('div', { class: `suggested-command ${result?.status ?? 'proposed'}`, testid: 'suggested-command', ...data },
     el('code', { text: command }),
     button('run-suggested-command', result ? 'Run again' : 'Run', 'run-suggested-command', { ...data, title: `Run “${command}” in the workspace` }),
+    restoreButton(result),
     result ? el('pre', { class: 'command-output', testid: 'command-output', text: `${result.status === 'passed' ? 'Ran' : 'Failed'}${result.detail ? `:\n${result.detail}` : '.'}` }) : '');
 }
 
-/** Turning back an applied block (palaver serve recorded the write under its call). */
+/** Turning back an applied block or a command that ran (palaver serve recorded what it changed under its call). */
 function restoreButton(result) {
   if (result?.status !== 'passed' || !result.call_id) return '';
   return button('restore-files', 'Restore files to before this', 'restore-files', { 'data-call-id': result.call_id });

@@ -140,7 +140,11 @@ impl Checkpoints {
     pub fn finish(&self, ws: &Workspace, pending: Pending) -> Result<Change, ToolReply> {
         let rel = checked_path(&pending.path)?;
         let now = read_existing(ws, &rel)?;
-        let after = now.as_deref().map(|b| hex(&Sha256::digest(b)));
+        // The content after is kept too, so the change can be shown as a diff; past the store's cap
+        // only its hash is logged (the write already happened; the diff view then says so).
+        let after = now
+            .as_deref()
+            .map(|b| self.keep(b).unwrap_or_else(|_| hex(&Sha256::digest(b))));
         let earlier = pending
             .before
             .as_deref()
@@ -331,6 +335,21 @@ impl Checkpoints {
         written.map_err(|e| store_error(&self.dir, &e))?;
         *stored = Some(size + bytes.len() as u64);
         Ok(hash)
+    }
+
+    /// One side of one of the chat's changes (`hash` is a `before` or `after` it logged), for a
+    /// diff view; `None` when the chat logged no such content or it is no longer kept.
+    pub fn content(&self, chat_id: &str, hash: &str) -> Option<Vec<u8>> {
+        let named = |side: &Option<String>| side.as_deref() == Some(hash);
+        let logged = self
+            .changes(chat_id)
+            .iter()
+            .any(|c| named(&c.before) || named(&c.after));
+        let well_formed = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+        if !(logged && well_formed) {
+            return None;
+        }
+        std::fs::read(self.object(hash)).ok()
     }
 
     fn object(&self, hash: &str) -> PathBuf {

@@ -19,7 +19,7 @@ fn named_tool(port: u16, chat: &str, call: &str, name: &str, args: Value) -> Rep
     )
 }
 
-fn restore(port: u16, chat: &str, call: &str, force: bool) -> Reply {
+pub(crate) fn restore(port: u16, chat: &str, call: &str, force: bool) -> Reply {
     let body = json!({"chat_id": chat, "call_id": call, "force": force}).to_string();
     request(
         port,
@@ -219,7 +219,7 @@ fn a_file_replaced_by_a_fifo_before_the_restore_is_skipped_with_a_reason() {
     );
 }
 
-fn git(ws: &std::path::Path, args: &[&str]) -> String {
+pub(crate) fn git(ws: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args([
             "-c",
@@ -236,7 +236,7 @@ fn git(ws: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-fn changes_of(port: u16, chat: &str) -> Vec<Value> {
+pub(crate) fn changes_of(port: u16, chat: &str) -> Vec<Value> {
     let listed = request(
         port,
         "GET",
@@ -533,4 +533,38 @@ fn one_file_of_a_turn_is_reverted_alone() {
         "{:?}",
         refused.body
     );
+}
+
+/// The diff view of a change (issue 39): both sides of a write are kept and served for the chat
+/// that made it; another chat, or a hash no change names, gets a 404 with a sentence.
+#[test]
+fn both_sides_of_a_change_are_served_to_its_chat_only() {
+    let dir = temp_dir("change-content");
+    let store = dir.0.join("store");
+    let ws = dir.0.join("ws");
+    let config = palaver::proxy::ServeConfig {
+        checkpoints: Some(store),
+        ..config_for(&dir, false)
+    };
+    std::fs::write(ws.join("a.txt"), "old line\n").unwrap_or_default();
+    let server = start_with(config, dir);
+    let port = server.port;
+    let args = json!({"path": "a.txt", "content": "new line\n"});
+    named_tool(port, "c1", "call_1", "write_file", args);
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let listed = request(port, "GET", "/api/changes?chat=c1", &auth, "");
+    let change = &listed.body["changes"][0];
+    let side = |chat: &str, hash: &Value| {
+        let path = format!(
+            "/api/changes/content?chat={chat}&hash={}",
+            hash.as_str().unwrap_or("")
+        );
+        request(port, "GET", &path, &auth, "")
+    };
+    assert_eq!(side("c1", &change["before"]).body["text"], "old line\n");
+    assert_eq!(side("c1", &change["after"]).body["text"], "new line\n");
+    let other = side("c2", &change["after"]);
+    assert_eq!(other.status, 404, "{:?}", other.body);
+    let unknown = side("c1", &json!("../changes.jsonl"));
+    assert_eq!(unknown.status, 404, "{:?}", unknown.body);
 }

@@ -11,6 +11,7 @@
 
 mod chat_files;
 mod checkpoints;
+mod checkpoints_git;
 mod mcp;
 mod models;
 mod proxy;

@@ -1,6 +1,7 @@
 //! Safe edits (`checkpoints`, issue 39) over HTTP: a write tool's call is recorded when the page
 //! names its chat and call (`x-palaver-chat`, `x-palaver-call`); `GET /api/changes?chat=` lists a
-//! chat's recorded changes, `POST /api/changes/restore` puts files back.
+//! chat's recorded changes, `GET /api/changes/content` one side of a change (for its diff),
+//! `POST /api/changes/restore` puts files back.
 
 use super::*;
 use crate::proxy::checkpoints::{Checkpoints, Pending};
@@ -142,6 +143,39 @@ pub(super) async fn list_changes(
         .await
         .unwrap_or_default();
     Json(serde_json::json!({"recording": true, "changes": changes})).into_response()
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct ContentQuery {
+    chat: String,
+    hash: String,
+}
+
+/// `GET /api/changes/content?chat=ID&hash=SHA256`: `{text}` (or `{binary: true}`) of a content the
+/// chat's changes name as before or after; 404 with a sentence for any other hash.
+pub(super) async fn change_content(
+    State(api): State<Arc<Api>>,
+    Query(query): Query<ContentQuery>,
+) -> Response {
+    let Some(store) = api.checkpoints.clone() else {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "not_recording",
+            "this palaver serve records no changes (it has no data folder)",
+        );
+    };
+    let read = tokio::task::spawn_blocking(move || store.content(&query.chat, &query.hash)).await;
+    match read.ok().flatten() {
+        Some(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Json(serde_json::json!({ "text": text })).into_response(),
+            Err(_) => Json(serde_json::json!({ "binary": true })).into_response(),
+        },
+        None => json_error(
+            StatusCode::NOT_FOUND,
+            "not_recorded",
+            "this content is not among the chat's recorded changes (or it was pruned)",
+        ),
+    }
 }
 
 #[derive(serde::Deserialize)]

@@ -182,6 +182,7 @@ fn router_with(
         .route("/tools", get(list_tools))
         .route("/tools/{name}", post(call_tool))
         .route("/changes", get(list_changes))
+        .route("/changes/content", get(change_content))
         .route("/changes/restore", post(restore_changes))
         .route("/mcp", get(mcp_status))
         .route("/mcp/events", get(mcp_events))
