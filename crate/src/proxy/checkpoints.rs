@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The most bytes the store keeps; past it a change is refused with a sentence (prune first).
 pub const STORE_CAP: u64 = 1024 * 1024 * 1024;
@@ -73,7 +73,7 @@ pub struct Checkpoints {
     dir: PathBuf,
     log: Mutex<()>,
     /// The last scan of the workspace (`workspace_scan`): the next one reads only what moved.
-    baseline: Mutex<Scan>,
+    baseline: Mutex<Arc<Scan>>,
     /// The objects' total size, counted once and then kept up to date.
     stored: Mutex<Option<u64>>,
 }
@@ -90,7 +90,7 @@ impl Checkpoints {
         Checkpoints {
             dir,
             log: Mutex::new(()),
-            baseline: Mutex::new(Scan::default()),
+            baseline: Mutex::new(Arc::default()),
             stored: Mutex::new(None),
         }
     }
@@ -166,9 +166,11 @@ impl Checkpoints {
 
     /// Before a shell command or an MCP tool runs: the workspace as it is, every file that moved
     /// since the last scan kept in the store (so the call's changes can be turned back).
-    pub fn scan_before(&self, ws: &Workspace, budget: &Budget) -> Scan {
+    pub fn scan_before(&self, ws: &Workspace, budget: &Budget) -> Arc<Scan> {
         let mut baseline = self.baseline.lock().unwrap_or_else(|p| p.into_inner());
-        let scan = workspace_scan::scan(ws, &baseline, budget, &|b| self.keep(b).ok());
+        let scan = Arc::new(workspace_scan::scan(ws, &baseline, budget, &|b| {
+            self.keep(b).ok()
+        }));
         *baseline = scan.clone();
         scan
     }
@@ -184,7 +186,7 @@ impl Checkpoints {
     ) -> Vec<Change> {
         let after = workspace_scan::scan(ws, before, budget, &|b| self.keep(b).ok());
         let changed = workspace_scan::changes(before, &after);
-        *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = after;
+        *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(after);
         let content = |hash: &Option<String>| {
             hash.as_deref()
                 .and_then(|h| std::fs::read(self.object(h)).ok())
@@ -421,7 +423,7 @@ impl Checkpoints {
             }
         }
         *self.stored.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = Scan::default();
+        *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = Arc::default();
         Ok(pruned)
     }
 

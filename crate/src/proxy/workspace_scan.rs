@@ -9,13 +9,16 @@
 use super::confine::{self, RelPath, Target};
 use super::walk::{self, Budget, Kind, WalkOptions};
 use super::workspace::Workspace;
-use std::collections::BTreeMap;
+use foldhash::HashMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Files a scan looks at; past it the scan stops (a workspace that large is recorded in part).
 pub const SCAN_FILES_CAP: usize = 100_000;
+/// Files counted by one walking thread before it adds them to the scan's shared count.
+const COUNT_BATCH: usize = 256;
 /// Files larger than this are not kept (the store's per-file limit, as for `write_file`).
 pub const KEPT_FILE_CAP: u64 = super::tools::fs::READ_LIMIT;
 
@@ -25,14 +28,17 @@ pub struct Seen {
     pub size: u64,
     pub modified: Option<SystemTime>,
     /// The content's SHA-256 as kept in the store; `None` when it could not be kept (too large,
-    /// unreadable): such a file's changes are reported, not recorded.
-    pub hash: Option<String>,
+    /// unreadable): such a file's changes are reported, not recorded. Shared, not copied, from
+    /// one scan to the next.
+    pub hash: Option<Arc<str>>,
 }
 
 /// The workspace at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Scan {
-    pub files: BTreeMap<String, Seen>,
+    /// By path (hashed, with a fast seeded hasher: a sorted map compared long common prefixes on
+    /// every lookup).
+    pub files: HashMap<String, Seen>,
     /// The scan stopped early (deadline, cap): files past it were not seen.
     pub partial: bool,
 }
@@ -80,6 +86,7 @@ pub fn scan(
                 let seen = &seen;
                 scope.spawn(move || {
                     let mut part = Scan::default();
+                    part.files.reserve(previous.files.len() / threads + 1);
                     let all = WalkOptions {
                         overrides: None,
                         max_depth: None,
@@ -100,6 +107,7 @@ pub fn scan(
             .collect();
         walkers.into_iter().filter_map(|w| w.join().ok()).collect()
     });
+    out.files.reserve(previous.files.len());
     for part in parts {
         out.partial |= part.partial;
         out.files.extend(part.files);
@@ -119,7 +127,11 @@ fn look(
     if entry.kind != Kind::File {
         return true;
     }
-    if seen.fetch_add(1, Ordering::Relaxed) >= SCAN_FILES_CAP {
+    // Counted across the walking threads in batches: one shared counter bumped per file made the
+    // cores take its cache line from each other 10 000 times a scan.
+    if (out.files.len() + 1) % COUNT_BATCH == 0
+        && seen.fetch_add(COUNT_BATCH, Ordering::Relaxed) + COUNT_BATCH > SCAN_FILES_CAP
+    {
         out.partial = true;
         return false;
     }
@@ -133,7 +145,9 @@ fn look(
             was.hash.clone()
         }
         _ if size > KEPT_FILE_CAP => None,
-        _ => read(&entry.parent, &entry.name).and_then(|bytes| keep(&bytes)),
+        _ => read(&entry.parent, &entry.name)
+            .and_then(|bytes| keep(&bytes))
+            .map(Arc::from),
     };
     out.files.insert(
         path,
@@ -171,11 +185,11 @@ pub fn changes(before: &Scan, after: &Scan) -> Vec<Changed> {
     out
 }
 
-fn changed(path: &str, before: Option<String>, after: Option<String>) -> Changed {
+fn changed(path: &str, before: Option<Arc<str>>, after: Option<Arc<str>>) -> Changed {
     Changed {
         path: path.to_string(),
-        before,
-        after,
+        before: before.map(|h| h.to_string()),
+        after: after.map(|h| h.to_string()),
     }
 }
 

@@ -52,7 +52,7 @@ pub(super) fn record_after(api: &Api, pending: Option<Pending>, succeeded: bool)
 pub(super) struct Scanning {
     chat: String,
     call: String,
-    before: crate::proxy::workspace_scan::Scan,
+    before: Arc<crate::proxy::workspace_scan::Scan>,
 }
 
 /// Before `run_command` or an MCP tool that names its chat and call: the workspace scanned, what
