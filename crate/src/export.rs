@@ -99,3 +99,47 @@ fn ending_note(message: &crate::message::ChatMessage) -> Option<&'static str> {
         _ => None,
     }
 }
+
+/// An export with its subagents' chats (`subagents`, as the page writes them) taken apart for an
+/// import as chat `new_id`: the parent without them, and each child under its new id with its
+/// links moved from the exported parent's id to `new_id` (`{old}~call` becomes `{new}~call`, a
+/// grandchild's `{old}~a~b` becomes `{new}~a~b`), so the tree is whole again. A child whose id
+/// does not descend from the exported parent's is left out: it has no place in this tree.
+pub fn split_subagents(mut export: Value, new_id: &str) -> (Value, Vec<(String, Value)>) {
+    let children = match export.as_object_mut() {
+        Some(root) => match root.remove("subagents") {
+            Some(Value::Array(children)) => children,
+            _ => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    let Some(old_id) = export["id"].as_str().map(str::to_string) else {
+        return (export, Vec::new());
+    };
+    let moved = |id: &str| {
+        let rest = id.strip_prefix(&old_id)?.strip_prefix('~')?;
+        (!rest.is_empty()).then(|| format!("{new_id}~{rest}"))
+    };
+    let relinked = children
+        .into_iter()
+        .filter_map(|mut child| {
+            let id = moved(child["id"].as_str()?)?;
+            let object = child.as_object_mut()?;
+            object.insert("id".into(), json!(id));
+            for link in ["parent_id", "root_chat_id"] {
+                let linked = object.get(link).and_then(Value::as_str);
+                let new = match linked {
+                    Some(old) if old == old_id => Some(new_id.to_string()),
+                    Some(old) => moved(old),
+                    None => None,
+                };
+                match new {
+                    Some(new) => object.insert(link.into(), json!(new)),
+                    None => object.remove(link),
+                };
+            }
+            Some((id, child))
+        })
+        .collect();
+    (export, relinked)
+}

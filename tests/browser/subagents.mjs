@@ -8,7 +8,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
-  check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle, openChatId, chatMenu,
+  check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, waitIdle, openChatId, chatMenu, importFile,
 } from './harness.mjs';
 import { person } from './person.mjs';
 import { inThemes } from './axe.mjs';
@@ -162,6 +162,21 @@ try {
 
   // 4. Deleting a parent asks about its subagents' chats; yes deletes them too.
   const spiderRoot = await page.locator('[data-testid=chat-item]', { hasText: 'Ask a helper about spiders.' }).getAttribute('data-chat-id');
+  await page.click(`[data-testid=chat-item][data-chat-id="${spiderRoot}"]`);
+  await page.waitForFunction((id) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === id, spiderRoot);
+  // Its export carries its subagent's chat; importing it brings the tree back, linked anew.
+  const [download] = await Promise.all([page.waitForEvent('download'), chatMenu(page, 'export-chat')]);
+  const exported = await readFile(await download.path(), 'utf8');
+  const imported = await importFile(page, exported, 'spiders.json');
+  const importedChild = page.locator(`[data-testid=chat-item][data-parent-id="${imported}"]`);
+  await importedChild.first().waitFor({ timeout: 10_000 }).catch(() => {});
+  const childCount = await importedChild.count();
+  check(JSON.parse(exported).subagents?.length === 1 && childCount === 1, `an export with its subagent, imported, lists the child under the new chat (${childCount} child${childCount === 1 ? '' : 'ren'})`);
+  if (childCount) {
+    await importedChild.first().click();
+    await page.getByTestId('transcript').filter({ hasText: 'A spider has eight legs.' }).waitFor({ timeout: 10_000 }).catch(() => {});
+    check((await page.textContent('[data-testid=transcript]')).includes('A spider has eight legs.'), 'the imported child holds its own conversation');
+  }
   await page.click(`[data-testid=chat-item][data-chat-id="${spiderRoot}"]`);
   await page.waitForFunction((id) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === id, spiderRoot);
   let asked = '';

@@ -182,3 +182,56 @@ proptest! {
         }
     }
 }
+
+/// Issue 37: an export with its subagents' chats is imported as a whole tree — each child (and
+/// grandchild) under the new parent's id with its links moved there; a child that does not
+/// descend from the exported parent is left out; an export without subagents is unchanged.
+#[test]
+fn an_export_with_subagents_is_split_into_a_tree_under_the_new_id() {
+    let export = json!({
+        "id": "chat-1", "title": "Spiders", "messages": [],
+        "subagents": [
+            {"id": "chat-1~call_a", "parent_id": "chat-1", "root_chat_id": "chat-1", "link_type": "subagent", "messages": []},
+            {"id": "chat-1~call_a~call_b", "parent_id": "chat-1~call_a", "root_chat_id": "chat-1", "link_type": "subagent", "messages": []},
+            {"id": "elsewhere~call_c", "parent_id": "elsewhere", "messages": []},
+            {"id": "chat-1~", "messages": []},
+            "not a chat"
+        ]
+    });
+    let (root, children) = palaver::export::split_subagents(export, "chat-9");
+    assert!(root.get("subagents").is_none(), "{root}");
+    assert_eq!(root["title"], "Spiders");
+    let links: Vec<(String, Value, Value, Value)> = children
+        .iter()
+        .map(|(id, c)| {
+            (
+                id.clone(),
+                c["id"].clone(),
+                c["parent_id"].clone(),
+                c["root_chat_id"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        links,
+        vec![
+            (
+                "chat-9~call_a".to_string(),
+                json!("chat-9~call_a"),
+                json!("chat-9"),
+                json!("chat-9")
+            ),
+            (
+                "chat-9~call_a~call_b".to_string(),
+                json!("chat-9~call_a~call_b"),
+                json!("chat-9~call_a"),
+                json!("chat-9")
+            ),
+        ]
+    );
+    let plain = json!({"id": "chat-2", "messages": []});
+    assert_eq!(
+        palaver::export::split_subagents(plain.clone(), "chat-3"),
+        (plain, Vec::new())
+    );
+}

@@ -31,7 +31,8 @@ impl Host {
 
     /// Imports a trajectory (JSON text, Refact format or a bare message array) as a new chat:
     /// loaded tolerantly (repairs are reported as events) and saved whole. What steers the agent
-    /// does not come with it (SECURITY F2).
+    /// does not come with it (SECURITY F2). An export with its subagents' chats (`subagents`)
+    /// brings them too, each linked under the new chat as it was under the exported one.
     #[wasm_bindgen(js_name = importChat, unchecked_return_type = "Promise<string>")]
     pub fn import_chat(&self, text: js_sys::JsString) -> Promise {
         let text = crate::web::text_of(&text);
@@ -40,7 +41,13 @@ impl Host {
             let text =
                 text.ok_or_else(|| error("BadInput", "an import is the file's text (a string)"))?;
             let id = format!("chat-{}-{}", now(), (js_sys::Math::random() * 1e9) as u64);
-            import_as(&shared, &id, &text, false).await?;
+            let parsed: Value =
+                serde_json::from_str(&text).map_err(|e| error("BadInput", &e.to_string()))?;
+            let (root, children) = crate::export::split_subagents(parsed, &id);
+            import_as(&shared, &id, &root.to_string(), false).await?;
+            for (child_id, child) in children {
+                import_as(&shared, &child_id, &child.to_string(), false).await?;
+            }
             Ok(JsValue::from_str(&id))
         })
     }
