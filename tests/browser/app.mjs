@@ -243,7 +243,8 @@ async function revertOneFile(page) {
   await diff.filter({ hasText: '+one by the agent' }).waitFor({ timeout: 10_000 }).catch(() => {});
   const shown = await diff.textContent().catch(() => '');
   check(/-one before/.test(shown) && /\+one by the agent/.test(shown) && /one\.txt: \+1 −1 lines/.test(shown), `the report shows one.txt's diff: its line before removed, the agent's added (${JSON.stringify(shown)})`);
-  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: `${process.env.PALAVER_SHOTS}/change-diff.png` });
+  await diff.scrollIntoViewIfNeeded().catch(() => {});
+  await inThemes(page, "a turn's change report with a file's diff open", 'change-diff');
   await you.click(page.getByTestId('show-diff').filter({ hasText: 'one.txt' }));
   check(await page.getByTestId('change-report').locator('..').getByTestId('change-diff').count() === 0, 'a second click closes the diff');
   await you.click(page.getByTestId('tool-activity').last().locator('summary'));

@@ -12,6 +12,7 @@
 mod chat_files;
 mod checkpoints;
 mod checkpoints_git;
+mod checkpoints_limits;
 mod mcp;
 mod models;
 mod proxy;
