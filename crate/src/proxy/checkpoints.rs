@@ -15,6 +15,7 @@ use super::tools::ToolReply;
 use super::walk::Budget;
 use super::workspace::Workspace;
 use super::workspace_scan::{self, Scan};
+use super::workspace_watch::Watch;
 use cap_std::fs::{OpenOptions, OpenOptionsExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -74,6 +75,8 @@ pub struct Checkpoints {
     log: Mutex<()>,
     /// The last scan of the workspace (`workspace_scan`): the next one reads only what moved.
     baseline: Mutex<Arc<Scan>>,
+    /// Whether anything moved since that scan (then the scan before a call is not needed).
+    watch: Mutex<Watch>,
     /// The objects' total size, counted once and then kept up to date.
     stored: Mutex<Option<u64>>,
 }
@@ -91,6 +94,7 @@ impl Checkpoints {
             dir,
             log: Mutex::new(()),
             baseline: Mutex::new(Arc::default()),
+            watch: Mutex::new(Watch::new()),
             stored: Mutex::new(None),
         }
     }
@@ -168,9 +172,14 @@ impl Checkpoints {
     /// since the last scan kept in the store (so the call's changes can be turned back).
     pub fn scan_before(&self, ws: &Workspace, budget: &Budget) -> Arc<Scan> {
         let mut baseline = self.baseline.lock().unwrap_or_else(|p| p.into_inner());
+        let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        if !baseline.partial && watch.nothing_moved() {
+            return baseline.clone();
+        }
         let scan = Arc::new(workspace_scan::scan(ws, &baseline, budget, &|b| {
             self.keep(b).ok()
         }));
+        watch.watch(ws.root(), &scan.folders);
         *baseline = scan.clone();
         scan
     }
@@ -184,7 +193,12 @@ impl Checkpoints {
         before: &Scan,
         budget: &Budget,
     ) -> Vec<Change> {
+        let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        // What the call did is seen by this scan: its events are not news for the next call.
+        watch.nothing_moved();
         let after = workspace_scan::scan(ws, before, budget, &|b| self.keep(b).ok());
+        watch.watch(ws.root(), &after.folders);
+        drop(watch);
         let changed = workspace_scan::changes(before, &after);
         *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(after);
         let content = |hash: &Option<String>| {
@@ -424,6 +438,7 @@ impl Checkpoints {
         }
         *self.stored.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *self.baseline.lock().unwrap_or_else(|p| p.into_inner()) = Arc::default();
+        *self.watch.lock().unwrap_or_else(|p| p.into_inner()) = Watch::new();
         Ok(pruned)
     }
 

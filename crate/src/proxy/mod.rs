@@ -19,6 +19,7 @@ pub mod vault;
 mod walk;
 mod workspace;
 mod workspace_scan;
+mod workspace_watch;
 
 pub use guard::{APP_CSP, MODEL_WORKER_CSP, MODEL_WORKER_PATH};
 use process_env::protect_environment;

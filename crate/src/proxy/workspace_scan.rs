@@ -41,6 +41,8 @@ pub struct Scan {
     pub files: HashMap<String, Seen>,
     /// The scan stopped early (deadline, cap): files past it were not seen.
     pub partial: bool,
+    /// The folders it walked (workspace-relative), so they can be watched.
+    pub folders: Vec<String>,
 }
 
 /// One file a call changed: its content hash before and after (`None`: it did not exist).
@@ -111,6 +113,7 @@ pub fn scan(
     for part in parts {
         out.partial |= part.partial;
         out.files.extend(part.files);
+        out.folders.extend(part.folders);
     }
     out
 }
@@ -124,6 +127,10 @@ fn look(
     seen: &AtomicUsize,
     out: &mut Scan,
 ) -> bool {
+    if entry.kind == Kind::Dir {
+        out.folders.push(entry.path);
+        return true;
+    }
     if entry.kind != Kind::File {
         return true;
     }
