@@ -66,6 +66,40 @@ async function reloadDuringASubagent(page) {
   check(/eight legs each/.test(answers.at(-1) ?? ''), `the parent answers with it (${(answers.at(-1) ?? '').slice(0, 60)})`);
 }
 
+/**
+ * 6. The same with a child started with `wait: false` (it works while the parent goes on): after a
+ * reload the parent's tree shows it interrupted; Resume sends it on in its own chat — one child.
+ */
+async function reloadDuringABackgroundSubagent(page) {
+  const you = person(page);
+  const task = 'Watch the garden spiders.';
+  const url = await double.script('background', [
+    sse(openaiStream({ toolCalls: [{ id: 'call_bg', name: 'spawn_agent', args: { task, title: 'Spider watch', wait: false } }] })),
+    { ...sse(openaiStream({ text: 'Watching: the first web is' })), stall_after_bytes: 120, for_user: task },
+    sse(openaiStream({ text: 'A helper watches the spiders meanwhile.' })),
+    { ...sse(openaiStream({ text: 'The garden spiders spun three webs.' })), for_user: task },
+  ]);
+  await setProvider(page, { baseUrl: url, key: 'sk-sub-test', model: 'gpt-4o' });
+  await you.click('new-chat');
+  await you.send('Have a helper watch the spiders while we talk.');
+  await you.waitAnswers(1, 20_000).catch(() => {});
+  for (let i = 0; i < 100 && (await posts('background')).length < 3; i += 1) await new Promise((r) => setTimeout(r, 100));
+  await new Promise((r) => setTimeout(r, 500));
+  const parent = await openChatId(page);
+  await page.reload();
+  const interrupted = page.getByTestId('subagent-interrupted');
+  await interrupted.waitFor({ timeout: 15_000 }).catch(() => {});
+  const shown = await interrupted.innerText().catch(() => '');
+  check(/Interrupted/.test(shown) && await openChatId(page) === parent, `after a reload the parent shows its background subagent as interrupted, with Resume and Cancel (${shown.replace(/\n/g, ' ')})`);
+  await you.click('subagent-resume');
+  await page.locator('[data-testid=subagent][data-status=done]').waitFor({ timeout: 20_000 }).catch(() => {});
+  const status = await page.getByTestId('subagent').first().getAttribute('data-status').catch(() => null);
+  const asked = await posts('background');
+  const childAsked = asked.filter((r) => String(r.body.messages?.find((m) => m.role === 'user')?.content ?? '').startsWith(task)).length;
+  const children = await page.locator(`[data-testid=chat-item][data-parent-id="${parent}"]`).count();
+  check(status === 'done' && childAsked === 2 && children === 1, `Resume: the background child goes on in its own chat and ends done — one child chat, never spawned twice (${status}; ${children} child chat; ${childAsked} requests with its task)`);
+}
+
 try {
   const page = await context.newPage();
   page.on('pageerror', (e) => pageErrors.push(e.message));
@@ -187,6 +221,7 @@ try {
   const left = await page.locator(family(spiderRoot)).count();
   check(/Delete its 1 subagent chat too/.test(asked) && left === 0, `deleting a parent asks about its subagents' chats (${asked}; ${left} left)`);
   await reloadDuringASubagent(page);
+  await reloadDuringABackgroundSubagent(page);
   check(pageErrors.length === 0, `no page errors (${pageErrors.join('; ')})`);
 } finally {
   await context.close();

@@ -25,6 +25,9 @@
 //   chunk_bytes    send in pieces of N bytes (default: all at once), delay_ms between pieces
 //   stall_after_bytes  send N bytes, then keep the connection open and silent until the client goes
 //   close_after_bytes  send N bytes, then destroy the socket (a network reset mid-stream)
+//   for_user       answers only a request whose first user message starts with this text (a
+//                  subagent's task): taken before the others, whatever the order requests arrive
+//                  in; the responses without it are taken in order (the last one repeats)
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -190,7 +193,7 @@ async function handle(req, res) {
       json(res, 400, { error: 'responses must be a non-empty array' });
       return;
     }
-    scripts.set(parts[1], { responses: script.responses, next: 0 });
+    scripts.set(parts[1], { responses: script.responses, used: new Set() });
     logs.set(parts[1], []);
     json(res, 200, { ok: true });
     return;
@@ -234,13 +237,27 @@ async function handle(req, res) {
       json(res, 404, { error: { type: 'not_found', message: `no script ${parts[1]}` } });
       return;
     }
-    const spec = script.responses[Math.min(script.next, script.responses.length - 1)];
-    script.next += 1;
+    const spec = script.responses[pick(script, body)];
     const entry = logEntry(parts[1], req, body);
     await respond(req, res, spec, entry);
     return;
   }
   json(res, 404, { error: { type: 'not_found', message: req.url } });
+}
+
+/** The scripted response for this request: one meant for its first user message, else the next. */
+function pick(script, body) {
+  let asked = '';
+  try {
+    const content = JSON.parse(body)?.messages?.find((m) => m.role === 'user')?.content;
+    asked = typeof content === 'string' ? content : (content ?? []).map((p) => p?.text ?? '').join('');
+  } catch { /* not JSON: no user message */ }
+  const free = (r, i) => !script.used.has(i);
+  let index = script.responses.findIndex((r, i) => free(r, i) && r.for_user && asked.startsWith(r.for_user));
+  if (index < 0) index = script.responses.findIndex((r, i) => free(r, i) && !r.for_user);
+  if (index < 0) index = script.responses.length - 1;
+  script.used.add(index);
+  return index;
 }
 
 const portArg = process.argv.indexOf('--port');

@@ -59,6 +59,19 @@ export function install(ctx) {
     ctx.chats.render();
     schedule();
     refreshChanges(id);
+    openChildren(id);
+  }
+
+  /**
+   * A parent's subagent chats are loaded into the engine after it: a child started with
+   * `wait: false` that a reload cut is known only from its own chat, and shows in the parent's
+   * tree (interrupted, with Resume and Cancel) once it is loaded.
+   */
+  async function openChildren(id) {
+    for (const child of ctx.chats.subagentsOf(id).filter((c) => c.parent_id === id)) {
+      if (current.mirror?.id !== id) return;
+      await palaver().openChat(child.id).catch(() => {});
+    }
   }
 
   /** What `palaver serve` recorded of this chat's writes (issue 39), for the reports and rows. */

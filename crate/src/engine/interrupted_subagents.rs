@@ -44,9 +44,14 @@ impl Engine {
                 .messages
                 .iter()
                 .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&call.id));
+            let child = subagents::child_id(parent, &call.id);
             let outcome = match result {
-                // A child started with `wait: false` ends in its own chat: not known from here.
-                Some(_) if !wait => continue,
+                // A child started with `wait: false` ends in its own chat: known once that chat
+                // is open here (the page opens a parent's children after it), then linked.
+                Some(_) if !wait => match self.sessions.get(&child) {
+                    Some(child_session) => background_outcome(child_session),
+                    None => continue,
+                },
                 Some(result) => Some(Outcome {
                     status: if result.tool_failed == Some(true) {
                         LinkStatus::Failed
@@ -58,8 +63,18 @@ impl Engine {
                 None if unanswered.contains(&call.id) => None,
                 None => continue,
             };
+            // A background child's answer was handed over when a `wait_agents` result carries it.
+            let delivered = if wait {
+                outcome.is_some()
+            } else {
+                let handed = format!("Subagent `{child}`");
+                session
+                    .messages
+                    .iter()
+                    .any(|m| m.role == Role::Tool && m.content.text().contains(&handed))
+            };
             links.push(Link {
-                child: subagents::child_id(parent, &call.id),
+                child,
                 parent: parent.to_string(),
                 root: root.clone(),
                 call_id: call.id.clone(),
@@ -69,7 +84,7 @@ impl Engine {
                 status: outcome
                     .as_ref()
                     .map_or(LinkStatus::Interrupted, |o| o.status),
-                delivered: outcome.is_some(),
+                delivered,
                 outcome,
                 started_at_ms: now,
                 ended_at_ms: None,
@@ -81,6 +96,19 @@ impl Engine {
             if self.subagents.get(&link.child).is_none() {
                 self.subagents.add(link);
             }
+        }
+    }
+
+    /// After a subagent's own chat opens from storage: its parent, if open here, links it (a
+    /// child started with `wait: false` is known only from its own chat).
+    pub(super) fn adopt_stored_child(&mut self, now: u64, child: &str) {
+        let parent = self
+            .sessions
+            .get(child)
+            .filter(|s| s.thread.link_type.as_deref() == Some("subagent"))
+            .and_then(|s| s.thread.parent_id.clone());
+        if let Some(parent) = parent.filter(|p| self.sessions.contains_key(p)) {
+            self.adopt_stored_subagents(now, &parent);
         }
     }
 
@@ -218,6 +246,20 @@ impl Engine {
             s.state().can_start_turn() && s.unanswered_calls().iter().any(|c| c.id == call_id)
         })
     }
+}
+
+/// Where a background child's stored chat stands: its answer (done), or `None` — cut before it
+/// answered (interrupted).
+fn background_outcome(child: &crate::session::ChatSession) -> Option<Outcome> {
+    let answered = !child.state().is_busy() && has_final_answer(&child.messages);
+    answered.then(|| Outcome {
+        status: LinkStatus::Done,
+        text: child
+            .messages
+            .last()
+            .map(|m| m.content.text())
+            .unwrap_or_default(),
+    })
 }
 
 /// The chat ends with a whole answer: the last message is the assistant's, with no calls, not

@@ -210,6 +210,7 @@ impl Engine {
         self.sessions.insert(chat_id.to_string(), session);
         if trajectory.is_some() {
             self.adopt_stored_subagents(now, chat_id);
+            self.adopt_stored_child(now, chat_id);
         }
         self.to_chat(now, chat_id, step, |_, _| {});
     }
