@@ -24,6 +24,17 @@ const sse = (body) => ({ body, headers: { 'content-type': 'text/event-stream' } 
 const posts = async (id) => (await double.log(id)).filter((e) => e.method === 'POST');
 const toolText = (body, id) => body?.messages?.find((m) => m.role === 'tool' && m.tool_call_id === id)?.content ?? '';
 
+/** Reloads the page with a child at work: the same parent opens, its child shown interrupted. */
+async function reloadShowsInterrupted(page, which) {
+  const parent = await openChatId(page);
+  await page.reload();
+  const interrupted = page.getByTestId('subagent-interrupted');
+  await interrupted.waitFor({ timeout: 15_000 }).catch(() => {});
+  const shown = await interrupted.innerText().catch(() => '');
+  check(/Interrupted/.test(shown) && await openChatId(page) === parent, `after a reload the parent shows ${which} as interrupted, with Resume and Cancel (${shown.replace(/\n/g, ' ')})`);
+  return parent;
+}
+
 /**
  * 5. A reload while a subagent works (issue 37): the parent shows the child as interrupted with
  * Resume and Cancel; Resume sends the child on, its answer reaches the parent's call and the
@@ -44,12 +55,7 @@ async function reloadDuringASubagent(page) {
   await page.locator('[data-testid=subagent][data-status=running]').waitFor({ timeout: 15_000 });
   for (let i = 0; i < 100 && (await posts('reload')).length < 2; i += 1) await new Promise((r) => setTimeout(r, 100));
   await new Promise((r) => setTimeout(r, 500));
-  const parent = await openChatId(page);
-  await page.reload();
-  const interrupted = page.getByTestId('subagent-interrupted');
-  await interrupted.waitFor({ timeout: 15_000 }).catch(() => {});
-  const shown = await interrupted.innerText().catch(() => '');
-  check(/Interrupted/.test(shown) && await openChatId(page) === parent, `after a reload the parent shows its subagent as interrupted, with Resume and Cancel (${shown.replace(/\n/g, ' ')})`);
+  const parent = await reloadShowsInterrupted(page, 'its subagent');
   const summary = await page.locator('[data-testid=tool-activity] summary, details summary').filter({ hasText: /Tools:/ }).last().innerText().catch(() => '');
   check(/0 finished/.test(summary), `and the parent's tool call is not counted as finished (${summary})`);
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'subagent-interrupted.png'), fullPage: true });
@@ -85,12 +91,7 @@ async function reloadDuringABackgroundSubagent(page) {
   await you.waitAnswers(1, 20_000).catch(() => {});
   for (let i = 0; i < 100 && (await posts('background')).length < 3; i += 1) await new Promise((r) => setTimeout(r, 100));
   await new Promise((r) => setTimeout(r, 500));
-  const parent = await openChatId(page);
-  await page.reload();
-  const interrupted = page.getByTestId('subagent-interrupted');
-  await interrupted.waitFor({ timeout: 15_000 }).catch(() => {});
-  const shown = await interrupted.innerText().catch(() => '');
-  check(/Interrupted/.test(shown) && await openChatId(page) === parent, `after a reload the parent shows its background subagent as interrupted, with Resume and Cancel (${shown.replace(/\n/g, ' ')})`);
+  const parent = await reloadShowsInterrupted(page, 'its background subagent');
   await you.click('subagent-resume');
   await page.locator('[data-testid=subagent][data-status=done]').waitFor({ timeout: 20_000 }).catch(() => {});
   const status = await page.getByTestId('subagent').first().getAttribute('data-status').catch(() => null);

@@ -4,7 +4,7 @@
 //! stages, the rebase in progress, the submodule's HEAD) is exactly as it was.
 
 use super::checkpoints::{changes_of, git, restore};
-use super::support::{config_for, request, start_with, temp_dir, TOKEN};
+use super::support::{config_for, request, start_with, temp_dir, TempDir, TOKEN};
 use serde_json::json;
 use std::path::Path;
 
@@ -26,6 +26,24 @@ fn git_state(repo: &Path) -> Vec<String> {
         git(repo, &["stash", "list"]),
         git(repo, &["status", "--porcelain"]),
     ]
+}
+
+/// `palaver serve` with a change store and the shell allowed.
+fn recording(dir: &TempDir) -> palaver::proxy::ServeConfig {
+    palaver::proxy::ServeConfig {
+        checkpoints: Some(dir.0.join("store")),
+        ..config_for(dir, true)
+    }
+}
+
+/// The paths of the changes chat `c1` recorded, sorted.
+fn changed_paths(port: u16) -> Vec<String> {
+    let mut paths: Vec<String> = changes_of(port, "c1")
+        .iter()
+        .map(|c| c["path"].as_str().unwrap_or("").to_string())
+        .collect();
+    paths.sort();
+    paths
 }
 
 fn read(path: &Path) -> String {
@@ -54,23 +72,14 @@ fn a_restore_in_a_repository_stopped_mid_rebase_keeps_the_rebase_and_its_conflic
         "the rebase stopped on a conflict: {conflicted}"
     );
     let before = git_state(&ws);
-    let config = palaver::proxy::ServeConfig {
-        checkpoints: Some(dir.0.join("store")),
-        ..config_for(&dir, true)
-    };
-    let server = start_with(config, dir);
+    let server = start_with(recording(&dir), dir);
     run(
         server.port,
         "c1",
         "call_fix",
         "printf 'resolved\\n' > a.txt && echo notes > notes.txt",
     );
-    let mut paths: Vec<String> = changes_of(server.port, "c1")
-        .iter()
-        .map(|c| c["path"].as_str().unwrap_or("").to_string())
-        .collect();
-    paths.sort();
-    assert_eq!(paths, ["a.txt", "notes.txt"]);
+    assert_eq!(changed_paths(server.port), ["a.txt", "notes.txt"]);
 
     let done = restore(server.port, "c1", "call_fix", false);
     assert_eq!(done.body["skipped"], json!([]), "{:?}", done.body);
@@ -109,23 +118,17 @@ fn a_change_inside_a_submodule_is_restored_and_both_repositories_keep_their_stat
     let lib = ws.join("lib");
     let (app_state, lib_state) = (git_state(&ws), git_state(&lib));
     let gitlink = read(&lib.join(".git"));
-    let config = palaver::proxy::ServeConfig {
-        checkpoints: Some(dir.0.join("store")),
-        ..config_for(&dir, true)
-    };
-    let server = start_with(config, dir);
+    let server = start_with(recording(&dir), dir);
     run(
         server.port,
         "c1",
         "call_lib",
         "echo patched > lib/lib.txt && echo new > lib/new.txt && echo app2 > app.txt",
     );
-    let mut paths: Vec<String> = changes_of(server.port, "c1")
-        .iter()
-        .map(|c| c["path"].as_str().unwrap_or("").to_string())
-        .collect();
-    paths.sort();
-    assert_eq!(paths, ["app.txt", "lib/lib.txt", "lib/new.txt"]);
+    assert_eq!(
+        changed_paths(server.port),
+        ["app.txt", "lib/lib.txt", "lib/new.txt"]
+    );
 
     let done = restore(server.port, "c1", "call_lib", false);
     assert_eq!(done.body["skipped"], json!([]), "{:?}", done.body);
