@@ -114,3 +114,46 @@ pub fn removed_with_its_chat(doc: &Value) -> bool {
     doc.get("_deleted").and_then(Value::as_bool) == Some(true)
         && doc.get("chat_deleted").and_then(Value::as_bool) == Some(true)
 }
+
+/// What a pulled message document does to this browser's store (the merge rule's last part).
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageFate {
+    /// Store this message record.
+    Put(Value),
+    /// A removal that came only with its chat's deletion elsewhere, while the chat is still here
+    /// (this device added to it): the message is kept and pushed again, a new revision over the
+    /// removal, so every device has it back — and so is its chat's document, so the chat comes
+    /// back with it even where a later deletion (of a device that had not seen this) won.
+    KeepAndPushAgain,
+    /// Remove the message.
+    Remove,
+}
+
+/// The fate of a pulled message: `record` as `local_doc` read it (`None`: removed), `doc` the
+/// pulled document, `chat_here` whether its chat is in this store after this pull's own chat
+/// documents (a chat deleted by the same pull is not here).
+pub fn message_fate(record: Option<Value>, doc: &Value, chat_here: bool) -> MessageFate {
+    match record {
+        Some(record) => MessageFate::Put(record),
+        None if removed_with_its_chat(doc) && chat_here => MessageFate::KeepAndPushAgain,
+        None => MessageFate::Remove,
+    }
+}
+
+/// The body an outbox entry pushes, read from the store as it is now: the record's document, or,
+/// for a message no longer here, a removal — one that says it went with its whole chat when it
+/// did (`with_chat`, or its chat is gone too), so a device that added to that chat keeps it.
+pub fn outbox_body(
+    chat_id: &str,
+    message: bool,
+    record: Option<&Value>,
+    with_chat: bool,
+    chat_here: bool,
+) -> Option<Value> {
+    match (record, message) {
+        (Some(record), true) => Some(message_doc(record)),
+        (Some(record), false) => Some(chat_doc(chat_id, record)),
+        (None, true) if with_chat || !chat_here => Some(removed_with_chat()),
+        (None, _) => None,
+    }
+}

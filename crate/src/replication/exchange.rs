@@ -164,7 +164,9 @@ impl Replicator {
     }
 
     /// The revisions not known here (of docs without unpushed changes: those are pushed first,
-    /// and the push makes the server list them again with every leaf) are fetched.
+    /// and the push makes the server list them again with every leaf) are fetched — and of a
+    /// document in conflict, every leaf but the one held here, so its winner is chosen among all
+    /// of them (the same on every device), not between the one held here and the newcomers.
     pub(super) fn fetch(
         &mut self,
         changes: Vec<(String, Vec<String>)>,
@@ -182,8 +184,13 @@ impl Replicator {
             .filter(|(id, _)| !pending.contains(id))
             .flat_map(|(id, revs)| {
                 let local = known.get(id);
+                let conflict = revs.len() > 1;
                 revs.iter()
-                    .filter(move |rev| !local.is_some_and(|l| l.knows(rev)))
+                    .filter(move |rev| match local {
+                        Some(l) if conflict => l.rev != **rev,
+                        Some(l) => !l.knows(rev),
+                        None => true,
+                    })
                     .map(move |rev| json!({"id": id, "rev": rev}))
             })
             .collect();
@@ -198,7 +205,12 @@ impl Replicator {
         } else {
             self.since.clone()
         };
-        self.phase = Phase::Fetching { known, last_seq };
+        let listed = changes.into_iter().collect();
+        self.phase = Phase::Fetching {
+            known,
+            listed,
+            last_seq,
+        };
         out.push(self.request(
             Method::Post,
             "_bulk_get?revs=true".into(),
@@ -248,9 +260,14 @@ pub(super) fn outgoing_doc(entry: &OutboxEntry, info: &RevInfo) -> Value {
     Value::Object(doc)
 }
 
-/// `_bulk_get`'s answer → what to store: per document, the winning leaf among the local
-/// revision and the fetched ones (`choose`), and the losers remembered as seen.
-pub(super) fn choose_pulled(known: &HashMap<String, RevInfo>, body: &Value) -> Vec<Pulled> {
+/// `_bulk_get`'s answer → what to store: per document, the winning leaf (`beats`) among those
+/// fetched and the one held here when the server still lists it as a leaf; the other leaves
+/// are remembered as seen. A fetched leaf that descends from the one held here simply follows it.
+pub(super) fn choose_pulled(
+    known: &HashMap<String, RevInfo>,
+    listed: &HashMap<String, Vec<String>>,
+    body: &Value,
+) -> Vec<Pulled> {
     let mut leaves: BTreeMap<String, Vec<(Value, RevInfo)>> = BTreeMap::new();
     for result in body
         .get("results")
@@ -276,39 +293,48 @@ pub(super) fn choose_pulled(known: &HashMap<String, RevInfo>, body: &Value) -> V
         }
     }
     let mut out = Vec::new();
-    for (id, docs) in leaves {
-        let mut current = known.get(&id).cloned();
-        let mut taken: Option<Value> = None;
-        let mut seen: Vec<String> = Vec::new();
-        for (doc, info) in docs {
-            match choose(&id, current.as_ref(), &info) {
-                Choice::Known => {}
-                Choice::Take => {
-                    if let Some(old) = &current {
-                        if !info.descends_from(&old.rev) {
-                            seen.push(old.rev.clone());
-                        }
-                        seen.extend(old.seen.iter().cloned());
-                    }
-                    current = Some(info);
-                    taken = Some(doc);
-                }
-                Choice::Keep => seen.push(info.rev),
+    for (id, fetched) in leaves {
+        let local = known.get(&id);
+        let local_is_leaf =
+            local.is_some_and(|l| listed.get(&id).is_some_and(|revs| revs.contains(&l.rev)));
+        // Candidates: the fetched leaves, and the one held here if it is still a leaf.
+        let mut candidates: Vec<(Option<Value>, RevInfo)> = fetched
+            .into_iter()
+            .filter(|(_, info)| local.is_none_or(|l| !l.in_history(&info.rev)))
+            .map(|(doc, info)| (Some(doc), info))
+            .collect();
+        if let (Some(l), true) = (local, local_is_leaf || candidates.is_empty()) {
+            candidates.push((None, l.clone()));
+        }
+        let Some(best) = (0..candidates.len()).reduce(|best, i| {
+            if beats(&id, &candidates[i].1, &candidates[best].1) {
+                i
+            } else {
+                best
+            }
+        }) else {
+            continue;
+        };
+        let (doc, mut info) = candidates.swap_remove(best);
+        let mut seen: Vec<String> = candidates.into_iter().map(|(_, i)| i.rev).collect();
+        seen.extend(local.iter().flat_map(|l| l.seen.iter().cloned()));
+        if doc.is_some() {
+            if let Some(l) = local.filter(|l| !info.descends_from(&l.rev)) {
+                seen.push(l.rev.clone());
             }
         }
-        let Some(mut info) = current else { continue };
         for s in seen {
-            if !info.knows(&s) {
+            if !info.knows(&s) && !info.seen.contains(&s) {
                 info.seen.push(s);
             }
         }
         info.seen.truncate(HISTORY);
-        if taken.is_none() && known.get(&id) == Some(&info) {
+        if doc.is_none() && local == Some(&info) {
             continue;
         }
         out.push(Pulled {
             id,
-            doc: taken.unwrap_or(Value::Null),
+            doc: doc.unwrap_or(Value::Null),
             info,
         });
     }

@@ -16,10 +16,11 @@
 //! checkpoints. Caught up, it waits on a `longpoll` feed; a local change cuts the wait short.
 //!
 //! The merge rule, the same on every device (ARCHITECTURE.md): a revision that descends from the
-//! local one replaces it; between two branches a message keeps CouchDB's winner (not deleted over
-//! deleted, then the longer history, then the greater revision id) — so an edit never loses its
-//! message to a removal, and two devices appending while offline keep both sets of messages
-//! (distinct ids), ordered by `position` then id; a chat document keeps the newest `updated_at`.
+//! local one replaces it; a document in conflict keeps the winner among all its leaves (`beats`:
+//! a message CouchDB's winner — not deleted over deleted, then the longer history, then the greater
+//! revision id; a chat document the newest `updated_at` first), so an edit never loses its message
+//! to a removal, two devices appending while offline keep both sets of messages (distinct ids),
+//! ordered by `position` then id, and every device keeps the same leaf.
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -200,6 +201,8 @@ enum Phase {
     /// `POST _bulk_get` of the unknown revisions.
     Fetching {
         known: HashMap<String, RevInfo>,
+        /// Each document's leaves as `_changes` listed them.
+        listed: HashMap<String, Vec<String>>,
         last_seq: Value,
     },
     StoringPull {
@@ -464,8 +467,12 @@ impl Replicator {
                 self.record_push(all, out);
             }
             Phase::Listing { .. } if status == 200 => self.listed(body, out),
-            Phase::Fetching { known, last_seq } if status == 200 => {
-                let pulled = choose_pulled(&known, &body);
+            Phase::Fetching {
+                known,
+                listed,
+                last_seq,
+            } if status == 200 => {
+                let pulled = choose_pulled(&known, &listed, &body);
                 self.phase = Phase::StoringPull {
                     last_seq,
                     count: pulled.iter().filter(|p| !p.doc.is_null()).count() as u64,

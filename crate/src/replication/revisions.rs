@@ -131,6 +131,18 @@ pub fn choose(id: &str, local: Option<&RevInfo>, remote: &RevInfo) -> Choice {
     if remote.descends_from(&local.rev) {
         return Choice::Take;
     }
+    if beats(id, remote, local) {
+        Choice::Take
+    } else {
+        Choice::Keep
+    }
+}
+
+/// Whether leaf `a` wins over leaf `b`: CouchDB's winner (not deleted over deleted, then the
+/// longer history, then the greater revision id), after the newest `updated_at` for a chat
+/// document. It depends on the two leaves only, so every device that sees the same leaves
+/// keeps the same one.
+pub fn beats(id: &str, a: &RevInfo, b: &RevInfo) -> bool {
     let key = |r: &RevInfo| {
         (
             !r.deleted,
@@ -138,15 +150,10 @@ pub fn choose(id: &str, local: Option<&RevInfo>, remote: &RevInfo) -> Choice {
             parse_rev(&r.rev).map(|(_, h)| h.to_string()),
         )
     };
-    let remote_wins = if id.starts_with("chat:") {
-        (remote.stamp, key(remote)) > (local.stamp, key(local))
+    if id.starts_with("chat:") {
+        (a.stamp, key(a)) > (b.stamp, key(b))
     } else {
-        key(remote) > key(local)
-    };
-    if remote_wins {
-        Choice::Take
-    } else {
-        Choice::Keep
+        key(a) > key(b)
     }
 }
 

@@ -22,6 +22,8 @@ mod proposals;
 mod refusals;
 mod render;
 #[cfg(not(target_arch = "wasm32"))]
+mod replicas;
+#[cfg(not(target_arch = "wasm32"))]
 mod replication;
 mod requests;
 mod security_streams;

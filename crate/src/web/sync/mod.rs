@@ -11,10 +11,10 @@ use super::shared::*;
 use super::tabs::ChatRole;
 use crate::engine::Input;
 use crate::replication::{
-    chat_doc, hash_hex, local_doc, message_doc, LocalDoc, OutboxEntry, Pulled, Pushed, Replicator,
-    RevInfo, SyncEffect, SyncInput, SyncStatus,
+    hash_hex, local_doc, LocalDoc, OutboxEntry, Pulled, Pushed, Replicator, RevInfo, SyncEffect,
+    SyncInput, SyncStatus,
 };
-use crate::replication::{removed_with_chat, removed_with_its_chat};
+use crate::replication::{message_fate, outbox_body, removed_with_its_chat, MessageFate};
 use js_sys::Reflect;
 use serde::Deserialize;
 use serde_json::{json, Value};

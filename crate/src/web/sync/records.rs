@@ -82,14 +82,14 @@ pub(super) async fn read_outbox(
         let known = idb::from_js(&idb::request_done(&known).await?)
             .and_then(|v| serde_json::from_value::<RevInfo>(v).ok());
         let chat_here = idb::from_js(&idb::request_done(&chat).await?).is_some();
-        let body = match (record, &row.message_id) {
-            (Some(r), Some(_)) => Some(message_doc(&r)),
-            (Some(r), None) => Some(chat_doc(&row.chat_id, &r)),
-            // A message gone with its whole chat says so: a device that added to the chat
-            // meanwhile keeps it (the merge rule).
-            (None, Some(_)) if row.with_chat || !chat_here => Some(removed_with_chat()),
-            (None, _) => None,
-        };
+        let message = row.message_id.is_some();
+        let body = outbox_body(
+            &row.chat_id,
+            message,
+            record.as_ref(),
+            row.with_chat,
+            chat_here,
+        );
         entries.push(OutboxEntry {
             id: row.id,
             mark: row.mark,
@@ -173,26 +173,26 @@ pub(super) async fn store(
                 message_id,
                 record,
             }) => {
-                match record {
-                    Some(record) => {
+                // A removal needs to know whether the chat is still here (not deleted by this
+                // pull, stored); the rest does not read the store.
+                let chat_here = removed_with_its_chat(&p.doc)
+                    && !changed.deleted.contains(&chat_id)
+                    && idb::from_js(
+                        &idb::request_done(&chats.get(&JsValue::from_str(&chat_id))?).await?,
+                    )
+                    .is_some();
+                match message_fate(record, &p.doc, chat_here) {
+                    MessageFate::Put(record) => {
                         messages.put(&idb::to_js(&record)?)?;
                         alive.insert(chat_id.clone());
                     }
-                    // Removed only because another device deleted the chat, which is still
-                    // here (this device added to it): the message is kept and pushed again, a
-                    // new revision over the removal, so every device has it back.
-                    None if removed_with_its_chat(&p.doc)
-                        && !changed.deleted.contains(&chat_id)
-                        && idb::from_js(
-                            &idb::request_done(&chats.get(&JsValue::from_str(&chat_id))?).await?,
-                        )
-                        .is_some() =>
-                    {
+                    MessageFate::KeepAndPushAgain => {
                         outbox.put(&outbox_record(&chat_id, Some(&message_id), mark)?)?;
+                        outbox.put(&outbox_record(&chat_id, None, mark)?)?;
                         changed.kept.insert(chat_id.clone());
                         alive.insert(chat_id.clone());
                     }
-                    None => {
+                    MessageFate::Remove => {
                         messages.delete(&idb::message_key(&chat_id, &message_id))?;
                     }
                 };
@@ -237,6 +237,11 @@ pub(super) async fn store(
             record["thread"] = crate::thread::from_outside(&body["thread"], &record["thread"]);
             record["title"] = body["title"].clone();
             record["updated_at"] = body["updated_at"].clone();
+        }
+        if changed.kept.contains(chat_id) {
+            // Kept over a deletion: a new revision of the chat, newer than the deletion, goes
+            // out with its messages (the same body would be the same revision).
+            record["updated_at"] = json!(now());
         }
         let count = idb::request_done(
             &messages
