@@ -165,8 +165,9 @@ impl Replicator {
 
     /// The revisions not known here (of docs without unpushed changes: those are pushed first,
     /// and the push makes the server list them again with every leaf) are fetched — and of a
-    /// document in conflict, every leaf but the one held here, so its winner is chosen among all
-    /// of them (the same on every device), not between the one held here and the newcomers.
+    /// document in conflict, every leaf but the one held here and those seen before whose rank is
+    /// kept, so its winner is chosen among all of them (the same on every device), not between the
+    /// one held here and the newcomers.
     pub(super) fn fetch(
         &mut self,
         changes: Vec<(String, Vec<String>)>,
@@ -187,7 +188,14 @@ impl Replicator {
                 let conflict = revs.len() > 1;
                 revs.iter()
                     .filter(move |rev| match local {
-                        Some(l) if conflict => l.rev != **rev,
+                        // A leaf seen before is fetched again only if what ranks it is not kept,
+                        // or it now beats the one held here (changed here since).
+                        Some(l) if conflict => {
+                            let loser = l.losers.iter().find(|loser| loser.rev == **rev);
+                            l.rev != **rev
+                                && !l.in_history(rev)
+                                && loser.is_none_or(|loser| beats(id, &loser.info(), l))
+                        }
                         Some(l) => !l.knows(rev),
                         None => true,
                     })
@@ -260,14 +268,30 @@ pub(super) fn outgoing_doc(entry: &OutboxEntry, info: &RevInfo) -> Value {
     Value::Object(doc)
 }
 
+/// One leaf a winner is chosen among: fetched, the one held here, or one seen before (its rank).
+enum Candidate {
+    Fetched(Value, RevInfo),
+    Held(RevInfo),
+    Seen(RevInfo),
+}
+
+impl Candidate {
+    fn info(&self) -> &RevInfo {
+        match self {
+            Candidate::Fetched(_, info) | Candidate::Held(info) | Candidate::Seen(info) => info,
+        }
+    }
+}
+
 /// `_bulk_get`'s answer → what to store: per document, the winning leaf (`beats`) among those
-/// fetched and the one held here when the server still lists it as a leaf; the other leaves
-/// are remembered as seen. A fetched leaf that descends from the one held here simply follows it.
+/// fetched, the one held here while the server lists it as a leaf, and those seen before; the
+/// others are remembered as seen, with their rank. `true` when a leaf seen before won: it is
+/// forgotten so the next pass (from the same checkpoint) fetches it.
 pub(super) fn choose_pulled(
     known: &HashMap<String, RevInfo>,
     listed: &HashMap<String, Vec<String>>,
     body: &Value,
-) -> Vec<Pulled> {
+) -> (Vec<Pulled>, bool) {
     let mut leaves: BTreeMap<String, Vec<(Value, RevInfo)>> = BTreeMap::new();
     for result in body
         .get("results")
@@ -293,21 +317,30 @@ pub(super) fn choose_pulled(
         }
     }
     let mut out = Vec::new();
+    let mut again = false;
     for (id, fetched) in leaves {
         let local = known.get(&id);
-        let local_is_leaf =
-            local.is_some_and(|l| listed.get(&id).is_some_and(|revs| revs.contains(&l.rev)));
-        // Candidates: the fetched leaves, and the one held here if it is still a leaf.
-        let mut candidates: Vec<(Option<Value>, RevInfo)> = fetched
+        let listed_revs = listed.get(&id).map(Vec::as_slice).unwrap_or_default();
+        let mut candidates: Vec<Candidate> = fetched
             .into_iter()
             .filter(|(_, info)| local.is_none_or(|l| !l.in_history(&info.rev)))
-            .map(|(doc, info)| (Some(doc), info))
+            .map(|(doc, info)| Candidate::Fetched(doc, info))
             .collect();
-        if let (Some(l), true) = (local, local_is_leaf || candidates.is_empty()) {
-            candidates.push((None, l.clone()));
+        if let Some(l) = local {
+            if listed_revs.contains(&l.rev) || candidates.is_empty() {
+                candidates.push(Candidate::Held(l.clone()));
+            }
+            let fetched_now = |rev: &str| candidates.iter().any(|c| c.info().rev == rev);
+            let seen: Vec<Candidate> = l
+                .losers
+                .iter()
+                .filter(|loser| listed_revs.contains(&loser.rev) && !fetched_now(&loser.rev))
+                .map(|loser| Candidate::Seen(loser.info()))
+                .collect();
+            candidates.extend(seen);
         }
         let Some(best) = (0..candidates.len()).reduce(|best, i| {
-            if beats(&id, &candidates[i].1, &candidates[best].1) {
+            if beats(&id, candidates[i].info(), candidates[best].info()) {
                 i
             } else {
                 best
@@ -315,19 +348,49 @@ pub(super) fn choose_pulled(
         }) else {
             continue;
         };
-        let (doc, mut info) = candidates.swap_remove(best);
-        let mut seen: Vec<String> = candidates.into_iter().map(|(_, i)| i.rev).collect();
-        seen.extend(local.iter().flat_map(|l| l.seen.iter().cloned()));
-        if doc.is_some() {
-            if let Some(l) = local.filter(|l| !info.descends_from(&l.rev)) {
+        let winner = candidates.swap_remove(best);
+        let losers: Vec<RevInfo> = candidates.iter().map(|c| c.info().clone()).collect();
+        let mut forget = None;
+        let (doc, mut info) = match winner {
+            Candidate::Fetched(doc, info) => (Some(doc), info),
+            Candidate::Held(info) => (None, info),
+            Candidate::Seen(seen) => {
+                // Its body is not here: forget it, so the next pass fetches it.
+                again = true;
+                let Some(mut info) = local.cloned() else {
+                    continue;
+                };
+                info.seen.retain(|s| *s != seen.rev);
+                info.losers.retain(|l| l.rev != seen.rev);
+                forget = Some(seen.rev);
+                (None, info)
+            }
+        };
+        let mut seen: Vec<String> = losers.iter().map(|l| l.rev.clone()).collect();
+        if let Some(l) = local {
+            seen.extend(l.seen.iter().cloned());
+            if doc.is_some() && !info.descends_from(&l.rev) {
                 seen.push(l.rev.clone());
+            }
+            if doc.is_some() {
+                info.losers = l.losers.clone();
             }
         }
         for s in seen {
-            if !info.knows(&s) && !info.seen.contains(&s) {
+            if !info.knows(&s) && !info.seen.contains(&s) && forget.as_ref() != Some(&s) {
                 info.seen.push(s);
             }
         }
+        for loser in &losers {
+            if !info.losers.iter().any(|l| l.rev == loser.rev)
+                && forget.as_ref() != Some(&loser.rev)
+            {
+                info.losers.push(Loser::of(loser));
+            }
+        }
+        // Only the leaves that still stand are worth their rank.
+        info.losers
+            .retain(|l| listed_revs.contains(&l.rev) && l.rev != info.rev);
         info.seen.truncate(HISTORY);
         if doc.is_none() && local == Some(&info) {
             continue;
@@ -338,5 +401,5 @@ pub(super) fn choose_pulled(
             info,
         });
     }
-    out
+    (out, again)
 }

@@ -472,7 +472,9 @@ impl Replicator {
                 listed,
                 last_seq,
             } if status == 200 => {
-                let pulled = choose_pulled(&known, &listed, &body);
+                let (pulled, again) = choose_pulled(&known, &listed, &body);
+                // A leaf seen before won: the same changes are listed again to fetch it.
+                let last_seq = if again { self.since.clone() } else { last_seq };
                 self.phase = Phase::StoringPull {
                     last_seq,
                     count: pulled.iter().filter(|p| !p.doc.is_null()).count() as u64,

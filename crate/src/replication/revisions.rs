@@ -22,6 +22,43 @@ pub struct RevInfo {
     pub stamp: f64,
     #[serde(default)]
     pub body_hash: String,
+    /// What decides between the losing leaves seen and a newcomer (`beats`), so a leaf seen once
+    /// is not fetched again to be compared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub losers: Vec<Loser>,
+}
+
+/// A losing leaf as `beats` ranks it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Loser {
+    pub rev: String,
+    #[serde(default)]
+    pub deleted: bool,
+    #[serde(default)]
+    pub stamp: f64,
+}
+
+impl Loser {
+    pub fn of(info: &RevInfo) -> Loser {
+        Loser {
+            rev: info.rev.clone(),
+            deleted: info.deleted,
+            stamp: info.stamp,
+        }
+    }
+
+    /// The leaf as `beats` needs it (its history is its own id only).
+    pub fn info(&self) -> RevInfo {
+        RevInfo {
+            rev: self.rev.clone(),
+            ancestry: parse_rev(&self.rev)
+                .map(|(_, h)| vec![h.to_string()])
+                .unwrap_or_default(),
+            deleted: self.deleted,
+            stamp: self.stamp,
+            ..RevInfo::default()
+        }
+    }
 }
 
 impl RevInfo {
@@ -100,6 +137,7 @@ pub fn next_revision(known: Option<&RevInfo>, body: Option<&Value>) -> RevInfo {
         seen: known.map(|k| k.seen.clone()).unwrap_or_default(),
         stamp: stamp_of(body),
         body_hash,
+        losers: known.map(|k| k.losers.clone()).unwrap_or_default(),
     }
 }
 
@@ -184,6 +222,7 @@ pub fn info_of(doc: &Value) -> Option<RevInfo> {
         seen: Vec::new(),
         stamp: stamp_of(Some(&body)),
         body_hash: hash_hex(&[body_text((!deleted).then_some(&body)).as_bytes()]),
+        losers: Vec::new(),
     })
 }
 

@@ -156,7 +156,11 @@ impl Couch {
                 json!({"id": id, "seq": seq, "changes": revs})
             })
             .collect();
-        let last = listed.iter().take(200).last().map_or(since, |(s, _)| *s);
+        let last = listed
+            .iter()
+            .take(200)
+            .next_back()
+            .map_or(since, |(s, _)| *s);
         json!({"results": results, "last_seq": last})
     }
 }
@@ -168,6 +172,9 @@ fn since_of(path: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// An outbox entry: (mark, chat, message, removed with its chat).
+type Queued = (f64, String, Option<String>, bool);
+
 /// One browser: its chats and messages as stored, what it knows of each document, its outbox.
 struct Device {
     name: String,
@@ -176,8 +183,7 @@ struct Device {
     chats: BTreeMap<String, Value>,
     messages: BTreeMap<(String, String), Value>,
     revs: HashMap<String, RevInfo>,
-    /// Outbox: document id → (mark, chat, message, removed with its chat).
-    outbox: BTreeMap<String, (f64, String, Option<String>, bool)>,
+    outbox: BTreeMap<String, Queued>,
     mark: f64,
     parked: Option<(u64, String)>,
     wake: Option<u64>,
@@ -291,8 +297,7 @@ impl Device {
     }
 
     fn outbox_entries(&self, limit: usize) -> Vec<OutboxEntry> {
-        let mut rows: Vec<(&String, &(f64, String, Option<String>, bool))> =
-            self.outbox.iter().collect();
+        let mut rows: Vec<(&String, &Queued)> = self.outbox.iter().collect();
         rows.sort_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
         rows.into_iter()
             .take(limit)
