@@ -8,7 +8,8 @@ use super::support::{config_for, request, start_with, temp_dir, TempDir, TOKEN};
 use serde_json::json;
 use std::path::Path;
 
-fn run(port: u16, chat: &str, call: &str, script: &str) {
+/// `run_command` of `sh -c script`, named as chat `chat`'s call `call` (so it is recorded).
+pub(crate) fn run(port: u16, chat: &str, call: &str, script: &str) {
     let headers = format!(
         "Authorization: Bearer {TOKEN}\r\nx-palaver-chat: {chat}\r\nx-palaver-call: {call}\r\n"
     );

@@ -58,12 +58,7 @@ fn a_store_that_cannot_be_written_refuses_the_write_and_leaves_the_file() {
 }
 
 fn run(port: u16, call: &str, script: &str) {
-    let headers = format!(
-        "Authorization: Bearer {TOKEN}\r\nx-palaver-chat: c1\r\nx-palaver-call: {call}\r\n"
-    );
-    let body = json!({"argv": ["sh", "-c", script]}).to_string();
-    let ran = request(port, "POST", "/api/tools/run_command", &headers, &body);
-    assert_eq!(ran.body["is_error"], false, "{:?}", ran.body);
+    super::checkpoints_git::run(port, "c1", call, script);
 }
 
 /// Between two commands the scan before the second may be skipped when the kernel saw nothing

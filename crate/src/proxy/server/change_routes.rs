@@ -145,6 +145,15 @@ pub(super) async fn list_changes(
     Json(serde_json::json!({"recording": true, "changes": changes})).into_response()
 }
 
+/// The answer of a change route when this `palaver serve` keeps no changes.
+fn not_recording() -> Response {
+    json_error(
+        StatusCode::NOT_FOUND,
+        "not_recording",
+        "this palaver serve records no changes (it has no data folder)",
+    )
+}
+
 #[derive(serde::Deserialize)]
 pub(super) struct ContentQuery {
     chat: String,
@@ -158,11 +167,7 @@ pub(super) async fn change_content(
     Query(query): Query<ContentQuery>,
 ) -> Response {
     let Some(store) = api.checkpoints.clone() else {
-        return json_error(
-            StatusCode::NOT_FOUND,
-            "not_recording",
-            "this palaver serve records no changes (it has no data folder)",
-        );
+        return not_recording();
     };
     let read = tokio::task::spawn_blocking(move || store.content(&query.chat, &query.hash)).await;
     match read.ok().flatten() {
@@ -204,11 +209,7 @@ pub(super) async fn restore_changes(State(api): State<Arc<Api>>, body: Bytes) ->
         }
     };
     let Some(store) = api.checkpoints.clone() else {
-        return json_error(
-            StatusCode::NOT_FOUND,
-            "not_recording",
-            "this palaver serve records no changes (it has no data folder)",
-        );
+        return not_recording();
     };
     let workspace = api.tools.workspace.clone();
     let done = tokio::task::spawn_blocking(move || store_restore(&store, &workspace, &ask)).await;
