@@ -39,6 +39,8 @@ say "subagents and model fallback in the page (playwright-core, the provider dou
 node "$ROOT/tests/browser/subagents.mjs"
 say "chats kept in the workspace (.palaver/chats): written, restored in a second browser, a copy changed elsewhere never overwritten"
 node "$ROOT/tests/browser/workspace-chats.mjs"
+say "the fault run: the tab, palaver serve, an MCP server, the provider and pouchdb-server each killed mid-work across two browsers; every acknowledged message everywhere"
+node "$ROOT/tests/browser/faults.mjs"
 say "edit blocks from a model without tools: proposed, applied, failed with the nearest lines, skipped, a suggested command run (palaver serve, the double)"
 node "$ROOT/tests/browser/edit-blocks.mjs"
 say "the page judged by axe-core in both themes and at 360 px; the keyboard shortcuts (playwright-core)"

@@ -29,11 +29,16 @@ export const getPrompt = (proxy, server, name, args) => call(proxy, '/api/mcp/pr
  */
 export async function watch(proxy, onChange, signal) {
   let wait = 3000;
+  let connected = false;
   while (!signal.aborted) {
     try {
       const response = await fetch(`${proxy.url}/api/mcp/events`, { headers: { authorization: `Bearer ${proxy.token}` }, signal });
       if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
       wait = 3000;
+      // Connected again (palaver serve restarted, or the network came back): its tools may have
+      // changed while nothing could be heard, and a restarted server counts its versions anew.
+      if (connected) onChange({ type: 'reconnected' });
+      connected = true;
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let pending = '';
       for (;;) {

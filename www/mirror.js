@@ -132,6 +132,9 @@ const HANDLERS = {
   },
   runtime_updated(chat, e) {
     const { type: _t, chat_id: _c, seq: _s, ...runtime } = e;
+    // The tools block shows each call's status: drawn again when one changes (approved → running).
+    const statuses = (r) => JSON.stringify((r?.tool_calls ?? []).map((c) => [c.id, c.status]));
+    if (statuses(runtime) !== statuses(chat.runtime)) chat.dirty.messages = true;
     chat.runtime = { ...runtime, queue_size: chat.runtime.queue_size, queued_items: chat.runtime.queued_items };
     chat.dirty.runtime = true;
     chat.dirty.draft = true; // the turn's phase depends on the state

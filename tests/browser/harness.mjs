@@ -70,9 +70,10 @@ export async function startDouble() {
   };
 }
 
-export async function startServe(workspace, extra = []) {
+/** `palaver serve` on `workspace` (any free port unless `port` is given: a restart keeps its own). */
+export async function startServe(workspace, extra = [], { port = 0 } = {}) {
   const palaver = process.env.PALAVER_BIN ?? join(root, 'target/debug/palaver');
-  const { child, match } = await start(palaver, ['serve', '--port', '0', '--workspace', workspace,
+  const { child, match } = await start(palaver, ['serve', '--port', String(port), '--workspace', workspace,
     '--www', join(root, 'www'), '--pkg', join(root, 'pkg'), ...extra], /(http:\/\/127\.0\.0\.1:(\d+)\/#token=(\S+))/,
     // The earlier contents of files it records (issue 39) go to a test folder, not the home's.
     { ...process.env, XDG_DATA_HOME: join(tmpdir(), 'palaver-test-data') });

@@ -7,13 +7,13 @@
 // that fails, a URL that is not CouchDB: a clear status, nothing lost here.
 // node tests/browser/sync.mjs   (after build_pkg and `cargo build`; tests/couch's packages installed)
 import http from 'node:http';
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import {
   root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, sendAndWait, waitIdle, openChatId, importFile, chatMenu,
 } from './harness.mjs';
+import { couchServer } from './couch.mjs';
 import { inThemes } from './axe.mjs';
 
 watchdog(420, 'the sync page test');
@@ -29,27 +29,10 @@ const auth = `Basic ${Buffer.from(`${ADMIN.username}:${ADMIN.password}`).toStrin
 
 // --- the server: pouchdb-server, and a counting proxy in front of it ---
 
-const freePort = () => new Promise((ok) => {
-  const s = http.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => ok(port)); });
-});
-const couchPort = await freePort();
-let couch = null;
-async function startCouch() {
-  const bin = join(root, 'tests/couch/node_modules/pouchdb-server/bin/pouchdb-server');
-  couch = spawn('node', [bin, '--host', '127.0.0.1', '--port', String(couchPort), '--dir', couchDir, '--config', join(couchDir, 'config.json')],
-    { cwd: couchDir, stdio: ['ignore', 'ignore', 'inherit'] });
-  for (let i = 0; i < 100; i++) {
-    const up = await fetch(`http://127.0.0.1:${couchPort}/`).then((r) => r.ok, () => false);
-    if (up) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('pouchdb-server did not start');
-}
-async function stopCouch() {
-  const gone = new Promise((ok) => couch.once('exit', ok));
-  couch.kill('SIGKILL');
-  await gone;
-}
+const couchServerHere = await couchServer(couchDir);
+const couchPort = couchServerHere.port;
+const startCouch = () => couchServerHere.start();
+const stopCouch = () => couchServerHere.stop();
 
 const traffic = { sent: 0, received: 0, byPath: {}, since: [] };
 // Each `_bulk_get`: the revisions asked for, and whether the whole answer came back. "Fetched
@@ -97,12 +80,7 @@ function forward(req, res, body, record) {
 await new Promise((ok) => proxy.listen(0, '127.0.0.1', ok));
 const COUCH = `http://127.0.0.1:${proxy.address().port}`;
 
-async function couchRequest(method, path, body) {
-  const response = await fetch(`http://127.0.0.1:${couchPort}/${path}`, {
-    method, headers: { authorization: auth, 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined,
-  });
-  return { status: response.status, body: await response.json().catch(() => null) };
-}
+const couchRequest = (method, path, body) => couchServerHere.request(method, path, body, auth);
 
 // --- the page ---
 
@@ -177,9 +155,7 @@ const shown = (page) => page.locator('[data-testid=message]').allTextContents();
 
 await startCouch();
 // An admin, and a database only its member may use (so wrong credentials are refused).
-await fetch(`http://127.0.0.1:${couchPort}/_config/admins/${ADMIN.username}`, { method: 'PUT', body: JSON.stringify(ADMIN.password) });
-check((await couchRequest('PUT', DB)).status === 201, 'pouchdb-server runs with an admin and the database');
-await couchRequest('PUT', `${DB}/_security`, { admins: { names: [ADMIN.username] }, members: { names: [ADMIN.username] } });
+check((await couchServerHere.secure(ADMIN, DB)).created, 'pouchdb-server runs with an admin and the database');
 const anonymous = await fetch(`http://127.0.0.1:${couchPort}/${DB}/_changes`);
 check(anonymous.status === 401, `the database refuses anyone else (${anonymous.status})`);
 
@@ -373,7 +349,7 @@ try {
   double.child.kill();
   serve.child.kill();
   proxy.close();
-  couch?.kill('SIGKILL');
+  couchServerHere.kill();
   await cleanup(couchDir, workspace, ...profiles);
 }
 process.exit(failed() ? 1 : 0);

@@ -44,8 +44,8 @@ export function install(ctx) {
     watching = { key, controller, seen: null, timer: 0 };
     const current = watching;
     mcp.watch(paired, (event) => {
-      if (event.tools_version === current.seen) return;
-      current.seen = event.tools_version;
+      if (event.type !== 'reconnected' && event.tools_version === current.seen) return;
+      current.seen = event.tools_version ?? null;
       clearTimeout(current.timer);
       current.timer = setTimeout(async () => {
         const { tools } = await agent.workspaceTools(paired);

@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, mpsc};
 
@@ -206,12 +207,17 @@ impl McpHub {
         })
     }
 
-    /// The tools of every ready server, named `mcp__{server}__{tool}`, with their schema,
+    /// The tools of every ready (or restarting) server, named `mcp__{server}__{tool}`, with their schema,
     /// description, annotations and server (what `GET /api/tools` adds to the workspace tools).
     pub fn tool_specs(&self) -> Vec<Value> {
         let mut specs = Vec::new();
         for connection in &self.connections {
-            if connection.state() != State::Ready {
+            // A server restarting after a crash keeps its tools offered: a call then waits for
+            // it (`settle`) rather than the model being told the tool does not exist.
+            if !matches!(
+                connection.state(),
+                State::Ready | State::Starting | State::Restarting { .. }
+            ) {
                 continue;
             }
             for tool in connection.tools() {
@@ -239,6 +245,23 @@ impl McpHub {
                 .strip_prefix("__")?;
             Some((c.clone(), tool.to_string()))
         })
+    }
+
+    /// Waits (up to `within`) while the server of an offered name is starting or restarting:
+    /// a call that arrives just after palaver serve or that server came back is answered by it,
+    /// not refused because its tools are not listed yet.
+    pub async fn settle(&self, name: &str, within: Duration) {
+        let Some((connection, _)) = self.find(name) else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        while matches!(
+            connection.state(),
+            State::Starting | State::Restarting { .. }
+        ) && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     pub fn owns(&self, name: &str) -> bool {

@@ -39,6 +39,9 @@ pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_CONNECTIONS: usize = 256;
+/// How long a call waits for its MCP server while that server starts or restarts (its first
+/// restart comes a second after a crash; node servers start in about one more).
+const MCP_SETTLE: Duration = Duration::from_secs(15);
 /// Open connections, idle ones included; far above `MAX_CONNECTIONS` and far below the fd limit.
 pub const MAX_OPEN_CONNECTIONS: usize = 4096;
 
@@ -398,6 +401,7 @@ async fn call_tool(
 ) -> Response {
     let is_mcp = name.starts_with(MCP_PREFIX);
     let known = if is_mcp {
+        api.mcp.settle(&name, MCP_SETTLE).await;
         api.mcp.owns(&name)
     } else {
         tools::exists(&name, &api.tools.capabilities)

@@ -77,6 +77,25 @@ async fn workspace_id(shared: &Handle) -> Result<String, String> {
     Ok(id)
 }
 
+/// The chat as the engine holds it, or — a chat not open here, changed by sync — as stored.
+async fn current_trajectory(shared: &Handle, chat_id: &str) -> Result<Value, String> {
+    let snapshot = shared.borrow().engine.snapshot(chat_id);
+    if let Some(snapshot) = snapshot {
+        return trajectory_of(chat_id, &snapshot).ok_or_else(|| "no trajectory".to_string());
+    }
+    let (text, _) = super::storage::load_trajectory(shared, chat_id)
+        .await
+        .map_err(|_| format!("chat {chat_id} cannot be read from this browser's storage"))?;
+    let stored: Value = serde_json::from_str(text.0.get()).map_err(|e| e.to_string())?;
+    let mut flat = match &stored["thread"] {
+        Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    flat.insert("id".into(), Value::String(chat_id.to_string()));
+    flat.insert("messages".into(), stored["messages"].clone());
+    Ok(Value::Object(flat))
+}
+
 /// Whether `chat_id` is the paired workspace's: bound to it, or used here since the pairing
 /// (then bound now, by a `set_params` the next save carries).
 fn belongs(shared: &Handle, chat_id: &str, workspace: &str) -> bool {
@@ -84,7 +103,8 @@ fn belongs(shared: &Handle, chat_id: &str, workspace: &str) -> bool {
         .borrow()
         .engine
         .session(chat_id)
-        .and_then(|session| session.thread.workspace_id.clone());
+        .and_then(|session| session.thread.workspace_id.clone())
+        .or_else(|| stored_workspace(shared, chat_id));
     if bound.as_deref() == Some(workspace) {
         return true;
     }
@@ -100,6 +120,13 @@ fn belongs(shared: &Handle, chat_id: &str, workspace: &str) -> bool {
         },
     );
     true
+}
+
+/// The workspace a chat not open here is bound to, from its stored record.
+fn stored_workspace(shared: &Handle, chat_id: &str) -> Option<String> {
+    let s = shared.borrow();
+    let record = s.chats.get(chat_id)?;
+    record["thread"]["workspace_id"].as_str().map(String::from)
 }
 
 pub(super) fn set_listener(shared: &Handle, listener: Option<Function>) {
@@ -188,11 +215,8 @@ async fn write(shared: &Handle, chat_id: &str, force: bool) -> CopyState {
     if !belongs(shared, chat_id, &workspace) {
         return CopyState::OtherWorkspace;
     }
-    let Some(snapshot) = shared.borrow().engine.snapshot(chat_id) else {
-        return CopyState::Pending;
-    };
-    let text = match trajectory_of(chat_id, &snapshot)
-        .ok_or_else(|| "no trajectory".to_string())
+    let text = match current_trajectory(shared, chat_id)
+        .await
         .and_then(|t| crate::export::export_chat(&t, "refact"))
     {
         Ok(text) => text,

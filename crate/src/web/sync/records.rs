@@ -311,6 +311,10 @@ pub(super) async fn after_pull(shared: &Handle, generation: u64, changed: Change
         &json!({"type": "changed", "chats": changed.chats, "deleted": changed.deleted, "kept": changed.kept}),
     );
     reload_open_chats(shared, generation).await;
+    // The workspace copy follows what came in, like a change made here (open or not).
+    for chat_id in &changed.chats {
+        crate::web::chat_files::saved(shared, chat_id);
+    }
     // Messages kept over another device's deletion are in the outbox: pushed now, not at the
     // next local change.
     if !changed.kept.is_empty() {
@@ -355,7 +359,9 @@ pub(super) async fn reload_open_chats(shared: &Handle, generation: u64) {
                         stored: Some(stored),
                     },
                 );
-                if !step.errors.is_empty() {
+                if step.errors.is_empty() {
+                    crate::web::chat_files::saved(shared, &chat_id);
+                } else {
                     still.insert(chat_id);
                 }
             }
