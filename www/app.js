@@ -160,5 +160,5 @@ async function main() {
 }
 
 // For the bench page and the storage assertions of the security tests (never to wait on).
-globalThis.palaverApp = { engine: () => ctx.engine.ensure(), localModel: () => ctx.local.model() };
+globalThis.palaverApp = { engine: () => ctx.engine.ensure(), localModel: () => ctx.local.model(), wasmMemory: () => ctx.engine.memoryBytes() };
 main().catch((error) => say(String(error?.message ?? error), true));

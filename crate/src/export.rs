@@ -25,6 +25,36 @@ pub fn export_chat(trajectory: &Value, format: &str) -> Result<String, String> {
     }
 }
 
+/// The "refact" export of an open chat written straight from its typed messages: the same text
+/// as `export_chat` on its trajectory (the thread's keys, `id`, `messages`), without building the
+/// chat as a JSON tree first — the workspace copy writes it after every turn, and a tree of a
+/// long chat weighed several times its text in the wasm memory, which never shrinks.
+pub fn refact_text(
+    chat_id: &str,
+    thread: &Value,
+    messages: &[ChatMessage],
+) -> Result<String, String> {
+    use serde::ser::{SerializeMap, Serializer};
+    let mut out = Vec::with_capacity(256 * messages.len() + 256);
+    let mut writer = serde_json::Serializer::pretty(&mut out);
+    let written = (|| {
+        let mut map = writer.serialize_map(None)?;
+        if let Value::Object(fields) = thread {
+            for (key, value) in fields
+                .iter()
+                .filter(|(k, _)| *k != "id" && *k != "messages")
+            {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.serialize_entry("id", chat_id)?;
+        map.serialize_entry("messages", messages)?;
+        map.end()
+    })();
+    written.map_err(|e| e.to_string())?;
+    String::from_utf8(out).map_err(|e| e.to_string())
+}
+
 fn messages_of(trajectory: &Value) -> Result<Vec<ChatMessage>, String> {
     crate::trajectory::load("export", trajectory)
         .map(|loaded| loaded.messages)

@@ -15,11 +15,12 @@ import * as proposals from '../views/proposals.js';
 export const DB_NAME = 'palaver';
 
 export function install(ctx) {
-  const engine = { palaver: null, module: null, opening: null };
+  const engine = { palaver: null, module: null, opening: null, memory: null };
 
   /** The wasm, fetched and compiled once. */
   function loadModule() {
-    engine.module ??= init().then(() => {
+    engine.module ??= init().then((exports) => {
+      engine.memory = exports.memory;
       $('engine-version').textContent = Engine.version();
       proposals.setReader((text) => Engine.editBlocks(text));
       return Engine;
@@ -152,6 +153,8 @@ export function install(ctx) {
     configure,
     toolsChanged,
     neededAtStart,
+    /** The engine's wasm memory in bytes (0 before it loads): what the memory benchmark reads. */
+    memoryBytes: () => engine.memory?.buffer.byteLength ?? 0,
     defaults: () => loadModule().then(() => ({
       prompt: Engine.defaultAgentPrompt(),
       rules: Engine.defaultToolRules(ctx.workspace.tools()),

@@ -105,6 +105,16 @@ impl Engine {
         self.sessions.get(chat_id).map(|s| s.snapshot(&self.config))
     }
 
+    /// An open chat's "refact" export (what its workspace copy holds), written from its messages.
+    pub fn export_refact(&self, chat_id: &str) -> Option<Result<String, String>> {
+        let session = self.sessions.get(chat_id)?;
+        Some(crate::export::refact_text(
+            chat_id,
+            &session.thread.to_json(),
+            &session.messages,
+        ))
+    }
+
     /// Every open chat hears the time (deadlines, backoff, stalls).
     fn tick(&mut self, now: u64, step: &mut Step) {
         let chats: Vec<String> = self.sessions.keys().cloned().collect();

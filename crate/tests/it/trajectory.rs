@@ -30,6 +30,38 @@ fn the_bench_trajectory_loads_the_same_typed() {
     assert_eq!(loaded.messages.len(), 5000);
 }
 
+/// The workspace copy of an open chat is written from its typed messages (`refact_text`): the
+/// same text as the "refact" export of the chat built as a JSON tree, key for key.
+#[test]
+fn the_copy_written_from_typed_messages_is_the_refact_export() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/bench/history-5k.json.gz"
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("bench trajectory"))
+        .read_to_string(&mut text)
+        .expect("gzip");
+    let loaded = load_text("c", &text).expect("loads");
+    let mut thread = loaded.thread.to_json();
+    thread["title"] = json!("A long chat");
+    let mut tree = thread.as_object().cloned().unwrap_or_default();
+    tree.insert("id".into(), json!("chat-1"));
+    tree.insert("messages".into(), json!(loaded.messages));
+    let by_tree = palaver::export::export_chat(&Value::Object(tree), "refact").expect("exports");
+    let direct = palaver::export::refact_text("chat-1", &thread, &loaded.messages).expect("writes");
+    assert!(direct.len() > 1_000_000, "the whole chat is written");
+    let differs_at = direct
+        .bytes()
+        .zip(by_tree.bytes())
+        .position(|(a, b)| a != b);
+    assert!(
+        direct == by_tree,
+        "differs at byte {differs_at:?}: {:.120}",
+        &direct[differs_at.unwrap_or(0).saturating_sub(40).min(direct.len())..]
+    );
+}
+
 #[test]
 fn every_repair_reads_the_same_typed() {
     let trajectory = json!({

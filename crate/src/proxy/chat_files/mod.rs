@@ -426,6 +426,15 @@ fn file_name(id: &str) -> String {
 
 /// A trajectory as the export writes it: a JSON object with a `messages` array, its `id` (if
 /// any) the chat's.
+/// What a chat copy must be: an object with a `messages` array (and its own id, if it names one).
+#[derive(serde::Deserialize)]
+struct TrajectoryShape<'a> {
+    #[serde(borrow)]
+    id: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    messages: Option<&'a serde_json::value::RawValue>,
+}
+
 fn check_trajectory(id: &str, bytes: &[u8]) -> Result<(), CopyError> {
     if bytes.len() as u64 > MAX_FILE {
         return Err(CopyError::TooLarge {
@@ -434,17 +443,25 @@ fn check_trajectory(id: &str, bytes: &[u8]) -> Result<(), CopyError> {
             limit: MAX_FILE,
         });
     }
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| CopyError::BadTrajectory(e.to_string()))?;
-    let Value::Object(map) = &value else {
+    // Its shape only: the messages are checked to be JSON and skipped, never built (a long
+    // chat's copy is written after every turn; building it weighed ~10× its size each time).
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(CopyError::BadTrajectory("not a JSON object".into()));
-    };
-    if !map.get("messages").is_some_and(Value::is_array) {
+    }
+    let shape: TrajectoryShape<'_> =
+        serde_json::from_slice(bytes).map_err(|e| CopyError::BadTrajectory(e.to_string()))?;
+    if !shape
+        .messages
+        .is_some_and(|m| m.get().trim_start().starts_with('['))
+    {
         return Err(CopyError::BadTrajectory(
             "a trajectory needs a `messages` array".into(),
         ));
     }
-    match map.get("id") {
+    let named = shape
+        .id
+        .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+    match named {
         Some(Value::String(inner)) if inner != id => Err(CopyError::BadTrajectory(format!(
             "its id `{inner}` is not the chat's `{id}`"
         ))),

@@ -15,7 +15,6 @@
 
 use super::browser::*;
 use super::shared::*;
-use super::storage::trajectory_of;
 use js_sys::Function;
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
@@ -77,11 +76,11 @@ async fn workspace_id(shared: &Handle) -> Result<String, String> {
     Ok(id)
 }
 
-/// The chat as the engine holds it, or — a chat not open here, changed by sync — as stored.
-async fn current_trajectory(shared: &Handle, chat_id: &str) -> Result<Value, String> {
-    let snapshot = shared.borrow().engine.snapshot(chat_id);
-    if let Some(snapshot) = snapshot {
-        return trajectory_of(chat_id, &snapshot).ok_or_else(|| "no trajectory".to_string());
+/// The chat's copy as the engine holds it, or — a chat not open here, changed by sync — as stored.
+async fn current_text(shared: &Handle, chat_id: &str) -> Result<String, String> {
+    let open = shared.borrow().engine.export_refact(chat_id);
+    if let Some(text) = open {
+        return text;
     }
     let (text, _) = super::storage::load_trajectory(shared, chat_id)
         .await
@@ -93,7 +92,7 @@ async fn current_trajectory(shared: &Handle, chat_id: &str) -> Result<Value, Str
     };
     flat.insert("id".into(), Value::String(chat_id.to_string()));
     flat.insert("messages".into(), stored["messages"].clone());
-    Ok(Value::Object(flat))
+    crate::export::export_chat(&Value::Object(flat), "refact")
 }
 
 /// Whether `chat_id` is the paired workspace's: bound to it, or used here since the pairing
@@ -215,10 +214,7 @@ async fn write(shared: &Handle, chat_id: &str, force: bool) -> CopyState {
     if !belongs(shared, chat_id, &workspace) {
         return CopyState::OtherWorkspace;
     }
-    let text = match current_trajectory(shared, chat_id)
-        .await
-        .and_then(|t| crate::export::export_chat(&t, "refact"))
-    {
+    let text = match current_text(shared, chat_id).await {
         Ok(text) => text,
         Err(e) => return CopyState::Failed { error: e },
     };
