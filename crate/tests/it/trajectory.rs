@@ -15,8 +15,8 @@ fn same_both_ways(text: &str) {
     assert_eq!(typed, by_value, "typed load differs for {text:.200}");
 }
 
-#[test]
-fn the_bench_trajectory_loads_the_same_typed() {
+/// The 5 000-message bench trajectory of `../shared/bench`, as text.
+fn bench_trajectory() -> String {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../shared/bench/history-5k.json.gz"
@@ -25,6 +25,12 @@ fn the_bench_trajectory_loads_the_same_typed() {
     flate2::read::GzDecoder::new(std::fs::File::open(path).expect("bench trajectory"))
         .read_to_string(&mut text)
         .expect("gzip");
+    text
+}
+
+#[test]
+fn the_bench_trajectory_loads_the_same_typed() {
+    let text = bench_trajectory();
     same_both_ways(&text);
     let loaded = load_text("c", &text).expect("loads");
     assert_eq!(loaded.messages.len(), 5000);
@@ -34,14 +40,7 @@ fn the_bench_trajectory_loads_the_same_typed() {
 /// same text as the "refact" export of the chat built as a JSON tree, key for key.
 #[test]
 fn the_copy_written_from_typed_messages_is_the_refact_export() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/bench/history-5k.json.gz"
-    );
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("bench trajectory"))
-        .read_to_string(&mut text)
-        .expect("gzip");
+    let text = bench_trajectory();
     let loaded = load_text("c", &text).expect("loads");
     let mut thread = loaded.thread.to_json();
     thread["title"] = json!("A long chat");
