@@ -65,7 +65,8 @@ try {
   await page.goto(serve.printed);
   const url = await double.script('edit-blocks', [
     { body: openaiStream({ text: ANSWER, pieces: 40 }), chunk_bytes: 64, delay_ms: 5 },
-    { body: openaiStream({ text: 'Glad it works.' }) },
+    // Slow enough to click Try again on a block while it streams.
+    { body: openaiStream({ text: 'Glad it works. '.repeat(16), pieces: 16 }), chunk_bytes: 64, delay_ms: 80 },
   ]);
   await you.setProvider({ baseUrl: url, model: 'small-model' });
   await you.openSettings('provider');
@@ -129,7 +130,16 @@ try {
   check(await readFile(join(workspace, 'greet.py'), 'utf8') === GREET && /Restored to before this change: greet\.py/.test(await you.read('status')),
     `an applied block's "Restore files to before this" puts the file back (${await you.read('status')})`);
 
-  await you.ask('Thanks', 2);
+  // A click while an answer streams is held, and the button says until when; then it is done.
+  await you.send('Thanks');
+  await page.locator('[data-testid=message][data-role=assistant][data-streaming]').waitFor({ timeout: 10_000 });
+  const again = blocks.nth(1).getByTestId('apply-edit-block');
+  await you.click(again);
+  const held = await again.innerText();
+  check(/Applies when the answer under way ends/.test(held) && await again.isDisabled(), `a block applied while an answer streams says it is held, and until when (${held})`);
+  await you.waitAnswers(2, 20_000);
+  await blocks.nth(1).getByTestId('apply-edit-block').filter({ hasText: 'Try again' }).waitFor({ timeout: 10_000 }).catch(() => {});
+  check(await blocks.nth(1).getByTestId('apply-edit-block').innerText() === 'Try again', 'once the answer ends the held apply is done (it fails again: its SEARCH is still not in the file)');
   const [, second] = await double.log('edit-blocks');
   const sent = JSON.stringify(second?.body?.messages ?? []);
   check(/files_restored/.test(sent) && /edit_results/.test(sent) && /Edit block 1 \(greet\.py\): applied/.test(sent) && /Edit block 2 \(greet\.py\): failed/.test(sent)

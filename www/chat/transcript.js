@@ -8,6 +8,14 @@ import * as queueView from '../views/queue.js';
 import { el, button, textOf, STEP } from '../view.js';
 import { $ } from '../page/dom.js';
 
+/** What a proposal's button says while the engine does it, and while a turn under way holds it. */
+const DOING = { apply_edit_block: 'Applying…', skip_edit_block: 'Skipping…', run_suggested_command: 'Running…' };
+const HELD = {
+  apply_edit_block: 'Applies when the answer under way ends…',
+  skip_edit_block: 'Skipped when the answer under way ends…',
+  run_suggested_command: 'Runs when the answer under way ends…',
+};
+
 /** The text of the code block a button of its toolbar belongs to. */
 const codeOf = (target) => target.closest('.code')?.querySelector('pre')?.textContent ?? '';
 
@@ -88,7 +96,6 @@ export function install(ctx) {
     }
   }
 
-  /** Deletes a message at once; Undo puts it back where it was (same id, same place). */
   /**
    * Apply, Skip or Run on what an answer proposes (issue 40): a command to the engine, which
    * performs it through palaver serve (after the turn under way, if one is) and keeps the result
@@ -100,9 +107,12 @@ export function install(ctx) {
     if (!message || !type) return;
     if (!command({ type, message_id: message.message_id, index: Number(target.dataset.index) })) return;
     target.disabled = true;
-    target.textContent = { apply_edit_block: 'Applying…', skip_edit_block: 'Skipping…', run_suggested_command: 'Running…' }[type];
+    // A turn under way holds it (the engine's queue): the button says so, and until when.
+    const held = !['idle', 'completed', 'error'].includes(ctx.chat.mirror?.runtime?.state ?? 'idle');
+    target.textContent = held ? HELD[type] : DOING[type];
   }
 
+  /** Deletes a message at once; Undo puts it back where it was (same id, same place). */
   function removeMessage(node) {
     const message = messageOf(node);
     if (!message) return;
