@@ -424,9 +424,7 @@ fn file_name(id: &str) -> String {
     format!("{id}.json")
 }
 
-/// A trajectory as the export writes it: a JSON object with a `messages` array, its `id` (if
-/// any) the chat's.
-/// What a chat copy must be: an object with a `messages` array (and its own id, if it names one).
+/// What `check_trajectory` reads of a copy: its `id` and `messages`, unparsed.
 #[derive(serde::Deserialize)]
 struct TrajectoryShape<'a> {
     #[serde(borrow)]
@@ -435,6 +433,8 @@ struct TrajectoryShape<'a> {
     messages: Option<&'a serde_json::value::RawValue>,
 }
 
+/// A trajectory as the export writes it: a JSON object with a `messages` array, its `id` (if
+/// any) the chat's.
 fn check_trajectory(id: &str, bytes: &[u8]) -> Result<(), CopyError> {
     if bytes.len() as u64 > MAX_FILE {
         return Err(CopyError::TooLarge {
