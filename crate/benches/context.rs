@@ -59,6 +59,9 @@ mod native {
             ..serde_json::from_value(serde_json::json!({})).unwrap_or_else(|e| panic!("{e}"))
         };
         let tools = engine_tool_specs();
+        // As a chat sends it: laid out in stability tiers (the exchanges hashed, the tracker
+        // updated), from a fresh tracker.
+        let tracker = palaver::stability::Tracker::default();
         let built = build_request(&RequestInput {
             provider: &provider,
             thread: &thread,
@@ -66,6 +69,7 @@ mod native {
             tools: &tools,
             history,
             budget: Some(history_budget(n_ctx, None, 2000)),
+            tiers: Some(&tracker),
         });
         built.map_or(0, |r| r.body.get().len())
     }

@@ -30,6 +30,7 @@ pub mod request;
 pub mod retry;
 pub mod session;
 pub mod sse;
+pub mod stability;
 pub mod subagents;
 pub mod tagged;
 pub mod thinking;

@@ -50,6 +50,11 @@ impl<'a> Linear<'a> {
         }
     }
 
+    /// A message the request builder writes itself (seed 002's tier blocks and their "Ok.").
+    pub fn written(role: Role, text: String) -> Self {
+        Linear::new("", role, Cow::Owned(Content::Text(text)))
+    }
+
     pub fn tool_calls(&self) -> &'a [ToolCall] {
         self.tool_calls.unwrap_or(&[])
     }

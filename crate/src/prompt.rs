@@ -52,6 +52,13 @@ pub const FILE_TREE_CAP: usize = 400;
 /// The repository map's share of the system prompt, in characters (~4 000 tokens).
 pub const REPO_MAP_CAP: usize = 16_000;
 
+/// The header `palaver serve` starts the repository map with (seed 002's `REPO_MAP_HEADER`).
+pub const REPO_MAP_HEADER: &str = "# Repository Structure\n\nBelow is a map of the repository showing classes, functions, and their relationships.\nUse this to understand the codebase structure and find relevant code.\n\n";
+/// The file list's header (seed 002's `FILE_TREE_HEADER`).
+pub const FILE_TREE_HEADER: &str =
+    "# Repository Files\n\nComplete list of files in the repository:\n\n";
+const DATE_PREFIX: &str = "Today's date: ";
+
 /// What the host learned about the workspace.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct WorkspaceContext {
@@ -94,7 +101,7 @@ pub fn assemble(agent_prompt: Option<&str>, context: &WorkspaceContext) -> Strin
         parts.push(tree);
     }
     if !context.date.trim().is_empty() {
-        parts.push(format!("Today's date: {}.", context.date.trim()));
+        parts.push(format!("{DATE_PREFIX}{}.", context.date.trim()));
     }
     parts.join("\n\n")
 }
@@ -109,7 +116,7 @@ pub fn assemble_chat(context: &WorkspaceContext, with_workspace: bool) -> String
         parts.extend(file_tree_section(&context.files, context.files_truncated));
     }
     if !context.date.trim().is_empty() {
-        parts.push(format!("Today's date: {}.", context.date.trim()));
+        parts.push(format!("{DATE_PREFIX}{}.", context.date.trim()));
     }
     parts.join("\n\n")
 }
@@ -176,7 +183,7 @@ fn file_tree_section(files: &[String], truncated: bool) -> Option<String> {
     let shown = &sorted[..count.min(FILE_TREE_CAP)];
     let plus = if truncated { "+" } else { "" };
     let mut text = format!(
-        "# Repository Files\n\nComplete list of files in the repository:\n\n# File Tree ({count}{plus} files)\n\n{}",
+        "{FILE_TREE_HEADER}# File Tree ({count}{plus} files)\n\n{}",
         shown.join("\n")
     );
     if count > shown.len() {
@@ -198,4 +205,103 @@ fn cut_at(text: &str, cap: usize) -> (&str, bool) {
         end -= 1;
     }
     (&text[..end], true)
+}
+
+/// A system prompt taken apart for the stability tiers (issue 40, seed 002): what stays (the
+/// agent prompt, the instructions, the edit-block format), the map's legend and its per-file
+/// blocks (each tiered on its own), and what changes with the workspace (the file list, the
+/// date), which is sent after the cached tiers. A prompt without these sections is all `core`.
+#[derive(Debug, PartialEq, Eq, Default)]
+pub struct Sections<'a> {
+    pub core: Vec<&'a str>,
+    /// The map's header, legend and path aliases.
+    pub map_legend: Option<&'a str>,
+    /// One per file: its (aliased) path line and its definitions.
+    pub map_blocks: Vec<&'a str>,
+    /// The file list and the date line, in prompt order.
+    pub volatile: Vec<&'a str>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    Map,
+    Tree,
+    Date,
+}
+
+/// The sections of a prompt `assemble`, `assemble_chat` or `assemble_edit_blocks` wrote. Each
+/// section starts a paragraph with its own header; text outside them is core, in order.
+pub fn sections(text: &str) -> Sections<'_> {
+    let mut starts: Vec<(usize, Part)> = [
+        (REPO_MAP_HEADER, Part::Map),
+        (FILE_TREE_HEADER, Part::Tree),
+        (DATE_PREFIX, Part::Date),
+    ]
+    .into_iter()
+    .filter_map(|(header, part)| paragraph_start(text, header).map(|at| (at, part)))
+    .collect();
+    starts.sort_by_key(|(at, _)| *at);
+    let mut out = Sections::default();
+    let mut rest_from = 0;
+    for (i, &(start, part)) in starts.iter().enumerate() {
+        let next = starts.get(i + 1).map_or(text.len(), |(at, _)| *at);
+        let end = match part {
+            Part::Date => text[start..next].find('\n').map_or(next, |n| start + n),
+            _ => next,
+        };
+        push_core(&mut out.core, &text[rest_from..start]);
+        let body = text[start..end].trim_end();
+        match part {
+            Part::Map => map_parts(body, &mut out),
+            Part::Tree | Part::Date => out.volatile.push(body),
+        }
+        rest_from = end;
+    }
+    if starts.is_empty() {
+        out.core.push(text);
+    } else {
+        push_core(&mut out.core, &text[rest_from..]);
+    }
+    out
+}
+
+/// Where a paragraph starting with `header` begins (the text's start or after a blank line).
+fn paragraph_start(text: &str, header: &str) -> Option<usize> {
+    if text.starts_with(header) {
+        return Some(0);
+    }
+    text.find(&format!("\n\n{header}")).map(|at| at + 2)
+}
+
+fn push_core<'a>(core: &mut Vec<&'a str>, text: &'a str) {
+    let text = text.trim_matches('\n');
+    if !text.trim().is_empty() {
+        core.push(text);
+    }
+}
+
+/// The map: header and legend up to the first blank line after the header, then one block per
+/// line that does not start with a space.
+fn map_parts<'a>(map: &'a str, out: &mut Sections<'a>) {
+    let after_header = REPO_MAP_HEADER.len().min(map.len());
+    let legend_end = map[after_header..]
+        .find("\n\n")
+        .map_or(map.len(), |at| after_header + at);
+    out.map_legend = Some(map[..legend_end].trim_end());
+    let blocks = map[legend_end..].trim_start_matches('\n');
+    let base = map.len() - blocks.len();
+    let mut block_start = None;
+    let mut offset = 0;
+    for line in blocks.split_inclusive('\n') {
+        if !line.starts_with(' ') {
+            if let Some(start) = block_start {
+                out.map_blocks.push(blocks[start..offset].trim_end());
+            }
+            block_start = Some(offset);
+        }
+        offset += line.len();
+    }
+    if let Some(start) = block_start {
+        out.map_blocks.push(map[base + start..].trim_end());
+    }
 }

@@ -361,6 +361,8 @@ async function planAskAndSteer(page) {
   check((await assistantTexts(page)).at(-1).includes('Formal it is.'), 'and the answer goes on the conversation');
   const cacheRead = await page.getAttribute('[data-testid=context-usage]', 'data-cache-read');
   check(cacheRead === '96', `the context gauge shows the cache hits from usage (${cacheRead} cached prompt tokens)`);
+  const tiers = await page.textContent('[data-testid=context-tiers]');
+  check(/^tiers: L0 [\d.]+k?( · L[123] [\d.]+k?)* · active [\d.]+k?/.test(tiers), `beside them, how the engine laid the last request out in stability tiers (${tiers})`);
 
   // Steer now: a queued message is re-sent with priority.
   await scriptedProvider(page, 'steer', [

@@ -1,10 +1,13 @@
 // The context gauge: the engine's estimate of what the next request takes against the window
-// (`runtime.context_usage`), and the provider's cache hits of the last answer.
+// (`runtime.context_usage`), the provider's cache hits of the last answer, and how the engine
+// laid the last request out in stability tiers (`runtime.prompt_tiers`, seed 002's HUD).
 
 export function render(node, chat) {
+  const tiers = node.querySelector('#context-tiers');
   if (!chat) {
     node.querySelector('meter').value = 0;
     node.querySelector('span').textContent = '';
+    tiers.textContent = '';
     return;
   }
   const usage = chat.runtime.context_usage ?? {};
@@ -25,6 +28,26 @@ export function render(node, chat) {
   node.querySelector('meter').value = budget ? Math.min(1, total / budget) : 0;
   const cache = prompt ? ` · cache hits ${cacheRead.toLocaleString('en')} of ${prompt.toLocaleString('en')} prompt tokens (${Math.round((100 * cacheRead) / prompt)}%)` : '';
   node.querySelector('span').textContent = `≈ ${total.toLocaleString('en')} of ${budget.toLocaleString('en')} tokens${streaming ? ' (with the answer streaming)' : ''}${cache}`;
+
+  renderTiers(tiers, chat.runtime.prompt_tiers);
+}
+
+const TIERS = [['l0', 'L0'], ['l1', 'L1'], ['l2', 'L2'], ['l3', 'L3'], ['active', 'active']];
+
+/** `L0 1.2k · L3 800 · active 2.1k` — each tier that holds something, estimated tokens. */
+function renderTiers(node, tiers) {
+  if (!tiers) {
+    node.textContent = '';
+    node.removeAttribute('title');
+    return;
+  }
+  const short = (n) => (n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+  const parts = TIERS.filter(([key]) => tiers[key] > 0).map(([key, name]) => `${name} ${short(tiers[key])}`);
+  const moved = tiers.promoted || tiers.demoted || tiers.removed;
+  const change = tiers.broken ? ` · ${tiers.broken} rewritten` : moved ? ' · moved' : '';
+  node.textContent = parts.length ? `tiers: ${parts.join(' · ')}${change}` : '';
+  node.title = `The last request in stability tiers (estimated tokens): what has stayed unchanged longest comes first (L0 to L3, each ending where the provider caches), what changes lately comes last (active). Moved up ${tiers.promoted}, down ${tiers.demoted}, dropped ${tiers.removed}.`;
+  for (const [key] of TIERS) node.dataset[key] = String(tiers[key] ?? 0);
 }
 
 /** The gauge has no controls. */

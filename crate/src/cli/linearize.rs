@@ -75,6 +75,7 @@ pub fn run(args: LinearizeArgs) -> ExitCode {
         tools: &tools,
         history: &loaded.messages,
         budget: Some(budget),
+        tiers: None,
     });
     match built {
         Ok(request) => {

@@ -147,6 +147,45 @@ pub struct Runtime {
     /// What the next request carries: the agent's prompt and tools, or a plain chat's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_profile: Option<crate::thread::PromptProfile>,
+    /// How the last chat request was laid out in stability tiers (issue 40, seed 002's HUD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tiers: Option<PromptTiers>,
+}
+
+/// The last request's tiers: estimated tokens of each, and what the update after it moved.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct PromptTiers {
+    pub l0: u64,
+    pub l1: u64,
+    pub l2: u64,
+    pub l3: u64,
+    pub active: u64,
+    /// The most stable tier whose content changed with that request (`null`: none did).
+    #[serde(default)]
+    pub broken: Option<crate::stability::Tier>,
+    #[serde(default)]
+    pub promoted: usize,
+    #[serde(default)]
+    pub demoted: usize,
+    #[serde(default)]
+    pub removed: usize,
+}
+
+impl PromptTiers {
+    pub fn of(tokens: [u64; 5], changes: &crate::stability::Changes) -> Self {
+        let [l0, l1, l2, l3, active] = tokens;
+        PromptTiers {
+            l0,
+            l1,
+            l2,
+            l3,
+            active,
+            broken: changes.broken,
+            promoted: changes.promoted.len(),
+            demoted: changes.demoted.len(),
+            removed: changes.removed.len(),
+        }
+    }
 }
 
 /// A subagent as its parent shows it: what it was asked, where it is, what it cost.

@@ -6,7 +6,8 @@
 //! byte for byte, with their signatures — minus the engine's own `index` merge key; elsewhere
 //! they are stripped (SPEC §3.3, §7). Blocks without a signature (a stopped partial) never go.
 
-use super::common::{body_text, data_url, image_parts, model_of, prepared_history};
+use super::common::{body_text, data_url, image_parts, laid_out, model_of};
+use super::tiers::TierEnd;
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::LimitedMessage;
 use crate::linearize::{Linear, Thinking};
@@ -27,10 +28,10 @@ pub(super) fn anthropic(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
     } else {
         Thinking::Off
     };
-    let linear = prepared_history(history, thinking);
-    let mut system: Vec<SystemBlock> = input
-        .system_prompt
-        .filter(|s| !s.is_empty())
+    let layout = laid_out(input, history, thinking);
+    let mut system: Vec<SystemBlock> = layout
+        .system
+        .as_deref()
         .map(|text| SystemBlock {
             kind: "text",
             text,
@@ -38,9 +39,9 @@ pub(super) fn anthropic(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         })
         .into_iter()
         .collect();
-    let mut messages = turns(&linear);
+    let (mut messages, ends) = turns(&layout.messages, &layout.tier_ends);
     let mut tools: Vec<Tool> = input.tools.iter().map(Tool::of).collect();
-    place_cache_breakpoints(&mut system, &mut tools, &mut messages);
+    place_cache_breakpoints(&mut system, &mut tools, &mut messages, &ends);
     let budget = input.thread.thinking_budget;
     let body = Body {
         model: model_of(input),
@@ -68,6 +69,7 @@ pub(super) fn anthropic(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         body: body_text(&body),
         compression_strength: Default::default(),
         left_out: Default::default(),
+        tiers: layout.tiers,
     }
 }
 
@@ -254,45 +256,80 @@ impl Serialize for Image<'_> {
     }
 }
 
-/// Message counts at which a history breakpoint settles: a tier moves only every `TIER` turns,
-/// so its prefix stays cached for that long (SPEC §6.5, seed 002).
-const STABLE_TIERS: [usize; 2] = [32, 8];
-
-/// At most 4 `cache_control` breakpoints: after the system prompt and tools (on the last tool,
-/// else on the system block), at the end of the two stable tiers, and on the last turn (which
-/// moves every round and is read back by the next one).
-fn place_cache_breakpoints(system: &mut [SystemBlock], tools: &mut [Tool], messages: &mut [Turn]) {
-    // Anthropic's prefix is tools, then system, then messages: a breakpoint on the system prompt
-    // caches the tools with it (SPEC §6.5: "after the system prompt and tools").
-    if let Some(block) = system.last_mut() {
-        block.cache_control = EPHEMERAL;
-    } else if let Some(last_tool) = tools.last_mut() {
-        last_tool.cache_control = EPHEMERAL;
+/// At most 4 `cache_control` breakpoints: one on the last turn, always (it moves every round
+/// and is read back whole by the next one when nothing before it changed: a tool loop's rounds
+/// and an unchanged prompt stay cached), and seed 002's at the end of the cached tiers, most
+/// stable first, with the three left — L0 on the system prompt (which caches the tools before
+/// it, SPEC §6.5) or on L0's last history message; when L1, L2 and L3 all hold something, L3's
+/// end goes without (a change there is read back from L2's end). Without a system prompt the
+/// tools' end takes L0's place.
+fn place_cache_breakpoints(
+    system: &mut [SystemBlock],
+    tools: &mut [Tool],
+    messages: &mut [Turn],
+    ends: &[BlockEnd],
+) {
+    const MOST: usize = 4;
+    let mut used = 0;
+    if let Some(turn) = messages.len().checked_sub(1) {
+        let block = messages[turn].content.len().saturating_sub(1);
+        used += usize::from(mark(messages, turn, block));
     }
-    let n = messages.len();
-    let mut positions: Vec<usize> = STABLE_TIERS
-        .iter()
-        .filter_map(|tier| (n / tier * tier).checked_sub(1))
-        .collect();
-    positions.extend(n.checked_sub(1));
-    positions.sort_unstable();
-    positions.dedup();
-    for position in positions {
-        if let Some(marked) = messages[position]
-            .content
-            .iter_mut()
-            .rev()
-            .find(|m| m.block.can_carry_cache_control())
-        {
-            marked.cache = true;
+    if system.is_empty() {
+        if let Some(last_tool) = tools.last_mut() {
+            last_tool.cache_control = EPHEMERAL;
+            used += 1;
+        }
+    }
+    for end in ends {
+        if used == MOST {
+            break;
+        }
+        match *end {
+            BlockEnd::System => {
+                if let Some(block) = system.last_mut() {
+                    block.cache_control = EPHEMERAL;
+                    used += 1;
+                }
+            }
+            BlockEnd::Block(turn, block) => used += usize::from(mark(messages, turn, block)),
         }
     }
 }
 
-/// Linearized messages → alternating `user`/`assistant` turns of content blocks.
-fn turns<'a>(history: &'a [Linear<'a>]) -> Vec<Turn<'a>> {
+/// Marks the block at `(turn, block)`, or the nearest one before it in its turn that can carry
+/// a marker; whether one was newly marked.
+fn mark(messages: &mut [Turn], turn: usize, block: usize) -> bool {
+    let Some(turn) = messages.get_mut(turn) else {
+        return false;
+    };
+    let upto = (block + 1).min(turn.content.len());
+    match turn.content[..upto]
+        .iter_mut()
+        .rev()
+        .find(|m| m.block.can_carry_cache_control())
+    {
+        Some(marked) if !marked.cache => {
+            marked.cache = true;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Linearized messages → alternating `user`/`assistant` turns of content blocks, and the turn
+/// each tier ends in (a message's turn may have merged with the next messages of its role).
+fn turns<'a>(history: &'a [Linear<'a>], ends: &[TierEnd]) -> (Vec<Turn<'a>>, Vec<BlockEnd>) {
     let mut turns: Vec<Turn> = Vec::new();
+    // Where each message's last block sits: (turn, block); `None` before any block.
+    let mut last_block: Vec<Option<(usize, usize)>> = Vec::with_capacity(history.len());
     for message in history {
+        last_block.push(
+            turns
+                .last()
+                .map(|t| (turns.len() - 1, t.content.len().saturating_sub(1))),
+        );
+        let at = last_block.len() - 1;
         let (role, blocks) = match message.role {
             Role::Assistant => ("assistant", assistant_blocks(message)),
             Role::Tool => ("user", vec![tool_result(message)]),
@@ -312,8 +349,27 @@ fn turns<'a>(history: &'a [Linear<'a>]) -> Vec<Turn<'a>> {
                 content: blocks.collect(),
             }),
         }
+        last_block[at] = turns.last().map(|t| (turns.len() - 1, t.content.len() - 1));
     }
-    turns
+    let ends = ends
+        .iter()
+        .filter_map(|end| match end {
+            TierEnd::System => Some(BlockEnd::System),
+            TierEnd::Message(i) => last_block
+                .get(*i)
+                .copied()
+                .flatten()
+                .map(|(turn, block)| BlockEnd::Block(turn, block)),
+        })
+        .collect();
+    (turns, ends)
+}
+
+/// A tier's end in the body: the system prompt, or a block of a turn.
+#[derive(Clone, Copy, PartialEq)]
+enum BlockEnd {
+    System,
+    Block(usize, usize),
 }
 
 fn assistant_blocks<'a>(message: &'a Linear<'a>) -> Vec<Block<'a>> {

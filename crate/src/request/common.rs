@@ -1,9 +1,12 @@
 //! What the per-provider request builders share: the model name, the linearized history, inline
 //! image data.
 
+use super::tiers::{self, Layout};
 use super::RequestInput;
+use crate::history_limit::LimitedMessage;
 use crate::linearize::{linear, Linear, Thinking};
 use crate::message::{ChatMessage, Content};
+use crate::provider::ProviderKind;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -21,6 +24,23 @@ pub(super) fn prepared_history<M: std::borrow::Borrow<ChatMessage>>(
     thinking: Thinking,
 ) -> Vec<Linear<'_>> {
     linear(history, thinking)
+}
+
+/// The prompt and history laid out in the chat's stability tiers (issue 40); untiered when the
+/// request has no tracker (compaction, the CLI) or goes to the model in the page (one small
+/// context of its own, which the tiers' extra messages would only crowd).
+pub(super) fn laid_out<'a>(
+    input: &RequestInput<'a>,
+    history: &'a [LimitedMessage<'a>],
+    thinking: Thinking,
+) -> Layout<'a> {
+    let linear = prepared_history(history, thinking);
+    match input.tiers {
+        Some(tracker) if input.provider.kind != ProviderKind::Local => {
+            tiers::tiered(input.system_prompt, linear, tracker)
+        }
+        _ => tiers::plain(input.system_prompt, linear),
+    }
 }
 
 /// A body as the JSON text that is sent (`json_text`: serde_json's bytes, escaped a word at a

@@ -9,7 +9,7 @@
 //! one); within the open turn (after the last user message) the request puts each back there.
 //! Elsewhere, and when thinking is off, they are stripped with the rest of the thinking.
 
-use super::common::{body_text, data_url, image_parts, model_of, prepared_history};
+use super::common::{body_text, data_url, image_parts, laid_out, model_of};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::LimitedMessage;
 use crate::linearize::{Linear, Thinking};
@@ -25,10 +25,11 @@ pub(super) fn gemini(input: &RequestInput, history: &[LimitedMessage<'_>]) -> Pr
     } else {
         Thinking::Off
     };
-    let history = prepared_history(history, thinking);
+    let layout = laid_out(input, history, thinking);
+    let history = &layout.messages;
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(contents(&history)));
-    if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
+    if let Some(system) = layout.system.as_deref() {
         body.insert(
             "systemInstruction".into(),
             json!({"parts": [{"text": system}]}),
@@ -57,6 +58,7 @@ pub(super) fn gemini(input: &RequestInput, history: &[LimitedMessage<'_>]) -> Pr
         body: body_text(&body),
         compression_strength: Default::default(),
         left_out: Default::default(),
+        tiers: layout.tiers,
     }
 }
 

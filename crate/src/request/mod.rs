@@ -7,6 +7,9 @@ mod common;
 mod gemini;
 mod openai_chat;
 mod openai_responses;
+mod tiers;
+
+pub use tiers::TiersApplied;
 
 use crate::history_limit::{limit_history_for, CompressionStrength, HistoryLimitError};
 use crate::message::ChatMessage;
@@ -118,6 +121,10 @@ pub struct ProviderRequest {
     /// chat shows them (issue 35). Not part of the request.
     #[serde(skip)]
     pub left_out: LeftOut,
+    /// How this request was laid out in the chat's stability tiers (issue 40); the session
+    /// keeps the tracker for its next request. Not part of the request.
+    #[serde(skip)]
+    pub tiers: Option<Box<TiersApplied>>,
 }
 
 /// Message ids the history limit left out of a request, and those it sent shortened.
@@ -158,6 +165,8 @@ pub struct RequestInput<'a> {
     pub history: &'a [ChatMessage],
     /// Tokens the history may take (`None`: no limit; only stage 3's repairs run).
     pub budget: Option<u64>,
+    /// The chat's stability tiers (issue 40); `None`: the prompt and history as they are.
+    pub tiers: Option<&'a crate::stability::Tracker>,
 }
 
 /// Builds the request; `Err` names what this provider cannot do yet.

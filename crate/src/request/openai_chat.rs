@@ -4,7 +4,7 @@
 //! (issue 20): no `Value` tree is built for it. The key order is the API's documented one, the
 //! same the golden files hold byte for byte.
 
-use super::common::{body_text, image_parts, model_of, prepared_history};
+use super::common::{body_text, image_parts, laid_out, model_of};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::{CompressionStrength, LimitedMessage};
 use crate::linearize::{Linear, Thinking};
@@ -15,9 +15,10 @@ use serde_json::Value;
 use std::borrow::Cow;
 
 pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) -> ProviderRequest {
-    let linear = prepared_history(history, Thinking::Off);
+    let layout = laid_out(input, history, Thinking::Off);
+    let linear = &layout.messages;
     let mut messages = Vec::with_capacity(linear.len() + 1);
-    if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
+    if let Some(system) = layout.system.as_deref() {
         messages.push(Message::text("system", system));
     }
     messages.extend(with_tool_images_after(&linear));
@@ -44,6 +45,7 @@ pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) 
         body: body_text(&body),
         compression_strength: CompressionStrength::Absent,
         left_out: Default::default(),
+        tiers: layout.tiers,
     }
 }
 

@@ -9,7 +9,7 @@
 //! them, minus the engine's `index` merge key, before the message they belong to; items without
 //! `encrypted_content` are useless without server-side storage and are left out.
 
-use super::common::{body_text, image_parts, model_of, prepared_history};
+use super::common::{body_text, image_parts, laid_out, model_of};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::LimitedMessage;
 use crate::linearize::{Linear, Thinking};
@@ -25,10 +25,11 @@ pub(super) fn responses(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
     } else {
         Thinking::Off
     };
-    let history = prepared_history(history, thinking);
+    let layout = laid_out(input, history, thinking);
+    let history = &layout.messages;
     let mut body = Map::new();
     body.insert("model".into(), model_of(input).into());
-    if let Some(system) = input.system_prompt.filter(|s| !s.is_empty()) {
+    if let Some(system) = layout.system.as_deref() {
         body.insert("instructions".into(), system.into());
     }
     body.insert(
@@ -63,6 +64,7 @@ pub(super) fn responses(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         body: body_text(&body),
         compression_strength: Default::default(),
         left_out: Default::default(),
+        tiers: layout.tiers,
     }
 }
 

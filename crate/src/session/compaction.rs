@@ -111,6 +111,7 @@ impl ChatSession {
             tools: &[],
             history: &history,
             budget: Some(budget),
+            tiers: None,
         }) {
             Ok(request) => request,
             Err(e) => return self.compaction_over(ctx, "failed", &e.to_string(), resume),

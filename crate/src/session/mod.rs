@@ -93,6 +93,9 @@ pub struct ChatSession {
     fallbacks_used: usize,
     /// Calls made for edit blocks and suggested commands, not answered yet (`proposals`).
     proposals_running: Vec<String>,
+    /// The prompt items' stability tiers (issue 40), updated after each chat request is built.
+    stability: crate::stability::Tracker,
+    prompt_tiers: Option<crate::event::PromptTiers>,
     events: Vec<EventEnvelope>,
     effects: Vec<Effect>,
 }
@@ -149,6 +152,8 @@ impl ChatSession {
             turn_model: None,
             fallbacks_used: 0,
             proposals_running: Vec::new(),
+            stability: Default::default(),
+            prompt_tiers: None,
             events: Vec::new(),
             effects: Vec::new(),
         }

@@ -54,6 +54,7 @@ impl ChatSession {
             tool_calls: self.tool_calls(),
             model: Some(self.answering_model(config)).filter(|m| !m.model.is_empty()),
             prompt_profile: Some(self.prompt_profile(config)),
+            prompt_tiers: self.prompt_tiers.clone(),
         }
     }
 

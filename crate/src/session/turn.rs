@@ -109,7 +109,7 @@ impl ChatSession {
                 ),
             );
         }
-        let request = match self.build_provider_request(ctx) {
+        let mut request = match self.build_provider_request(ctx) {
             Ok(request) => request,
             Err(info) => return self.end_with_error(ctx, info),
         };
@@ -126,6 +126,10 @@ impl ChatSession {
             );
         };
         self.reported_model = None;
+        if let Some(tiers) = request.tiers.take() {
+            self.prompt_tiers = Some(crate::event::PromptTiers::of(tiers.tokens, &tiers.changes));
+            self.stability = tiers.tracker;
+        }
         self.show_left_out(ctx, &request.left_out);
         if self.draft.is_none() {
             let message_id = self.next_message_id(ctx);
@@ -196,6 +200,7 @@ impl ChatSession {
             tools: &tools,
             history: &history[..],
             budget: Some(self.history_budget(ctx, system_prompt, &tools)),
+            tiers: Some(&self.stability),
         })
         .map_err(|e| {
             let crate::history_limit::HistoryLimitError::TooLarge { estimated, budget } = e;

@@ -86,6 +86,7 @@ impl WasmContextBench {
             tools: &tools,
             history: &self.messages,
             budget: Some(history_budget(n_ctx as u64, None, 2000)),
+            tiers: None,
         })
         .map(|r| r.body.get().len())
         .map_err(|e| js_error("TooLarge", &e.to_string()))

@@ -96,6 +96,8 @@ export interface Runtime {
   model?: { provider: ProviderConfig["kind"]; model: string };
   /** What the next request carries: the agent's prompt and tools, or a plain chat's. */
   prompt_profile?: "agent" | "chat" | "edit_blocks";
+  /** The last request's stability tiers: estimated tokens of each, the most stable tier it changed, and what moved after it. */
+  prompt_tiers?: { l0: number; l1: number; l2: number; l3: number; active: number; broken: "L0" | "L1" | "L2" | "L3" | null; promoted: number; demoted: number; removed: number };
 }
 export type Effect =
   | { effect: "start_request"; chat_id: string; request_id: string; purpose: "chat" | "compaction"; request: { provider: string; url: string; headers: Record<string, string>; body: unknown } }

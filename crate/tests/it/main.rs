@@ -27,6 +27,7 @@ mod replicas;
 mod replication;
 mod requests;
 mod security_streams;
+mod stability;
 #[cfg(not(target_arch = "wasm32"))]
 mod stored_order;
 mod streams;

@@ -33,6 +33,7 @@ fn request_bodies_match_their_golden_files() {
             tools: &tools,
             history: &history,
             budget: fixture["budget"].as_u64(),
+            tiers: None,
         });
         if fixture.get("expected").is_none() {
             bless(
@@ -205,6 +206,7 @@ fn the_local_kind_is_openai_chat_on_the_wire() {
             tools: &tools,
             history: &history,
             budget: fixture["budget"].as_u64(),
+            tiers: None,
         })
         .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(request.provider, ProviderKind::Local, "{name}");
@@ -272,6 +274,7 @@ fn tool_result_images_reach_each_provider_in_its_shape() {
             tools: &[],
             history: &history,
             budget: None,
+            tiers: None,
         })
         .map(|r| r.body_json())
         .unwrap_or_default()

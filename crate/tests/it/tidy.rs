@@ -193,7 +193,7 @@ fn named_modules(
     out
 }
 
-/// ARCHITECTURE.md's layer list: lines `- **Ln** a, b, c` under `## Layers of the core`.
+/// ARCHITECTURE.md's layer list: lines `- **Layer n** a, b, c` under `## Layers of the core`.
 fn architecture_layers() -> std::collections::BTreeMap<String, usize> {
     let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ARCHITECTURE.md"))
         .unwrap_or_default();
@@ -201,7 +201,7 @@ fn architecture_layers() -> std::collections::BTreeMap<String, usize> {
     let section = section.split("\n## ").next().unwrap_or("");
     let mut layers = std::collections::BTreeMap::new();
     for line in section.lines() {
-        let Some(rest) = line.trim().strip_prefix("- **L") else {
+        let Some(rest) = line.trim().strip_prefix("- **Layer ") else {
             continue;
         };
         let Some((number, names)) = rest.split_once("**") else {

@@ -173,6 +173,7 @@ fn full_runtime() -> Runtime {
         status: "running".into(),
     }];
     runtime.prompt_profile = Some(palaver::thread::PromptProfile::Chat);
+    runtime.prompt_tiers = Some(palaver::event::PromptTiers::default());
     runtime.model = Some(palaver::thread::ModelRef {
         provider: palaver::provider::ProviderKind::OpenaiChat,
         model: "m".into(),

@@ -5,7 +5,8 @@
 use super::rank::Ranked;
 use std::collections::{BTreeMap, HashMap};
 
-pub const HEADER: &str = "# Repository Structure\n\nBelow is a map of the repository showing classes, functions, and their relationships.\nUse this to understand the codebase structure and find relevant code.\n\n";
+/// The map's header: the prompt's, so the engine finds the map in a system prompt.
+pub const HEADER: &str = crate::prompt::REPO_MAP_HEADER;
 
 /// The rendered map and how many definitions it shows.
 pub struct Rendered {
