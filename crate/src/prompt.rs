@@ -265,12 +265,14 @@ pub fn sections(text: &str) -> Sections<'_> {
     out
 }
 
-/// Where a paragraph starting with `header` begins (the text's start or after a blank line).
+/// Where the last paragraph starting with `header` begins (the text's start or after a blank
+/// line): the last, because the sections come after the agent prompt and the instruction files,
+/// whose text may quote a header.
 fn paragraph_start(text: &str, header: &str) -> Option<usize> {
-    if text.starts_with(header) {
-        return Some(0);
+    match text.rfind(&format!("\n\n{header}")) {
+        Some(at) => Some(at + 2),
+        None => text.starts_with(header).then_some(0),
     }
-    text.find(&format!("\n\n{header}")).map(|at| at + 2)
 }
 
 fn push_core<'a>(core: &mut Vec<&'a str>, text: &'a str) {
@@ -289,19 +291,21 @@ fn map_parts<'a>(map: &'a str, out: &mut Sections<'a>) {
         .map_or(map.len(), |at| after_header + at);
     out.map_legend = Some(map[..legend_end].trim_end());
     let blocks = map[legend_end..].trim_start_matches('\n');
-    let base = map.len() - blocks.len();
     let mut block_start = None;
     let mut offset = 0;
     for line in blocks.split_inclusive('\n') {
+        // A line not indented starts a block (its path); a blank one only ends the last.
         if !line.starts_with(' ') {
-            if let Some(start) = block_start {
+            if let Some(start) = block_start.take() {
                 out.map_blocks.push(blocks[start..offset].trim_end());
             }
-            block_start = Some(offset);
+            if !line.trim().is_empty() {
+                block_start = Some(offset);
+            }
         }
         offset += line.len();
     }
     if let Some(start) = block_start {
-        out.map_blocks.push(map[base + start..].trim_end());
+        out.map_blocks.push(blocks[start..].trim_end());
     }
 }

@@ -168,13 +168,6 @@ impl Tracker {
         self.entry(key).map_or(Tier::Active, |e| e.tier)
     }
 
-    /// The tier of an item only if its tracked hash is `hash` (a changed item is Active).
-    pub fn tier_if_same(&self, key: &str, hash: u64) -> Tier {
-        self.entry(key)
-            .filter(|e| e.hash == hash)
-            .map_or(Tier::Active, |e| e.tier)
-    }
-
     /// Every tracked item and its tier, in order.
     pub fn tiers(&self) -> impl Iterator<Item = (&str, Tier)> {
         self.entries.iter().map(|e| (e.key.as_str(), e.tier))

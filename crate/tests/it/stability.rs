@@ -289,3 +289,63 @@ fn anthropic_marks_the_tier_ends_and_the_last_turn() {
         "{body}"
     );
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_prompt_taken_apart_keeps_every_part_and_only_the_real_sections_move() {
+    // An instruction file (the workspace's, so data) quoting the headers stays in the core.
+    let quoting = format!(
+        "Notes.\n\n{}a.rs\n\nToday's date: never.",
+        palaver::prompt::FILE_TREE_HEADER
+    );
+    let mut map = String::from(palaver::prompt::REPO_MAP_HEADER);
+    map.push_str("Legend: f=function · :N line\n@1 = src/deep/folder/\n\n");
+    map.push_str("@1/a.rs:\n  f run :1\n  f stop :9\nb.rs:\n  f go :2");
+    let prompt = assemble(
+        Some("Agent."),
+        &WorkspaceContext {
+            instructions: vec![palaver::prompt::InstructionFile {
+                path: "AGENTS.md".into(),
+                text: quoting.clone(),
+            }],
+            files: vec!["a.rs".into(), "b.rs".into()],
+            date: "2026-11-26".into(),
+            repo_map: map,
+            ..Default::default()
+        },
+    );
+    let parts = palaver::prompt::sections(&prompt);
+    assert_eq!(parts.core.len(), 1, "{parts:?}");
+    assert!(parts.core[0].starts_with("Agent.\n\n# Workspace Instructions"));
+    assert!(parts.core[0].ends_with(&quoting), "{parts:?}");
+    assert_eq!(
+        parts.map_legend,
+        Some(
+            format!(
+                "{}Legend: f=function · :N line\n@1 = src/deep/folder/",
+                palaver::prompt::REPO_MAP_HEADER
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        parts.map_blocks,
+        vec!["@1/a.rs:\n  f run :1\n  f stop :9", "b.rs:\n  f go :2"]
+    );
+    assert_eq!(parts.volatile.len(), 2);
+    assert!(parts.volatile[0].ends_with("a.rs\nb.rs"), "{parts:?}");
+    assert_eq!(parts.volatile[1], "Today's date: 2026-11-26.");
+    // Nothing lost: every part is in the prompt, and together they are all of it.
+    let pieces: Vec<&str> = (parts.core.iter().copied())
+        .chain(parts.map_legend)
+        .chain(parts.map_blocks.iter().copied())
+        .chain(parts.volatile.iter().copied())
+        .collect();
+    let covered: usize = pieces.iter().map(|p| p.len()).sum();
+    let content = prompt.len() - prompt.matches("\n\n").count() * 2;
+    assert!(pieces.iter().all(|p| prompt.contains(p)));
+    assert!(covered >= content - 2, "{covered} of {content}");
+    // A prompt without the sections is all core, byte for byte.
+    let plain = "You are a coding agent.\n\nBe brief.";
+    assert_eq!(palaver::prompt::sections(plain).core, vec![plain]);
+}

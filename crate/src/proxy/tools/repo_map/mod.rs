@@ -70,7 +70,7 @@ pub fn repo_map(
             return ToolReply::failed("io", format!("the workspace could not be walked: {e}"))
         }
     };
-    let focus: HashSet<usize> = found
+    let focus: rustc_hash::FxHashSet<usize> = found
         .files
         .iter()
         .enumerate()

@@ -3,7 +3,9 @@
 //! repository map ranks the same way); each definition then gets the rank its users send it.
 
 use super::tags::Tag;
-use std::collections::{HashMap, HashSet};
+// Fx hashing: the ranking hashes every tag name of the workspace several times (SipHash was a
+// measurable share of a cold map).
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 
 /// One definition with its rank and how many other files use its name.
@@ -20,7 +22,7 @@ const ROUNDS: usize = 40;
 
 /// Every definition of `files`, most important first. `focus`: indices of the chat's files.
 pub fn rank(files: &[(String, Arc<Vec<Tag>>)], focus: &HashSet<usize>) -> Vec<Ranked> {
-    let mut defined_in: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut defined_in: HashMap<&str, Vec<usize>> = HashMap::default();
     for (index, (_, tags)) in files.iter().enumerate() {
         for tag in tags.iter().filter(|t| t.is_definition) {
             let at = defined_in.entry(tag.name.as_str()).or_default();
@@ -31,9 +33,9 @@ pub fn rank(files: &[(String, Arc<Vec<Tag>>)], focus: &HashSet<usize>) -> Vec<Ra
     }
     // Which files use each name (their own definitions aside), then the edges.
     // A use after a `.` counts a twentieth: `x.push()` may be any type's `push`, rarely ours.
-    let mut counts: Vec<HashMap<&str, f64>> = vec![HashMap::new(); files.len()];
-    let mut users: HashMap<&str, HashSet<usize>> = HashMap::new();
-    let mut any_use: HashMap<&str, HashSet<usize>> = HashMap::new();
+    let mut counts: Vec<HashMap<&str, f64>> = vec![HashMap::default(); files.len()];
+    let mut users: HashMap<&str, HashSet<usize>> = HashMap::default();
+    let mut any_use: HashMap<&str, HashSet<usize>> = HashMap::default();
     for (from, (_, tags)) in files.iter().enumerate() {
         for tag in tags.iter().filter(|t| !t.is_definition) {
             let name = tag.name.as_str();
@@ -48,7 +50,7 @@ pub fn rank(files: &[(String, Arc<Vec<Tag>>)], focus: &HashSet<usize>) -> Vec<Ra
         }
     }
     // Edges: (from, to, name) → weight.
-    let mut edges: HashMap<(usize, usize, &str), f64> = HashMap::new();
+    let mut edges: HashMap<(usize, usize, &str), f64> = HashMap::default();
     for (from, names) in counts.iter().enumerate() {
         for (name, count) in names {
             let definers = &defined_in[name];
@@ -71,7 +73,7 @@ pub fn rank(files: &[(String, Arc<Vec<Tag>>)], focus: &HashSet<usize>) -> Vec<Ra
     for ((from, _, _), weight) in &edges {
         out_weight[*from] += weight;
     }
-    let mut sent: HashMap<(usize, &str), f64> = HashMap::new();
+    let mut sent: HashMap<(usize, &str), f64> = HashMap::default();
     for ((from, to, name), weight) in &edges {
         if out_weight[*from] > 0.0 {
             *sent.entry((*to, name)).or_default() += file_rank[*from] * weight / out_weight[*from];
@@ -79,7 +81,7 @@ pub fn rank(files: &[(String, Arc<Vec<Tag>>)], focus: &HashSet<usize>) -> Vec<Ra
     }
     let mut ranked = Vec::new();
     for (index, (_, tags)) in files.iter().enumerate() {
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for tag in tags.iter().filter(|t| t.is_definition) {
             if !seen.insert((tag.name.as_str(), tag.line)) {
                 continue;
@@ -163,7 +165,7 @@ fn pagerank(
             .collect()
     };
     let mut out_weight = vec![0.0; n];
-    let mut links: HashMap<(usize, usize), f64> = HashMap::new();
+    let mut links: HashMap<(usize, usize), f64> = HashMap::default();
     for ((from, to, _), weight) in edges {
         out_weight[*from] += weight;
         *links.entry((*from, *to)).or_default() += weight;

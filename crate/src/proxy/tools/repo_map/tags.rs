@@ -54,14 +54,18 @@ impl Lang {
         })
     }
 
-    /// The language's tags configuration, built once; `None` when its query does not compile.
+    /// The language's tags configuration, built the first time a file of it is read (compiling
+    /// every grammar's queries up front cost a cold map ~70 ms of nine languages mostly unused);
+    /// `None` when its query does not compile.
     fn config(self) -> Option<&'static TagsConfiguration> {
-        static CONFIGS: OnceLock<HashMap<Lang, TagsConfiguration>> = OnceLock::new();
-        CONFIGS.get_or_init(build_configs).get(&self)
+        static CONFIGS: [OnceLock<Option<TagsConfiguration>>; 10] = [const { OnceLock::new() }; 10];
+        CONFIGS[self as usize]
+            .get_or_init(|| build_config(self))
+            .as_ref()
     }
 }
 
-fn build_configs() -> HashMap<Lang, TagsConfiguration> {
+fn build_config(wanted: Lang) -> Option<TagsConfiguration> {
     // TypeScript's own tags query covers only what it adds to JavaScript's: both are used.
     let typescript_tags = format!(
         "{}\n{}",
@@ -124,21 +128,17 @@ fn build_configs() -> HashMap<Lang, TagsConfiguration> {
             "",
         ),
     ];
-    let mut configs = HashMap::new();
-    for (lang, language, tags, locals) in grammars {
-        let config = TagsConfiguration::new(language.clone(), &tags, locals).or_else(|_| {
+    let (lang, language, tags, locals) = grammars.into_iter().find(|g| g.0 == wanted)?;
+    TagsConfiguration::new(language.clone(), &tags, locals)
+        .or_else(|_| {
             // A combined query a grammar cannot compile: the grammar's own query alone.
             let own = match lang {
                 Lang::TypeScript | Lang::Tsx => tree_sitter_typescript::TAGS_QUERY,
                 _ => "",
             };
             TagsConfiguration::new(language, own, "")
-        });
-        if let Ok(config) = config {
-            configs.insert(lang, config);
-        }
-    }
-    configs
+        })
+        .ok()
 }
 
 /// The tags of `source`; `None` when the file cannot be read as this language's text.
