@@ -172,7 +172,10 @@ async function modelListsAndRequestContract(page) {
     const parts = requestParts(kind, body);
     const missing = served.filter((name) => !parts.tools.includes(name));
     check(missing.length === 0 && parts.schemas.every((s) => s && typeof s === 'object'), `${kind}: every workspace tool with its schema, in this provider's shape (missing: ${missing.join(', ')})`);
-    check(parts.system.includes('notes.txt'), `${kind}: the system prompt names a workspace file`);
+    // Seed 002's tiers: the system prompt holds what stays (the agent prompt, the instructions);
+    // the file list and the date follow it in a message of their own.
+    const conversation = JSON.stringify(body.messages ?? body.contents ?? body.input ?? []);
+    check(parts.system.includes('Palaver') && !parts.system.includes('notes.txt') && conversation.includes('notes.txt'), `${kind}: the system prompt, then the workspace's file list in a message of its own`);
     const model = kind === 'gemini' ? request.path.includes(`/models/${expect.pick}:`) : body.model === expect.pick;
     check(model, `${kind}: the chosen model is asked (${body.model ?? request.path})`);
     const settingsShape = {
@@ -306,7 +309,9 @@ async function stopQueueAndMarkers(page) {
   // (waitIdle also waits for an empty queue; here one message is meant to stay held.)
   await page.waitForFunction(() => document.querySelector('[data-testid=stop]').hidden && document.querySelector('[data-testid=message][data-role=assistant]:not([data-streaming])')?.textContent.includes('Regenerated once.'));
   const regenerated = (await posts('held')).at(-1);
-  const users = regenerated.body.messages.filter((m) => m.role === 'user').map((m) => m.content);
+  // The user's messages, not the tiers' own (the map, the file list, the date: seed 002).
+  const tierBlock = (text) => /^(# Repository |Today's date: )/.test(text);
+  const users = regenerated.body.messages.filter((m) => m.role === 'user' && !tierBlock(m.content)).map((m) => m.content);
   check(JSON.stringify(users) === '["Tell me a story"]' && (await posts('held')).length === 2, `one click on Regenerate runs exactly one turn (${JSON.stringify(users)})`);
   check(await page.isVisible('[data-testid=queue-held]'), 'the held message still waits');
   await page.click('[data-testid=send-held]');

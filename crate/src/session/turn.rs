@@ -160,6 +160,15 @@ impl ChatSession {
         })
     }
 
+    /// Whether this chat's requests are laid out in stability tiers (seed 002): the agent's,
+    /// for every provider kind. A model without tools (plain chat, edit blocks — small and
+    /// local models mostly) gets its prompt whole in one system message: SmolLM2 on llama-server
+    /// read the tiers' user/"Ok." pairs as a conversation to go on with and answered with the
+    /// file list.
+    fn tiered(&self, config: &crate::config::EngineConfig) -> bool {
+        self.prompt_profile(config) == crate::thread::PromptProfile::Agent
+    }
+
     pub(super) fn build_provider_request(
         &self,
         ctx: &Ctx,
@@ -200,7 +209,7 @@ impl ChatSession {
             tools: &tools,
             history: &history[..],
             budget: Some(self.history_budget(ctx, system_prompt, &tools)),
-            tiers: Some(&self.stability),
+            tiers: self.tiered(ctx.config).then_some(&self.stability),
         })
         .map_err(|e| {
             let crate::history_limit::HistoryLimitError::TooLarge { estimated, budget } = e;
