@@ -131,11 +131,20 @@ pub fn estimate_tokens(message: &ChatMessage) -> u64 {
 
 /// [`estimate_tokens`] with the images counted as provider `kind` counts them.
 pub fn estimate_tokens_for(message: &ChatMessage, kind: Option<ProviderKind>) -> u64 {
-    let mut chars = content_chars(&message.content) as u64;
-    for call in message.tool_calls() {
+    estimate_parts(&message.content, message.tool_calls(), kind)
+}
+
+/// The same estimate of a message's content and tool calls (a linearized message's too).
+pub fn estimate_parts(
+    content: &Content,
+    calls: &[crate::message::ToolCall],
+    kind: Option<ProviderKind>,
+) -> u64 {
+    let mut chars = content_chars(content) as u64;
+    for call in calls {
         chars += (call.function.name.len() + call.function.arguments.len()) as u64;
     }
-    let images: u64 = match &message.content {
+    let images: u64 = match content {
         Content::Parts(parts) => parts
             .iter()
             .filter(|p| crate::message::is_image_part(p))

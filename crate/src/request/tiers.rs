@@ -260,15 +260,7 @@ fn estimate(text: &str) -> u64 {
     text.len().div_ceil(4) as u64
 }
 
+/// SPEC §5's estimate, as the history limit counts the message.
 fn estimate_message(m: &Linear) -> u64 {
-    let content = match m.content.as_ref() {
-        Content::Text(text) => text.len(),
-        Content::Parts(parts) => parts.len() * 256,
-    };
-    let calls: usize = m
-        .tool_calls()
-        .iter()
-        .map(|c| c.function.name.len() + c.function.arguments.len())
-        .sum();
-    (content + calls).div_ceil(4) as u64
+    crate::history_limit::estimate_parts(&m.content, m.tool_calls(), None)
 }
