@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The decoding benchmark of issue 3, in one run: the engine natively and as wasm under Node
+# The decoding benchmark of issues 3 and 41, in one run: the engine natively and as wasm under Node
 # against the official JS SDKs' accumulators (openai ChatCompletionStream, @anthropic-ai/sdk
 # MessageStream) on the transcripts of ../shared/wire. Prints MiB/s and ratios.
 # Usage: bash scripts/bench-sdk.sh [rounds]
