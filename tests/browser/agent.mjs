@@ -68,11 +68,15 @@ async function modelDecides(page) {
   check(served.length >= 7 && missing.length === 0, `every /api/tools tool is offered (${offered.tools.join(', ')}; missing: ${missing.join(', ')})`);
   const schema = first.body.tools.find((t) => t.function.name === 'read_file')?.function.parameters;
   check(JSON.stringify(schema) === JSON.stringify(served.find((t) => t.name === 'read_file').parameters), 'with its JSON schema');
-  check(offered.system.includes('Palaver') && offered.system.includes('Always answer in English.') && offered.system.includes('notes.txt') && offered.system.includes('src/main.rs'),
-    'the system prompt carries the agent prompt, AGENTS.md and the file tree');
-  check(offered.system.includes(`Today's date: ${new Date().toISOString().slice(0, 10)}`), 'and the date');
+  // Seed 002's stability tiers: the system prompt holds what stays (the agent prompt, AGENTS.md,
+  // the map's legend); the file list and the date come after it in a message of their own.
+  const prompt = first.body.messages.map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content))).join('\n\n');
+  const listing = first.body.messages.find((m) => m.role === 'user' && String(m.content).includes('# Repository Files'))?.content ?? '';
+  check(offered.system.includes('Palaver') && offered.system.includes('Always answer in English.') && listing.includes('notes.txt') && listing.includes('src/main.rs'),
+    'the prompt carries the agent prompt and AGENTS.md, then the file tree in a message of its own');
+  check(listing.includes(`Today's date: ${new Date().toISOString().slice(0, 10)}`), 'and the date');
   // Seed 002's repository map from palaver serve: the legend and src/main.rs's `main`.
-  check(offered.system.includes('# Repository Structure') && /src\/main\.rs:\n {2}f main :1/.test(offered.system) && offered.system.indexOf('# Repository Structure') < offered.system.indexOf('# Repository Files'),
+  check(offered.system.includes('# Repository Structure') && /src\/main\.rs:\n {2}f main :1/.test(prompt) && prompt.indexOf('# Repository Structure') < prompt.indexOf('# Repository Files'),
     'and the repository map, before the file list');
   // What the model sees: the request exactly as sent, the key redacted.
   await chatMenu(page, 'open-model-view');

@@ -13,6 +13,10 @@ import {
 import { person } from './person.mjs';
 import { inThemes } from './axe.mjs';
 
+/** A user message of the conversation, not one of seed 002's tier blocks (the map, the file
+ * list and the date, sent before the exchange under way). */
+const askedByUser = (m) => m.role === 'user' && !/^(# Repository |Today's date: )/.test(String(m.content));
+
 watchdog(400, 'the subagents page test');
 const workspace = await tempDir('palaver-sub-ws-');
 const double = await startDouble();
@@ -65,7 +69,7 @@ async function reloadDuringASubagent(page) {
   const asked = await posts('reload');
   const last = asked.at(-1)?.body;
   check(asked.length === 4 && toolText(last, 'call_rl').includes('Every spider I know has eight legs.'), `Resume: the child goes on and its answer is the parent's tool result (${asked.length} requests)`);
-  const spawned = asked.filter((r) => String(r.body.messages?.find((m) => m.role === 'user')?.content ?? '').startsWith(task)).length;
+  const spawned = asked.filter((r) => String(r.body.messages?.find(askedByUser)?.content ?? '').startsWith(task)).length;
   const children = await page.locator(`[data-testid=chat-item][data-parent-id="${parent}"]`).count();
   check(spawned === 2 && children === 1, `the same child went on: one subagent chat, never spawned twice (${children} child chat; its two requests both began with the task: ${spawned})`);
   const answers = await you.answers();
@@ -96,7 +100,7 @@ async function reloadDuringABackgroundSubagent(page) {
   await page.locator('[data-testid=subagent][data-status=done]').waitFor({ timeout: 20_000 }).catch(() => {});
   const status = await page.getByTestId('subagent').first().getAttribute('data-status').catch(() => null);
   const asked = await posts('background');
-  const childAsked = asked.filter((r) => String(r.body.messages?.find((m) => m.role === 'user')?.content ?? '').startsWith(task)).length;
+  const childAsked = asked.filter((r) => String(r.body.messages?.find(askedByUser)?.content ?? '').startsWith(task)).length;
   const children = await page.locator(`[data-testid=chat-item][data-parent-id="${parent}"]`).count();
   check(status === 'done' && childAsked === 2 && children === 1, `Resume: the background child goes on in its own chat and ends done — one child chat, never spawned twice (${status}; ${children} child chat; ${childAsked} requests with its task)`);
 }
@@ -119,7 +123,7 @@ try {
   const requests = await posts('sub');
   check(requests.length === 3, `parent, child, parent: three requests (${requests.length})`);
   check(requests[0]?.body.tools?.some((t) => t.function.name === 'spawn_agent'), 'the model is offered spawn_agent');
-  const childAsked = requests[1]?.body.messages?.find((m) => m.role === 'user')?.content;
+  const childAsked = requests[1]?.body.messages?.find(askedByUser)?.content;
   check(childAsked === 'Say how many legs a spider has.', `the child's request carries the task as its user message (${JSON.stringify(childAsked)})`);
   check(toolText(requests[2]?.body, 'call_sa').includes('A spider has eight legs.'), 'the child\'s answer is the parent\'s tool result');
   await page.waitForSelector('[data-testid=subagent-tree] [data-testid=subagent][data-status=done]');

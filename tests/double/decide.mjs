@@ -1,14 +1,28 @@
 // A model that decides from the request it gets, in each provider kind's own wire shape (the
 // event and field sets of the recorded transcripts in ../shared/wire): offered `read_file` and no
-// tool result yet, it calls it on the first `.txt` file of the system prompt's file tree; after a
+// tool result yet, it calls it on the first `.txt` file of the prompt's file tree (in the system
+// prompt, or in a message of its own where seed 002's stability tiers put it); after a
 // result, it answers with that result; offered no tool, it says so. The page's agent tests use it to
 // make a whole tool round trip through the real `palaver serve` for every provider kind.
 
 const SSE_EVENT = (type, data) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
 const DATA = (data) => `data: ${JSON.stringify(data)}\n\n`;
 
-/** What the request says, read in the kind's own shape. */
+/** Every string in a value, in order (the texts of a request's messages, whatever its shape). */
+function texts(value) {
+  if (typeof value === 'string') return [value];
+  if (Array.isArray(value)) return value.flatMap(texts);
+  if (value && typeof value === 'object') return Object.values(value).flatMap(texts);
+  return [];
+}
+
+/** What the request says, read in the kind's own shape; `prompt`: all its text. */
 export function readRequest(kind, body) {
+  const read = readShape(kind, body);
+  return { ...read, prompt: [read.system, ...texts(body?.messages ?? body?.contents ?? body?.input ?? [])].join('\n') };
+}
+
+function readShape(kind, body) {
   switch (kind) {
     case 'anthropic': {
       const system = Array.isArray(body?.system) ? body.system.map((b) => b.text ?? '').join('') : String(body?.system ?? '');
@@ -52,7 +66,7 @@ export function readRequest(kind, body) {
 export function decision(request) {
   if (request.result !== null) return { text: `The file says: ${request.result.slice(0, 200)}` };
   if (!request.tools.includes('read_file')) return { text: 'I have no tools to look at your files.' };
-  const tree = request.system.split('# File Tree')[1] ?? '';
+  const tree = request.prompt.split('# File Tree')[1] ?? '';
   const file = tree.split('\n').map((l) => l.trim()).find((l) => l.endsWith('.txt')) ?? 'missing.txt';
   return { call: { name: 'read_file', args: { path: file } } };
 }

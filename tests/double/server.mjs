@@ -25,7 +25,8 @@
 //   chunk_bytes    send in pieces of N bytes (default: all at once), delay_ms between pieces
 //   stall_after_bytes  send N bytes, then keep the connection open and silent until the client goes
 //   close_after_bytes  send N bytes, then destroy the socket (a network reset mid-stream)
-//   for_user       answers only a request whose first user message starts with this text (a
+//   for_user       answers only a request whose first user message (seed 002's tier blocks —
+//                  the map, the file list, the date — not counted) starts with this text (a
 //                  subagent's task): taken before the others, whatever the order requests arrive
 //                  in; the responses without it are taken in order (the last one repeats)
 import http from 'node:http';
@@ -249,8 +250,9 @@ async function handle(req, res) {
 function pick(script, body) {
   let asked = '';
   try {
-    const content = JSON.parse(body)?.messages?.find((m) => m.role === 'user')?.content;
-    asked = typeof content === 'string' ? content : (content ?? []).map((p) => p?.text ?? '').join('');
+    const text = (content) => (typeof content === 'string' ? content : (content ?? []).map((p) => p?.text ?? '').join(''));
+    const tierBlock = /^(# Repository |Today's date: )/;
+    asked = (JSON.parse(body)?.messages ?? []).filter((m) => m.role === 'user').map((m) => text(m.content)).find((t) => !tierBlock.test(t)) ?? '';
   } catch { /* not JSON: no user message */ }
   const free = (r, i) => !script.used.has(i);
   let index = script.responses.findIndex((r, i) => free(r, i) && r.for_user && asked.startsWith(r.for_user));
