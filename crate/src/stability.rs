@@ -1,7 +1,7 @@
 //! Stability tiers (seed 002, issue 40): every item of a prompt — the system prompt, each block of
 //! the repository map, each finished exchange of the history — is tracked with its content hash,
 //! and sits in one of five tiers: L0 (the system message), L1–L3 (cached user/"Ok." blocks, each
-//! ending in a cache breakpoint) and Active (uncached, after them). An item climbs as it stays
+//! ending where a cache breakpoint can go) and Active (after them). An item climbs as it stays
 //! unchanged, so what has not changed for long sits early in the prompt and stays cached; an item
 //! that changes drops to Active; an item gone from the prompt (its file deleted, the map no
 //! longer showing it, the history compacted) is dropped.
@@ -9,12 +9,14 @@
 //! Moving content into a tier rewrites that tier and every later one (the prefix changes), so the
 //! algorithm moves items only when it pays: into a tier that this request breaks anyway (an item
 //! of it changed or left — the ripple), or when what waits to move is large enough
-//! (`PROMOTION_TOKENS`). History moves the same way but only in chronological order, and
-//! graduates from Active to L3 only with an L3 break or past the token threshold, never simply
-//! because it is old enough — else every turn would rewrite L3.
+//! (`promotion_tokens`). Finished history never changes, so it moves ahead of the map blocks: when
+//! a tier is rewritten, every exchange from it on joins the end of the tier before it; otherwise
+//! active exchanges join L3 only when what follows L3 changed anyway or past
+//! `HISTORY_GRADUATION_TOKENS`, never simply for being old — else every turn would rewrite L3.
 //!
-//! Pure data: the request builder lists the items it sent, `Tracker::update` is called once per
-//! chat request after it is built, and the next request is laid out from the tiers it leaves.
+//! Pure data: the request builder lists the items of the request it is building, registers them
+//! with `Tracker::update` (on a copy of the chat's tracker, which the session keeps), and lays
+//! that same request out from the tiers the update leaves — so a change moves its item at once.
 
 use serde::Serialize;
 
@@ -168,16 +170,12 @@ impl Tracker {
         self.entry(key).map_or(Tier::Active, |e| e.tier)
     }
 
-    /// Every tracked item and its tier, in order.
-    pub fn tiers(&self) -> impl Iterator<Item = (&str, Tier)> {
-        self.entries.iter().map(|e| (e.key.as_str(), e.tier))
-    }
-
     fn entry(&self, key: &str) -> Option<&Entry> {
         self.index.get(key).and_then(|&i| self.entries.get(i))
     }
 
-    /// Takes the items one request sent; moves them for the next one.
+    /// Registers the items of the request being built and moves them; the request is laid out
+    /// from the tiers this leaves.
     pub fn update(&mut self, items: &[Item]) -> Changes {
         let mut changes = Changes::default();
         self.index.clear();
