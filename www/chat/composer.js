@@ -165,14 +165,14 @@ export function install(ctx) {
 
   function setComposerDraft(chatId, text) {
     keepPending(chatId, text);
-    const thread = ctx.engine.palaver?.snapshot(chatId)?.thread;
+    const thread = ctx.engine.palaver?.thread(chatId);
     if (!thread || (thread.composer_draft ?? '') === text) return;
     command(text ? { type: 'set_draft', text } : { type: 'clear_draft' }, chatId);
   }
 
   /** A chat's composer draft: the engine's, or the words typed just before a reload it has not stored. */
   function composerDraftOf(chatId) {
-    const stored = ctx.engine.palaver?.snapshot(chatId)?.thread?.composer_draft ?? '';
+    const stored = ctx.engine.palaver?.thread(chatId)?.composer_draft ?? '';
     const typed = pendingComposerDrafts()[chatId];
     if (typed === undefined) return stored;
     if (typed === stored) keepPending(chatId, ''); // the engine has it now

@@ -46,7 +46,7 @@ export function install(ctx) {
     const [peek] = await Promise.all([peeking, renderer]);
     const previewed = peek !== null && peek.message_count > peek.messages.length;
     if (previewed) showPreview(id, peek);
-    await palaver().openChat(id);
+    await palaver().loadChat(id);
     current.mirror = new ChatMirror(id);
     if (!previewed) view.reset();
     localStorage.setItem(OPEN_CHAT_KEY, id);
@@ -70,7 +70,7 @@ export function install(ctx) {
   async function openChildren(id) {
     for (const child of ctx.chats.subagentsOf(id).filter((c) => c.parent_id === id)) {
       if (current.mirror?.id !== id) return;
-      await palaver().openChat(child.id).catch(() => {});
+      await palaver().loadChat(child.id).catch(() => {});
     }
   }
 

@@ -168,7 +168,7 @@ export function install(ctx) {
     const palaver = ctx.engine.palaver;
     const title = `${source.thread.title || 'Untitled chat'} (branch)`;
     const id = await palaver.createChat(title);
-    await palaver.openChat(id);
+    await palaver.loadChat(id);
     const events = palaver.send(id, { type: 'branch_from_chat', source_chat_id: source.id, up_to_message_id: messageId });
     const refused = events?.find?.((e) => e.type === 'ack' && e.accepted === false);
     if (refused) return ctx.say(`The branch could not be made: ${refused.reason?.message ?? ''}`, true);
@@ -205,7 +205,7 @@ export function install(ctx) {
 
   $('transcript').addEventListener('click', onClick);
   $('plan').addEventListener('click', onClick);
-  cards.bind({ plan: $('plan'), cards: $('cards') }, { chat: () => ctx.chat.mirror, send: command, open: (id) => ctx.chat.open(id), review: () => ctx.actions.openPrompt(), load: (id) => ctx.engine.palaver.openChat(id), say: (text) => ctx.say(text, true) });
+  cards.bind({ plan: $('plan'), cards: $('cards') }, { chat: () => ctx.chat.mirror, send: command, open: (id) => ctx.chat.open(id), review: () => ctx.actions.openPrompt(), load: (id) => ctx.engine.palaver.loadChat(id), say: (text) => ctx.say(text, true) });
   queueView.bind($('queue'), {
     items: () => ctx.chat.mirror?.runtime.queued_items ?? [],
     cancel: (item) => command({ type: 'cancel_queued', client_request_id: item.client_request_id }),

@@ -86,7 +86,7 @@ impl ChatSession {
         }
         let Some(provider) = ctx
             .config
-            .provider_for(self.answering_thread(ctx.config).provider)
+            .provider_for(self.answering_provider(ctx.config))
         else {
             return self.compaction_over(ctx, "failed", "no provider is configured", resume);
         };

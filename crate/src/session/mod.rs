@@ -386,11 +386,11 @@ impl ChatSession {
         if let Some(chosen) = self.thread.prompt_profile {
             return chosen;
         }
-        let answering = self.answering_thread(config);
-        let provider = config.provider_for(answering.provider);
+        let answering = self.answering_provider(config);
+        let provider = config.provider_for(answering);
         let tool_use = provider.and_then(|p| p.tool_use);
         let edit_blocks = provider.and_then(|p| p.edit_blocks) == Some(true);
-        match (tool_use, answering.provider) {
+        match (tool_use, answering) {
             (Some(false), _) | (None, crate::provider::ProviderKind::Local) if edit_blocks => {
                 PromptProfile::EditBlocks
             }

@@ -27,19 +27,39 @@ impl ChatSession {
         &self,
         config: &crate::config::EngineConfig,
     ) -> std::borrow::Cow<'_, crate::thread::ThreadParams> {
-        let model = match (&self.turn_model, config.active_provider) {
-            (Some(model), _) => model.clone(),
-            // Settings' active provider, with its configured model (the chat pinned none).
-            (None, Some(provider)) if !self.thread.pinned_model => crate::thread::ModelRef {
-                provider,
-                model: String::new(),
-            },
-            _ => return std::borrow::Cow::Borrowed(&self.thread),
-        };
-        let mut thread = self.thread.clone();
-        thread.provider = model.provider;
-        thread.model = model.model;
-        std::borrow::Cow::Owned(thread)
+        match self.answering_override(config) {
+            None => std::borrow::Cow::Borrowed(&self.thread),
+            Some((provider, model)) => {
+                let mut thread = self.thread.clone();
+                thread.provider = provider;
+                thread.model = model.to_string();
+                std::borrow::Cow::Owned(thread)
+            }
+        }
+    }
+
+    /// Which provider and model this turn asks in place of the chat's own, if any: the fallback
+    /// model once the preferred one failed, else Settings' active provider with its configured
+    /// model (the chat pinned none). Read without copying the thread: the runtime asks it on
+    /// every streamed chunk.
+    fn answering_override<'a>(
+        &'a self,
+        config: &crate::config::EngineConfig,
+    ) -> Option<(crate::provider::ProviderKind, &'a str)> {
+        match (&self.turn_model, config.active_provider) {
+            (Some(model), _) => Some((model.provider, model.model.as_str())),
+            (None, Some(provider)) if !self.thread.pinned_model => Some((provider, "")),
+            _ => None,
+        }
+    }
+
+    /// The provider this turn asks (see `answering_thread`).
+    pub(crate) fn answering_provider(
+        &self,
+        config: &crate::config::EngineConfig,
+    ) -> crate::provider::ProviderKind {
+        self.answering_override(config)
+            .map_or(self.thread.provider, |(provider, _)| provider)
     }
 
     /// The fallback models of this turn: the chat's own list, else Settings'.
@@ -57,19 +77,18 @@ impl ChatSession {
     /// The provider kind and model that answer now (every assistant message records them; a
     /// parent's subagent tree shows them).
     pub fn answering_model(&self, config: &crate::config::EngineConfig) -> crate::thread::ModelRef {
-        let thread = self.answering_thread(config);
-        let model = if thread.model.is_empty() {
+        let (provider, model) = self
+            .answering_override(config)
+            .unwrap_or((self.thread.provider, self.thread.model.as_str()));
+        let model = if model.is_empty() {
             config
-                .provider_for(thread.provider)
+                .provider_for(provider)
                 .map(|p| p.model.clone())
                 .unwrap_or_default()
         } else {
-            thread.model.clone()
+            model.to_string()
         };
-        crate::thread::ModelRef {
-            provider: thread.provider,
-            model,
-        }
+        crate::thread::ModelRef { provider, model }
     }
 
     /// Starts a round: compaction first when the history is over `compact_at` (SPEC §5).

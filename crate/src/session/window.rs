@@ -19,7 +19,7 @@ impl ChatSession {
             .context_tokens_cap
             .or_else(|| {
                 config
-                    .provider_for(self.answering_thread(config).provider)
+                    .provider_for(self.answering_provider(config))
                     .and_then(|p| p.n_ctx)
             })
             .unwrap_or(config.default_n_ctx);
@@ -45,11 +45,12 @@ impl ChatSession {
 
     /// The answer's limit this chat's next request carries (and keeps free in the window).
     pub(crate) fn output_tokens(&self, config: &crate::config::EngineConfig) -> u64 {
-        let answering = self.answering_thread(config);
+        // The answering model's override changes the provider and model only, not the chat's
+        // own answer limit: the chat's thread is read as it is.
         let n_ctx = self.n_ctx(config);
-        match config.provider_for(answering.provider) {
-            Some(provider) => provider.output_tokens(&answering, n_ctx),
-            None => crate::request::ProviderConfig::default().output_tokens(&answering, n_ctx),
+        match config.provider_for(self.answering_provider(config)) {
+            Some(provider) => provider.output_tokens(&self.thread, n_ctx),
+            None => crate::request::ProviderConfig::default().output_tokens(&self.thread, n_ctx),
         }
     }
 

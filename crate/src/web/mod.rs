@@ -113,6 +113,7 @@ export interface Command { type: string; client_request_id?: string; priority?: 
 /** `Palaver.listChats()`: stored chats, newest first. */
 export interface ChatSummary { id: string; title: string; message_count: number; updated_at: number; parent_id?: string | null; root_chat_id?: string | null; link_type?: string | null; [key: string]: unknown; }
 /** `Palaver.tabRole(chatId)`: whether this tab owns the chat, follows another tab, or has it closed. */
+/** `Palaver.thread`: a chat's params. */ export interface ThreadParams { title?: string; composer_draft?: string; [key: string]: unknown; }
 export interface TabRole { role: "owner" | "follower" | "closed"; note: string | null; }
 /** `Palaver.storageStatus()`. */
 export interface StorageStatus { persisted: boolean | null; usage: number | null; quota: number | null; near_quota: boolean; data_lost: boolean; tabs_note: string | null; }

@@ -25,6 +25,15 @@ pub(super) fn current_snapshot(
     s.engine.snapshot(chat_id)
 }
 
+/// Whether `current_snapshot` has one, without building it (a long chat's is costly).
+pub(super) fn has_snapshot(shared: &Handle, chat_id: &str) -> bool {
+    let s = shared.borrow();
+    match s.roles.get(chat_id) {
+        Some(ChatRole::Follower { view, .. }) => view.is_some(),
+        _ => s.engine.session(chat_id).is_some(),
+    }
+}
+
 /// Runs the chat here: load it, serve the other tabs over the channel, hold the lock.
 pub(super) async fn become_owner(
     shared: &Handle,
@@ -77,17 +86,18 @@ pub(super) async fn become_owner(
         old.channel().set_onmessage(None);
         old.channel().close();
     }
-    // Followers that asked before this tab answered get the snapshot now.
-    let snapshot = shared.borrow().engine.snapshot(chat_id);
-    if let Some(snapshot) = snapshot {
-        tabs::post(&channel, &tabs::snapshot_message(&snapshot));
-    }
+    // Tabs following this chat (their owner went away) ask for the snapshot when they hear a
+    // new owner: posting a long chat's whole snapshot to nobody cost every opening ~40 ms.
+    tabs::post(&channel, &json!({"kind": "owner_ready"}));
     Ok(())
 }
 
 /// Opens a chat in this tab: as its owner when its Web Lock is free, else as a follower of the
-/// tab that holds it.
-pub(super) async fn open_or_follow(shared: &Handle, chat_id: &str) -> Result<JsValue, JsValue> {
+/// tab that holds it (then with the owner's snapshot, already crossed to JS).
+pub(super) async fn open_or_follow(
+    shared: &Handle,
+    chat_id: &str,
+) -> Result<Option<JsValue>, JsValue> {
     let locks = tabs::lock_manager();
     let mut release = None;
     if let Some(locks) = &locks {
@@ -102,12 +112,10 @@ pub(super) async fn open_or_follow(shared: &Handle, chat_id: &str) -> Result<JsV
         }
     }
     if locks.is_some() && release.is_none() {
-        return follow(shared, chat_id).await;
+        return follow(shared, chat_id).await.map(Some);
     }
     become_owner(shared, chat_id, release).await?;
-    current_snapshot(shared, chat_id)
-        .map(|s| to_js(&s))
-        .ok_or_else(|| error("UnknownChat", chat_id))
+    Ok(None)
 }
 
 /// Mirrors a chat another tab owns; resolves to the owner's snapshot. Meanwhile waits for the
@@ -151,6 +159,11 @@ pub(super) async fn follow(shared: &Handle, chat_id: &str) -> Result<JsValue, Js
 
 pub(super) fn on_owner_message(shared: &Handle, chat_id: &str, message: Value) {
     match message["kind"].as_str() {
+        Some("owner_ready") => {
+            if let Some(role) = shared.borrow().roles.get(chat_id) {
+                tabs::post(role.channel(), &json!({"kind": "snapshot_request"}));
+            }
+        }
         Some("snapshot") => {
             let Ok(snapshot) =
                 serde_json::from_value::<crate::event::EventEnvelope>(message["snapshot"].clone())

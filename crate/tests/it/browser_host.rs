@@ -555,12 +555,35 @@ async fn two_engines_share_one_chat_and_the_follower_takes_over() {
         "each command once, in order"
     );
     wait_for(&first, &chat, 5_000, |s| saved(s)).await;
+    // A third tab follows too: when the owner goes, the tab that does not take over hears the
+    // new owner and asks it for its snapshot (nothing is posted to nobody).
+    let third = open(&db, config.clone()).await;
+    promised(third.open_chat(chat.clone())).await;
+    assert_eq!(value(&third.tab_role(&chat))["role"], "follower");
     sleep(300).await;
     first.close();
-    let taken = wait_for(&second, &chat, 5_000, |_| {
-        value(&second.tab_role(&chat))["role"] == "owner"
-    })
-    .await;
+    let (second, third) = {
+        let mut waited = 0;
+        loop {
+            if value(&second.tab_role(&chat))["role"] == "owner" {
+                break (second, third);
+            }
+            if value(&third.tab_role(&chat))["role"] == "owner" {
+                break (third, second);
+            }
+            assert!(waited < 5_000, "no tab took the chat over");
+            sleep(50).await;
+            waited += 50;
+        }
+    };
+    let taken = snapshot(&second, &chat);
+    let heard = wait_for(&third, &chat, 5_000, |s| s["seq"] == taken["seq"]).await;
+    assert_eq!(
+        value(&third.tab_role(&chat))["role"],
+        "follower",
+        "the other tab follows the new owner"
+    );
+    assert_eq!(heard["messages"], taken["messages"], "and has its snapshot");
     assert_eq!(
         taken["messages"], owner["messages"],
         "the new owner loaded every message"
@@ -574,6 +597,35 @@ async fn two_engines_share_one_chat_and_the_follower_takes_over() {
         state(s) == "idle" && s["messages"].as_array().is_some_and(|m| m.len() == 6)
     })
     .await;
+    second.close();
+    third.close();
+}
+
+/// `loadChat` opens a chat as `openChat` does but hands nothing back (the subscriber gets the
+/// snapshot); `thread` is the chat's params without its messages, an owner's and a follower's.
+#[wasm_bindgen_test]
+async fn load_chat_opens_without_a_snapshot_and_thread_reads_params_only() {
+    let db = unique("load");
+    let config = json!({"providers": [{"kind": "openai-chat", "base_url": format!("{}/wire/openai-chat/text_gpt4o", double()), "model": "m"}]});
+    let first = open(&db, config.clone()).await;
+    let chat = promised(first.create_chat(Some("params".into())))
+        .await
+        .as_string()
+        .expect("id");
+    assert!(first.thread(&chat).is_undefined(), "not open yet");
+    let loaded = promised(first.load_chat(chat.clone())).await;
+    assert!(loaded.is_undefined(), "loadChat hands back nothing");
+    assert_eq!(value(&first.tab_role(&chat))["role"], "owner");
+    send(&first, &chat, json!({"type": "set_draft", "text": "half a thought"}));
+    let thread = value(&first.thread(&chat));
+    assert_eq!(thread["title"], "params");
+    assert_eq!(thread["composer_draft"], "half a thought");
+    assert!(thread.get("messages").is_none(), "{thread}");
+    let second = open(&db, config).await;
+    promised(second.load_chat(chat.clone())).await;
+    assert_eq!(value(&second.tab_role(&chat))["role"], "follower");
+    assert_eq!(value(&second.thread(&chat))["composer_draft"], "half a thought");
+    first.close();
     second.close();
 }
 

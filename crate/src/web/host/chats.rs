@@ -1,5 +1,5 @@
 //! `Palaver`'s stored chats: listed, created, renamed and deleted (a deletion another tab or a
-//! synced device learns of).
+//! synced device learns of), and opened in this tab (as owner or follower).
 
 use super::*;
 
@@ -80,4 +80,50 @@ impl Host {
             Ok(JsValue::UNDEFINED)
         })
     }
+    /// Opens a chat: as its owner (loaded from IndexedDB into this engine, tolerantly: what
+    /// cannot be read is kept as a notice, never dropped), or — when another tab owns it — as a
+    /// follower mirroring the owner. Resolves to the snapshot.
+    #[wasm_bindgen(js_name = openChat, unchecked_return_type = "Promise<EventEnvelope>")]
+    pub fn open_chat(&self, chat_id: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            match open_here(&shared, &chat_id).await? {
+                Some(snapshot) => Ok(snapshot),
+                None => current_snapshot(&shared, &chat_id)
+                    .map(|s| to_js(&s))
+                    .ok_or_else(|| error("UnknownChat", &chat_id)),
+            }
+        })
+    }
+
+    /// Loads a chat into this tab as `openChat` does, without handing its snapshot back: the
+    /// page's subscriber gets the snapshot, and a 5 000-message chat crossed to JS twice cost
+    /// the opening ~60 ms (issue 41).
+    #[wasm_bindgen(js_name = loadChat, unchecked_return_type = "Promise<void>")]
+    pub fn load_chat(&self, chat_id: String) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            open_here(&shared, &chat_id).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+}
+
+/// Opens a chat in this tab unless it is open already; a follower's opening comes with the
+/// owner's snapshot (already in JS), an owner's does not.
+async fn open_here(shared: &Handle, chat_id: &str) -> Result<Option<JsValue>, JsValue> {
+    // Two quick clicks must not open the chat twice (two owners' saves, two channels).
+    for _ in 0..400 {
+        if !shared.borrow().opening.contains(chat_id) {
+            break;
+        }
+        sleep_ms(20).await;
+    }
+    if has_snapshot(shared, chat_id) {
+        return Ok(None);
+    }
+    shared.borrow_mut().opening.insert(chat_id.to_string());
+    let opened = open_or_follow(shared, chat_id).await;
+    shared.borrow_mut().opening.remove(chat_id);
+    opened
 }

@@ -203,30 +203,6 @@ impl Host {
         self.shared.borrow_mut().host_tools.insert(name, run);
     }
 
-    /// Opens a chat: as its owner (loaded from IndexedDB into this engine, tolerantly: what
-    /// cannot be read is kept as a notice, never dropped), or — when another tab owns it — as a
-    /// follower mirroring the owner. Resolves to the snapshot.
-    #[wasm_bindgen(js_name = openChat, unchecked_return_type = "Promise<EventEnvelope>")]
-    pub fn open_chat(&self, chat_id: String) -> Promise {
-        let shared = self.shared.clone();
-        future_to_promise(async move {
-            // Two quick clicks must not open the chat twice (two owners' saves, two channels).
-            for _ in 0..400 {
-                if !shared.borrow().opening.contains(&chat_id) {
-                    break;
-                }
-                sleep_ms(20).await;
-            }
-            if let Some(snapshot) = current_snapshot(&shared, &chat_id) {
-                return Ok(to_js(&snapshot));
-            }
-            shared.borrow_mut().opening.insert(chat_id.clone());
-            let opened = open_or_follow(&shared, &chat_id).await;
-            shared.borrow_mut().opening.remove(&chat_id);
-            opened
-        })
-    }
-
     /// Search inside every stored chat's messages (user, assistant and tool-result text, every word, any
     /// case): `{hits: [{chat_id, message_id, role, line}], more}`, at most `limit` hits.
     #[wasm_bindgen(js_name = searchMessages, unchecked_return_type = "Promise<MessageSearch>")]
@@ -335,6 +311,18 @@ impl Host {
     #[wasm_bindgen(unchecked_return_type = "EventEnvelope | undefined")]
     pub fn snapshot(&self, chat_id: &str) -> JsValue {
         current_snapshot(&self.shared, chat_id).map_or(JsValue::UNDEFINED, |s| to_js(&s))
+    }
+
+    /// The thread params of an open chat (title, composer draft, model settings) without its
+    /// messages: what the composer reads on every switch, cheap for a long chat.
+    #[wasm_bindgen(unchecked_return_type = "ThreadParams | undefined")]
+    pub fn thread(&self, chat_id: &str) -> JsValue {
+        let shared = self.shared.borrow();
+        let thread = match shared.roles.get(chat_id) {
+            Some(ChatRole::Follower { view, .. }) => view.as_ref().map(|v| v.thread.clone()),
+            _ => shared.engine.session(chat_id).map(|s| s.thread.to_json()),
+        };
+        thread.map_or(JsValue::UNDEFINED, |t| to_js(&t))
     }
 
     /// The last provider request of a chat as sent (URL, headers with the key redacted, body):
