@@ -2,11 +2,15 @@
 // OpenAI-shaped chat completions, the GGUF's own chat template, tool calls where the template has
 // them). One model is loaded at a time; loading another (or the same one with another window)
 // unloads the first. Runs only in the model worker (`worker.js`), never on the page's thread.
-import { Wllama } from '../../pkg/vendor/wllama/wllama.js';
 import * as store from './store.js';
 import { ModelError } from './store.js';
 
 const WASM = new URL('../../pkg/vendor/wllama/wllama.wasm', import.meta.url).href;
+/**
+ * llama.cpp's JS (wllama, ~150 KB) is fetched when a model is first loaded: the worker also answers
+ * Settings' `info` and `list`, which a person setting up a hosted provider opens too.
+ */
+const loadWllama = () => import('../../pkg/vendor/wllama/wllama.js').then((module) => module.Wllama);
 /** Sampling is seeded: the same chat and settings give the same answer. */
 export const SEED = 42;
 
@@ -96,6 +100,7 @@ export class Runtime {
     store.checkMemory(file.size);
     const threads = threadCount();
     const log = new NativeLog();
+    const Wllama = await loadWllama();
     const wllama = new Wllama({ default: WASM }, { logger: log.logger() });
     const started = performance.now();
     let info;
