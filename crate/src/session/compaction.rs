@@ -84,10 +84,7 @@ impl ChatSession {
             let why = format!("fewer than {MIN_SOURCES} messages can be summarized");
             return self.compaction_over(ctx, "skipped", &why, resume);
         }
-        let Some(provider) = ctx
-            .config
-            .provider_for(self.answering_provider(ctx.config))
-        else {
+        let Some(provider) = ctx.config.provider_for(self.answering_provider(ctx.config)) else {
             return self.compaction_over(ctx, "failed", "no provider is configured", resume);
         };
         let mut history: Vec<ChatMessage> =

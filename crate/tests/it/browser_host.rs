@@ -616,7 +616,11 @@ async fn load_chat_opens_without_a_snapshot_and_thread_reads_params_only() {
     let loaded = promised(first.load_chat(chat.clone())).await;
     assert!(loaded.is_undefined(), "loadChat hands back nothing");
     assert_eq!(value(&first.tab_role(&chat))["role"], "owner");
-    send(&first, &chat, json!({"type": "set_draft", "text": "half a thought"}));
+    send(
+        &first,
+        &chat,
+        json!({"type": "set_draft", "text": "half a thought"}),
+    );
     let thread = value(&first.thread(&chat));
     assert_eq!(thread["title"], "params");
     assert_eq!(thread["composer_draft"], "half a thought");
@@ -624,7 +628,10 @@ async fn load_chat_opens_without_a_snapshot_and_thread_reads_params_only() {
     let second = open(&db, config).await;
     promised(second.load_chat(chat.clone())).await;
     assert_eq!(value(&second.tab_role(&chat))["role"], "follower");
-    assert_eq!(value(&second.thread(&chat))["composer_draft"], "half a thought");
+    assert_eq!(
+        value(&second.thread(&chat))["composer_draft"],
+        "half a thought"
+    );
     first.close();
     second.close();
 }

@@ -80,6 +80,7 @@ impl Host {
             Ok(JsValue::UNDEFINED)
         })
     }
+
     /// Opens a chat: as its owner (loaded from IndexedDB into this engine, tolerantly: what
     /// cannot be read is kept as a notice, never dropped), or — when another tab owns it — as a
     /// follower mirroring the owner. Resolves to the snapshot.
