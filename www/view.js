@@ -45,14 +45,13 @@ export class TranscriptView {
     this.root.replaceChildren();
   }
 
+  /** Draws what changed; where the pane is scrolled is the caller's (it knows what the person did). */
   render(chat) {
-    const nearBottom = this.root.scrollHeight - this.root.scrollTop - this.root.clientHeight < 80;
     // The tool rows read the subagents' statuses too (an interrupted spawn_agent call).
     const subagents = JSON.stringify(chat.runtime.subagents?.map((s) => s.status) ?? []);
     if (chat.dirty.messages || (chat.dirty.runtime && subagents !== this.subagentsSeen)) this.renderMessages(chat);
     this.subagentsSeen = subagents;
     if (chat.dirty.draft || chat.dirty.messages || chat.dirty.runtime) this.renderLive(chat);
-    if (nearBottom) this.root.scrollTop = this.root.scrollHeight;
   }
 
   /** The messages drawn: `[from, to)` of the chat's, `SIZE` at most. */

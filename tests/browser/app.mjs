@@ -353,6 +353,7 @@ async function planAskAndSteer(page) {
   // PALAVER_SHOTS=dir keeps a picture of the cards for a person to look at.
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: `${process.env.PALAVER_SHOTS}/plan-and-question.png`, fullPage: true });
   const transcript = await page.evaluate(() => { const t = document.getElementById('transcript'); return { bottom: t.scrollHeight - t.scrollTop - t.clientHeight, text: t.innerText }; });
+  if (!(transcript.bottom < 2)) console.log('DIAG', await page.evaluate(() => { const t = document.getElementById('transcript'); return JSON.stringify({ sh: t.scrollHeight, st: t.scrollTop, ch: t.clientHeight, kids: [...t.children].map((c) => `${c.className || c.tagName}:${c.offsetHeight}`), vp: [innerWidth, innerHeight] }); }));
   check(transcript.bottom < 2 && transcript.text.includes('One question first.'), `a card that appears keeps the transcript at its end, where the question's text is (${transcript.bottom} px from the end)`);
   await page.fill('[data-testid=ask-user-answer]', 'Formal, please');
   await page.click('[data-testid=ask-user-send]');

@@ -41,6 +41,7 @@ export function install(ctx) {
     const renderer = markdown.load();
     if (current.mirror) ctx.say(''); // a sentence about the chat left is not about this one
     leave(mark);
+    current.atEnd = true; // a chat opens at its end, unless it remembers where it was read
     // A long chat's last screen straight from storage, drawn while the engine loads the rest.
     const peeking = palaver().tabRole(id).role === 'closed' ? palaver().peekChat(id, PREVIEW).catch(() => null) : null;
     const [peek] = await Promise.all([peeking, renderer]);
@@ -175,22 +176,28 @@ export function install(ctx) {
       return;
     }
     const transcript = $('transcript');
-    const atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80 && !Number.isFinite(current.restoreScroll);
+    // Whether to stay at the end is what the person last did, not the geometry now: a card or the
+    // composer growing below shrinks the pane before this frame, which is no reason to stop following.
+    const atEnd = current.atEnd && !Number.isFinite(current.restoreScroll);
     const title = chat.thread.title || 'Untitled chat';
     $('chat-title').textContent = title;
     $('chat-title').title = title;
     renderModelLine(chat);
     view.render(chat);
+    if (chat.dirty.messages) watchContent();
     if (Number.isFinite(current.restoreScroll) && chat.messages.length) {
       transcript.scrollTop = current.restoreScroll;
       current.restoreScroll = NaN;
+      current.atEnd = gapBelow(transcript) < 80;
     }
     if (chat.dirty.messages || chat.dirty.runtime) renderControls(chat);
     else if (chat.dirty.draft) contextView.render($('context-usage'), chat);
     if (chat.dirty.messages) scheduleHighlight();
-    if (atEnd || current.follow) transcript.scrollTop = transcript.scrollHeight;
+    if (atEnd || current.follow) {
+      transcript.scrollTop = transcript.scrollHeight;
+      current.atEnd = true;
+    }
     current.follow = false;
-    current.atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
     showToLatest();
     chat.dirty = { messages: false, draft: false, runtime: false };
   }
@@ -233,8 +240,22 @@ export function install(ctx) {
 
   function bindScroll() {
     const transcript = $('transcript');
+    // A scroll is the person's when they wheel, touch, drag or press a key just before it; the
+    // browser scrolls the pane too (clamping, scroll anchoring, a reflow), and that must not read
+    // as "they left the end".
+    let touched = -Infinity;
+    let pressing = false;
+    const personActs = () => { touched = performance.now(); };
+    for (const type of ['wheel', 'touchmove']) transcript.addEventListener(type, personActs, { passive: true });
+    transcript.addEventListener('pointerdown', () => { pressing = true; personActs(); });
+    addEventListener('pointerup', () => { pressing = false; });
+    document.addEventListener('keydown', (event) => {
+      if (!event.target.closest?.('textarea, input, select, [contenteditable]')) personActs();
+    });
     transcript.addEventListener('scroll', () => {
-      current.atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+      const gap = gapBelow(transcript);
+      if (gap < 80) current.atEnd = true;
+      else if (pressing || performance.now() - touched < 1000) current.atEnd = false;
       showToLatest();
       if (!current.mirror) return;
       clearTimeout(current.edgeCheck);
@@ -243,11 +264,20 @@ export function install(ctx) {
       const [id, top] = [current.mirror.id, transcript.scrollTop];
       current.scrollSave = setTimeout(() => localStorage.setItem(scrollKey(id), String(Math.round(top))), 150);
     }, { passive: true });
-    // The transcript shrinks when something below it grows (a card, the composer): one that was at
-    // its end stays there.
-    new ResizeObserver(() => {
+    // The transcript shrinks when something below it grows (a card, the composer), and what it
+    // holds grows after it was drawn (a reflow at another width, code coloured late): one that was
+    // at its end stays there.
+    const stick = () => {
       if (current.atEnd && !Number.isFinite(current.restoreScroll)) transcript.scrollTop = transcript.scrollHeight;
-    }).observe(transcript);
+    };
+    new ResizeObserver(stick).observe(transcript);
+    current.content = new ResizeObserver(stick);
+  }
+
+  /** What the transcript holds now is watched for growing (see `bindScroll`). */
+  function watchContent() {
+    current.content.disconnect();
+    for (const node of $('transcript').children) current.content.observe(node);
   }
   bindScroll();
 
@@ -264,9 +294,11 @@ export function install(ctx) {
     const transcript = $('transcript');
     if (!chat || chat.offset > 0) return;
     const { from, to } = view.range(chat.messages.length);
-    const gap = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight;
+    const gap = gapBelow(transcript);
     if (transcript.scrollTop < 40 && from > 0) view.shift(chat, -STEP);
     else if (gap < 40 && to < chat.messages.length) view.shift(chat, STEP);
+    else return;
+    current.atEnd = gapBelow(transcript) < 80;
   }
 
   ctx.chat = {
@@ -322,6 +354,7 @@ export function install(ctx) {
       const node = [...$('transcript').querySelectorAll('[data-testid=message]')].find((n) => n.dataset.messageId === messageId);
       if (!node) return false;
       node.scrollIntoView({ block: 'center' });
+      current.atEnd = gapBelow($('transcript')) < 80;
       node.classList.add('found');
       setTimeout(() => node.classList.remove('found'), 3000);
       return true;
@@ -330,6 +363,11 @@ export function install(ctx) {
     /** Opening settled (the line of selections is empty). */
     settled: () => current.selecting,
   };
+}
+
+/** How far the pane's end is below what it shows, in pixels. */
+function gapBelow(pane) {
+  return pane.scrollHeight - pane.scrollTop - pane.clientHeight;
 }
 
 /** The hash of `path` when the model last read it whole in this chat (read_file's result). */
