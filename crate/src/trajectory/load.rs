@@ -260,10 +260,20 @@ fn assemble(
     draft: Option<&Value>,
 ) -> Loaded {
     let mut notes = Vec::new();
+    let read: Vec<Result<ChatMessage, Unread>> = read.collect();
+    // An id made up for a message must not be one a later message carries (that message's
+    // record would be overwritten by the made-up one's save).
+    let given: HashSet<String> = read
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|m| m.message_id.clone())
+        .filter(|id| !id.is_empty())
+        .collect();
     let mut seen = HashSet::new();
     let mut messages: Vec<ChatMessage> = read
+        .into_iter()
         .enumerate()
-        .map(|(index, read)| load_message(chat_id, index, read, &mut seen, &mut notes))
+        .map(|(index, read)| load_message(chat_id, index, read, &given, &mut seen, &mut notes))
         .collect();
     let recovered_draft = recover_draft(draft, &mut messages, &mut notes);
     Loaded {
@@ -322,6 +332,7 @@ fn load_message(
     chat_id: &str,
     index: usize,
     read: Result<ChatMessage, Unread>,
+    given: &HashSet<String>,
     seen: &mut HashSet<String>,
     notes: &mut Vec<String>,
 ) -> ChatMessage {
@@ -335,7 +346,10 @@ fn load_message(
         }
     };
     if message.message_id.is_empty() || seen.contains(&message.message_id) {
-        let id = format!("{chat_id}-m{index}");
+        let mut id = format!("{chat_id}-m{index}");
+        while seen.contains(&id) || given.contains(&id) {
+            id.push('_');
+        }
         if !message.message_id.is_empty() {
             notes.push(format!(
                 "message {index} repeated id {}; renamed {id}",

@@ -266,3 +266,28 @@ fn an_export_with_subagents_is_split_into_a_tree_under_the_new_id() {
         (plain, Vec::new())
     );
 }
+
+/// A made-up id (for an unreadable record or a repeated id) is never one another message of the
+/// chat carries: the made-up message's save would overwrite that message's record. (Seen with a
+/// chat whose ids follow `{chat}-m{index}` and an early message removed: the unreadable sixth
+/// record became `c-m4`, the fifth message's id, and replaced it on the next save.)
+#[test]
+fn a_made_up_id_is_never_another_messages() {
+    let trajectory = json!({"id": "c", "messages": [
+        {"message_id": "c-m1", "role": "user", "content": "one"},
+        {"message_id": "c-m2", "role": "assistant", "content": "two"},
+        "not a message",
+        {"message_id": "c-m1", "role": "user", "content": "a repeated id"},
+        {"message_id": "c-m3", "role": "assistant", "content": "a later id the made-up one would take"},
+    ]});
+    let loaded = load("c", &trajectory).expect("loads");
+    let ids: Vec<&str> = loaded
+        .messages
+        .iter()
+        .map(|m| m.message_id.as_str())
+        .collect();
+    let unique: std::collections::HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    assert_eq!(ids[0], "c-m1");
+    assert_eq!(ids[4], "c-m3");
+}
