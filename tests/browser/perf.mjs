@@ -65,7 +65,7 @@ try {
   const text = Array.from({ length: tokens }, (_, i) => (i % 40 === 39 ? ` w${i}.\n\n` : ` w${i}`)).join('');
   const body = openaiStream({ text, pieces: tokens });
   const perChunk = Math.ceil(body.length / tokens);
-  const url = await double.script('perf', [{ body, chunk_bytes: perChunk * 10, delay_ms: Math.round(10_000 / RATE) }, { body: openaiStream({ text: 'A short answer.' }) }]);
+  const url = await double.script('perf', [{ body, chunk_bytes: perChunk * 10, delay_ms: Math.round(10_000 / RATE) }, { body: openaiStream({ text: 'A short answer.' }) }, { body: openaiStream({ text: 'One more answer.' }) }]);
   await setProvider(page, { baseUrl: url, key: 'sk-perf' });
   row('first use: Settings opened → its engine defaults drawn', `${settingsMs} ms (the engine's wasm fetched and compiled)`);
   row('first use: bytes transferred since the first visit\'s load', `${((await transferred()) - firstLoad).toLocaleString('en')} B (the engine, the settings' requests)`);
@@ -145,6 +145,17 @@ try {
   await page.reload();
   await page.waitForFunction(() => globalThis.__reloaded > 0, null, { timeout: 60_000 });
   row('a reload with the 5 000-message chat open: navigation → usable (cold)', `${(await page.evaluate(() => globalThis.__reloaded)).toFixed(0)} ms (the page, the engine and the chat loaded)`);
+  // The same after a new turn in it (what a person reloads after): its saves are on top of the
+  // copy the last opening packed.
+  await page.fill('[data-testid=composer]', 'One more turn');
+  await page.click('[data-testid=send]');
+  await page.getByText('One more answer.').first().waitFor({ timeout: 30_000 });
+  await page.waitForTimeout(1000); // the turn's saves
+  await page.reload();
+  await page.waitForFunction(() => globalThis.__reloaded > 0, null, { timeout: 60_000 });
+  const lastShown = await page.locator('[data-testid=message][data-role=assistant]').last().textContent();
+  if (!lastShown.includes('One more answer.')) throw new Error(`after the reload the new turn is not shown (${lastShown.slice(0, 80)})`);
+  row('a reload after a new turn in the 5 000-message chat: navigation → usable (cold)', `${(await page.evaluate(() => globalThis.__reloaded)).toFixed(0)} ms (its stored copy and the records the turn wrote)`);
 
   // Search inside messages over every stored chat (the 5 000-message one among them): the last
   // keystroke → the hits shown, which includes the 250 ms pause the box waits for typing to stop.

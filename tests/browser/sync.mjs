@@ -305,6 +305,26 @@ try {
   console.log(`  _bulk_get request bytes after the restart: ${(traffic.byPath._bulk_get ?? 0) - bulkBefore}`);
 
   // 5. One new turn in the long chat: bytes of a turn, not of the chat.
+  // B opened the long chat once (its packed copy written then), went back to the first one and
+  // reloaded: the long chat is not in B's engine when B pulls the turn into its records.
+  await b.locator(`[data-testid=chat-item][data-chat-id="${longId}"]`).click();
+  await b.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat && !document.querySelector('[data-testid=loading-earlier]'), longId, { timeout: 20_000 }).catch(() => {});
+  await b.locator(`[data-testid=chat-item][data-chat-id="${id}"]`).click();
+  await b.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat, id, { timeout: 20_000 }).catch(() => {});
+  await b.reload();
+  await setSync(b); // B's password was not remembered
+  const packedInB = await b.evaluate((chat) => new Promise((ok) => {
+    // An assertion on storage: the copy issue 41 reads a long chat from.
+    const open = indexedDB.open('palaver');
+    open.onsuccess = () => {
+      const names = open.result.objectStoreNames;
+      if (!names.contains('packed_messages')) return ok(false);
+      const get = open.result.transaction('packed_messages').objectStore('packed_messages').get(chat);
+      get.onsuccess = () => { ok(Boolean(get.result)); open.result.close(); };
+    };
+    open.onerror = () => ok(false);
+  }), longId);
+  check(packedInB, 'B opened the long chat and keeps a packed copy of it');
   await a.locator(`[data-testid=chat-item][data-chat-id="${longId}"]`).click();
   await a.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat && !document.querySelector('[data-testid=loading-earlier]'), longId, { timeout: 20_000 });
   const assistants = await a.locator('[data-testid=message][data-role=assistant]').count();
@@ -323,6 +343,13 @@ try {
   const chatBytes = history.length;
   check(turnBytes > 0 && turnBytes < 40_000, `one new turn in a ${total}-message chat sent ${turnBytes} bytes (the chat is ${chatBytes} bytes)`);
   console.log(`  bytes sent by the page for one turn: ${turnBytes}; all traffic so far sent ${traffic.sent}, received ${traffic.received}`);
+  // B pulls the turn; its copy of the long chat went with the pull: opened now, the chat ends
+  // with the new turn.
+  await waitStored(b, longId, (m) => m.some((text) => text.includes('One more turn')), 'B to pull the new turn');
+  await b.locator(`[data-testid=chat-item][data-chat-id="${longId}"]`).click();
+  await b.getByText('One more turn').first().waitFor({ timeout: 20_000 }).catch(() => {});
+  const lastInB = await b.locator('[data-testid=message][data-role=user]').last().textContent().catch(() => '');
+  check(lastInB.includes('One more turn'), `B opens the long chat with A's new turn, not its packed copy from before (${lastInB.slice(0, 60)})`);
 
   // 6. Wrong password; a URL that is not CouchDB: clear status, chats kept.
   const listedChats = (page) => page.locator('[data-testid=chat-item]').count();

@@ -19,6 +19,7 @@ pub mod idb;
 mod message_search;
 mod outbox;
 mod ownership;
+mod packed;
 mod shared;
 mod storage;
 mod streams;
@@ -147,10 +148,9 @@ fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
     let internal = |e: serde_json::Error| js_error("Internal", &e.to_string());
     let (ascii, escaped_bytes) = crate::json_text::to_ascii_string(value).map_err(internal)?;
     // A text whose characters outside ASCII are few (an English message with an emoji or an
-    // accent) is handed over in pure ASCII: the browser's decoder and `JSON.parse` each take
-    // their one-byte fast path, about half the time. A text mostly in another script (more
-    // than an eighth of it escaped) is faster as UTF-8, so it is written again that way
-    // (measured both ways in Node and Chromium, issue 20).
+    // accent) is handed over in pure ASCII: the browser's decoder and `JSON.parse` each take their
+    // one-byte fast path, about half the time. A text mostly in another script (over an eighth of
+    // it escaped) is faster as UTF-8, written again so (measured in Node and Chromium, issue 20).
     let text = if escaped_bytes * 8 > ascii.len() {
         crate::json_text::to_string(value).map_err(internal)?
     } else {
@@ -174,10 +174,10 @@ fn from_js<T: serde::de::DeserializeOwned>(value: &JsValue) -> Result<T, String>
 /// Texts shorter than this cross as wasm-bindgen passes strings; longer ones as UTF-8 bytes.
 const ENCODED_TEXT_OVER: u32 = 4096;
 
-/// A JS string as a Rust `String`; `None` when `value` is not a string. A long text is encoded
-/// by the browser's `TextEncoder` and copied in at once: wasm-bindgen's own string passing writes
-/// an ASCII text into wasm memory one character at a time in JS, which was a fifth of opening a
-/// 5 MB chat (issue 20). A lone surrogate becomes U+FFFD either way.
+/// A JS string as a Rust `String`; `None` when `value` is not a string. A long text is encoded by
+/// the browser's `TextEncoder` and copied in at once: wasm-bindgen's own string passing writes an
+/// ASCII text into wasm memory a character at a time in JS, a fifth of opening a 5 MB chat (issue
+/// 20). A lone surrogate becomes U+FFFD either way.
 fn text_of(value: &JsValue) -> Option<String> {
     let text = value.dyn_ref::<js_sys::JsString>()?;
     if text.length() < ENCODED_TEXT_OVER {

@@ -3,6 +3,7 @@
 
 use super::browser::*;
 use super::idb;
+use super::packed;
 use super::shared::*;
 use crate::engine::Input;
 use crate::event::Event;
@@ -85,8 +86,9 @@ impl serde::Serialize for StoredTrajectory<'_> {
 }
 
 /// Reads a chat's record and messages back into trajectory JSON text (messages in stored
-/// order) and where each message is stored. The rows cross from JS in one `JSON.stringify`, not
-/// one per row, and no message is parsed here: the engine reads the text once, typed.
+/// order) and where each message is stored. The rows cross from JS as text — the chat's packed
+/// copy and the few records written since when it has one (`packed.rs`), else every record
+/// `JSON.stringify`d at once — and no message is parsed here: the engine reads the text once, typed.
 pub(super) async fn load_trajectory(
     shared: &Handle,
     chat_id: &str,
@@ -95,29 +97,37 @@ pub(super) async fn load_trajectory(
     let tx = idb::read_transaction(&db)?;
     let record =
         idb::request_done(&idb::store(&tx, idb::CHATS)?.get(&JsValue::from_str(chat_id))?).await?;
-    let record = idb::from_js(&record).ok_or_else(|| error("UnknownChat", chat_id))?;
-    let rows = idb::request_done(
-        &idb::store(&tx, idb::MESSAGES)?
-            .index(idb::BY_POSITION)?
-            .get_all_with_key(&idb::positions_of(chat_id)?)?,
-    )
-    .await?;
-    let text = super::text_of(&js_sys::JSON::stringify(&rows)?.into()).unwrap_or_default();
-    let rows: Vec<Row> = serde_json::from_str(&text).map_err(|e| {
-        error(
-            "StorageError",
-            &format!("a stored message record is malformed: {e}"),
-        )
-    })?;
+    let mut record = idb::from_js(&record).ok_or_else(|| error("UnknownChat", chat_id))?;
+    let copy = packed::read_copy(&tx, chat_id, &record).await?;
+    let records_text;
+    let rows = match copy.as_ref().and_then(rows_of_copy) {
+        Some(rows) => rows,
+        None => {
+            records_text =
+                if record["message_count"].as_f64().unwrap_or(0.0) >= packed::PACK_FROM as f64 {
+                    // A long chat without a copy (or with one that does not read): its records, and
+                    // a copy of them for the next time.
+                    let (again, text) = packed::read_and_pack(&db, chat_id).await?;
+                    record = idb::from_js(&again).ok_or_else(|| error("UnknownChat", chat_id))?;
+                    text
+                } else {
+                    let (_, text) = packed::read_records(&tx, chat_id).await?;
+                    super::text_of(&text.into()).unwrap_or_default()
+                };
+            serde_json::from_str(&records_text).map_err(|e| {
+                error(
+                    "StorageError",
+                    &format!("a stored message record is malformed: {e}"),
+                )
+            })?
+        }
+    };
     let mut stored = Vec::with_capacity(rows.len());
     let mut messages = Vec::with_capacity(rows.len());
     let null = RawValue::NULL;
     for row in rows {
         stored.push(StoredMessage {
-            message_id: match row.message_id {
-                Value::String(id) => id,
-                other => other.to_string(),
-            },
+            message_id: row_id(&row),
             position: row.position.as_f64().unwrap_or(f64::NAN),
         });
         messages.push(row.message.unwrap_or(null));
@@ -134,6 +144,41 @@ pub(super) async fn load_trajectory(
         .chats
         .insert(chat_id.to_string(), record);
     Ok((TrajectoryText(trajectory), stored))
+}
+
+fn row_id(row: &Row) -> String {
+    match &row.message_id {
+        Value::String(id) => id.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The rows of a packed copy with the records written since put in: a removed one (`null`) out,
+/// a written one in place of its old row or added, all in the order the position index gives
+/// (position, then id). `None` when the copy does not read.
+fn rows_of_copy(copy: &packed::Copy) -> Option<Vec<Row<'_>>> {
+    let mut rows: Vec<Row> = serde_json::from_str(&copy.base).ok()?;
+    if copy.changed_ids.is_empty() {
+        return Some(rows);
+    }
+    let changed: Vec<Option<Row>> = serde_json::from_str(&copy.changed).ok()?;
+    let ids: std::collections::HashSet<&str> =
+        copy.changed_ids.iter().map(String::as_str).collect();
+    rows.retain(|row| !row.message_id.as_str().is_some_and(|id| ids.contains(id)));
+    // The index lists only records whose position is a valid key (a number, not NaN).
+    rows.extend(
+        changed
+            .into_iter()
+            .flatten()
+            .filter(|row| row.position.as_f64().is_some_and(|p| !p.is_nan())),
+    );
+    let position = |row: &Row| row.position.as_f64().unwrap_or(f64::NAN);
+    rows.sort_by(|a, b| {
+        position(a)
+            .total_cmp(&position(b))
+            .then_with(|| row_id(a).cmp(&row_id(b)))
+    });
+    Some(rows)
 }
 
 /// The last screen of a chat, straight from storage, for the first frame while the whole chat
@@ -254,6 +299,15 @@ pub(super) async fn write_save(
     let tx = idb::write_transaction(&db)?;
     let chats = idb::store(&tx, idb::CHATS)?;
     let messages = idb::store(&tx, idb::MESSAGES)?;
+    if !save.upserts.is_empty() || !save.removed.is_empty() {
+        let written = save.upserts.iter().map(|u| &u.message.message_id);
+        packed::note_written(
+            &tx,
+            &save.chat_id,
+            &mut record,
+            written.chain(&save.removed),
+        )?;
+    }
     chats.put(&idb::to_js(&record)?)?;
     let mut bytes = record.to_string().len() as u64;
     for upsert in &save.upserts {

@@ -877,11 +877,12 @@ static V3_THEN_FAIL: [palaver::web::idb::Migration; 4] = [
     palaver::web::idb::key_messages_by_id,
     fail_halfway,
 ];
-static NEWER: [palaver::web::idb::Migration; 5] = [
+static NEWER: [palaver::web::idb::Migration; 6] = [
     palaver::web::idb::create_v1,
     palaver::web::idb::index_chats_by_update,
     palaver::web::idb::key_messages_by_id,
     palaver::web::idb::create_sync_stores,
+    palaver::web::idb::create_packed_store,
     noop,
 ];
 
@@ -1357,4 +1358,169 @@ async fn a_registered_host_tool_answers_the_models_call() {
         "the host tool is offered"
     );
     host.close();
+}
+
+/// One record of `store` as stored, read behind the engine's back.
+async fn raw_get(db: &str, store: &str, key: &str) -> Value {
+    use palaver::web::idb;
+    let raw = idb::open(db).await.expect("raw open");
+    let tx = idb::read_transaction(&raw).expect("tx");
+    let found = idb::request_done(
+        &idb::store(&tx, store)
+            .expect("store")
+            .get(&JsValue::from_str(key))
+            .expect("get"),
+    )
+    .await
+    .expect("read");
+    raw.close();
+    idb::from_js(&found).unwrap_or(Value::Null)
+}
+
+/// The chat's packed copy as stored (`None` when it has none).
+async fn packed_copy(db: &str, chat: &str) -> Option<String> {
+    raw_get(db, palaver::web::idb::PACKED, chat).await["rows"]
+        .as_str()
+        .map(String::from)
+}
+
+/// Puts one record into `store` behind the engine's back.
+async fn put_raw(db: &str, store: &str, record: Value) {
+    use palaver::web::idb;
+    let raw = idb::open(db).await.expect("raw open");
+    let tx = idb::write_transaction(&raw).expect("tx");
+    idb::store(&tx, store)
+        .expect("store")
+        .put(&idb::to_js(&record).expect("js"))
+        .expect("put");
+    idb::transaction_done(&tx).await.expect("committed");
+    raw.close();
+}
+
+/// A chat's messages as a fresh tab opens it.
+async fn opened(db: &str, chat: &str) -> Value {
+    let host = open(db, json!({})).await;
+    let messages = value(&promised(host.open_chat(chat.to_string())).await)["messages"].clone();
+    wait_for(&host, chat, 5_000, |s| saved(s)).await;
+    sleep(300).await;
+    host.close();
+    messages
+}
+
+fn notices(messages: &Value) -> usize {
+    messages.as_array().map_or(0, |m| {
+        m.iter()
+            .filter(|m| m["role"] == "event" && m["event"]["subkind"] == "system_notice")
+            .count()
+    })
+}
+
+/// Issue 41: a long chat is read from one packed record, written by the load that read its
+/// message records; each later save lists on the chat's record what it wrote, and a load reads
+/// the copy plus those records; a record that does not vouch for the copy, or a copy that does
+/// not read, sends the load back to the records (which it packs again).
+#[wasm_bindgen_test]
+async fn a_long_chat_opens_from_its_packed_copy_and_the_records_written_since() {
+    use palaver::web::idb;
+    let db = unique("packed");
+    let count = 210; // over the host's PACK_FROM (200)
+    let messages: Vec<Value> = (0..count).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("m{i}")})).collect();
+    let host = open(&db, json!({})).await;
+    let chat = promised(host.import_chat(Value::Array(messages).to_string().into()))
+        .await
+        .as_string()
+        .expect("id");
+    wait_for(&host, &chat, 5_000, |s| saved(s)).await;
+    sleep(300).await;
+    host.close();
+    assert_eq!(
+        packed_copy(&db, &chat).await,
+        None,
+        "saves write records only"
+    );
+
+    let first = opened(&db, &chat).await;
+    let copy = packed_copy(&db, &chat)
+        .await
+        .expect("the load packed the chat");
+    let rows: Vec<Value> = serde_json::from_str(&copy).expect("rows");
+    assert_eq!(rows.len(), count);
+    assert_eq!(
+        raw_get(&db, idb::CHATS, &chat).await["packed_changes"],
+        json!([])
+    );
+    let ids: Vec<String> = first
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["message_id"].as_str().map(String::from))
+        .collect();
+
+    // A record damaged behind the engine's back (no save listed it): the load reads the copy.
+    let damaged = json!({"chat_id": chat, "message_id": ids[5], "position": rows[5]["position"], "message": "not a message"});
+    put_raw(&db, idb::MESSAGES, damaged).await;
+    assert_eq!(opened(&db, &chat).await, first, "read from the copy");
+
+    // Saves list what they write; the copy stays, and a load puts those records in, in order.
+    let second = open(&db, json!({})).await;
+    promised(second.open_chat(chat.clone())).await;
+    send(
+        &second,
+        &chat,
+        json!({"type": "remove_message", "message_id": ids[0]}),
+    );
+    send(
+        &second,
+        &chat,
+        json!({"type": "update_message", "message_id": ids[7], "content": "edited"}),
+    );
+    let expected = wait_for(&second, &chat, 5_000, |s| {
+        saved(s)
+            && s["messages"]
+                .as_array()
+                .is_some_and(|m| m.len() == count - 1)
+            && s["messages"][6]["content"] == "edited"
+    })
+    .await["messages"]
+        .clone();
+    sleep(300).await;
+    second.close();
+    assert_eq!(
+        packed_copy(&db, &chat).await.as_deref(),
+        Some(copy.as_str()),
+        "the copy stays"
+    );
+    assert_eq!(
+        raw_get(&db, idb::CHATS, &chat).await["packed_changes"],
+        json!([ids[0], ids[7]])
+    );
+    let merged = opened(&db, &chat).await;
+    assert_eq!(merged, expected, "the copy and the records written since");
+    assert_eq!(
+        notices(&merged),
+        0,
+        "the damaged record is still behind the copy"
+    );
+
+    // A chat record that does not vouch for the copy (as an older build writes it): the records
+    // are read (the damaged one shows as a notice) and packed again.
+    let mut record = raw_get(&db, idb::CHATS, &chat).await;
+    record
+        .as_object_mut()
+        .expect("record")
+        .remove("packed_changes");
+    put_raw(&db, idb::CHATS, record).await;
+    let reread = opened(&db, &chat).await;
+    assert_eq!(notices(&reread), 1, "the records were read: {reread}");
+    assert!(packed_copy(&db, &chat).await.is_some(), "packed again");
+
+    // A copy that does not read is passed over for the records.
+    put_raw(
+        &db,
+        idb::PACKED,
+        json!({"chat_id": chat, "rows": "[{\"broken"}),
+    )
+    .await;
+    let last = opened(&db, &chat).await;
+    assert_eq!(last, reread);
 }

@@ -71,6 +71,7 @@ impl Host {
                 crate::web::outbox::removing_chat(&shared, &tx, &chat_id).await?;
             }
             idb::store(&tx, idb::MESSAGES)?.delete(&idb::messages_of(&chat_id)?)?;
+            idb::forget_packed(&tx, &chat_id)?;
             idb::store(&tx, idb::CHATS)?.delete(&JsValue::from_str(&chat_id))?;
             idb::transaction_done(&tx).await?;
             shared.borrow_mut().chats.remove(&chat_id);

@@ -1,5 +1,5 @@
 //! The schema's migrations, one per version, run in order by `open`: the first stores, chats by
-//! update time, messages keyed by id with a position (v3), the sync stores.
+//! update time, messages keyed by id with a position (v3), the sync stores, packed chats (v5).
 
 use super::*;
 
@@ -49,6 +49,14 @@ pub fn key_messages_by_id(db: &IdbDatabase, tx: &IdbTransaction) -> Result<(), J
     });
     counts_request.set_onsuccess(Some(on_counts.as_ref().unchecked_ref()));
     on_counts.forget();
+    Ok(())
+}
+
+/// v5 (issue 41): long chats' packed copies, empty until a chat is loaded.
+pub fn create_packed_store(db: &IdbDatabase, _tx: &IdbTransaction) -> Result<(), JsValue> {
+    let params = IdbObjectStoreParameters::new();
+    params.set_key_path(&JsValue::from_str("chat_id"));
+    db.create_object_store_with_optional_parameters(PACKED, &params)?;
     Ok(())
 }
 

@@ -27,6 +27,11 @@ pub const BY_POSITION: &str = "position";
 /// documents changed here and not pushed yet (`{id, mark, chat_id, message_id?}`).
 pub const SYNC_REVS: &str = "sync_revs";
 pub const SYNC_OUTBOX: &str = "sync_outbox";
+/// Issue 41: a long chat's message records as one JSON text (`{chat_id, rows}`), so opening it
+/// reads one record instead of thousands. A copy, never the truth: every transaction that writes
+/// a chat's messages deletes it (`forget_packed`), and a load that had to read the records
+/// writes it again in the same transaction (`storage::load_trajectory`).
+pub const PACKED: &str = "packed_messages";
 /// Where v3's migration keeps the v2 records while it copies them.
 const V2_MESSAGES: &str = "messages_v2";
 
@@ -36,11 +41,12 @@ pub type Migration = fn(&IdbDatabase, &IdbTransaction) -> Result<(), JsValue>;
 /// Each entry upgrades the database from version `i` to `i + 1`; a new schema appends one.
 /// IndexedDB runs them inside the `versionchange` transaction, so one that throws rolls back the
 /// whole upgrade and the old version stays readable; a rerun starts again from the old version.
-pub const MIGRATIONS: [Migration; 4] = [
+pub const MIGRATIONS: [Migration; 5] = [
     create_v1,
     index_chats_by_update,
     key_messages_by_id,
     create_sync_stores,
+    create_packed_store,
 ];
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
@@ -252,14 +258,14 @@ pub fn write_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
         .map_err(JsValue::from)
 }
 
-/// The chats' stores and, from v4 on, the sync stores: a transaction spans those the open
-/// database has (an older schema, as the migration tests hold it, has no sync stores).
+/// The chats' stores and, from v4 on, the sync stores and v5's packed copies: a transaction spans
+/// those the open database has (an older schema, as the migration tests hold it, lacks them).
 fn existing_stores(db: &IdbDatabase) -> Array {
     let names = Reflect::get(db, &"objectStoreNames".into()).unwrap_or(JsValue::UNDEFINED);
     let contains = Reflect::get(&names, &"contains".into())
         .ok()
         .and_then(|f| f.dyn_into::<Function>().ok());
-    [CHATS, MESSAGES, SYNC_REVS, SYNC_OUTBOX]
+    [CHATS, MESSAGES, SYNC_REVS, SYNC_OUTBOX, PACKED]
         .iter()
         .filter(|name| {
             [CHATS, MESSAGES].contains(name)
@@ -280,6 +286,15 @@ pub fn read_transaction(db: &IdbDatabase) -> Result<IdbTransaction, JsValue> {
 
 pub fn store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, JsValue> {
     tx.object_store(name)
+}
+
+/// The chat's packed copy goes with a write to its messages (a database opened at an older
+/// schema, as tests build, has none to forget).
+pub fn forget_packed(tx: &IdbTransaction, chat_id: &str) -> Result<(), JsValue> {
+    if let Ok(packed) = tx.object_store(PACKED) {
+        packed.delete(&JsValue::from_str(chat_id))?;
+    }
+    Ok(())
 }
 
 /// The key range of all of a chat's message records (`[chat_id]` sorts before every

@@ -250,8 +250,13 @@ pub(super) async fn store(
         )
         .await?;
         record["message_count"] = json!(count.as_f64().unwrap_or(0.0));
+        // Pulled messages are not listed for the chat's packed copy: it goes.
+        crate::web::packed::forget(&tx, chat_id, &mut record)?;
         chats.put(&idb::to_js(&record)?)?;
         shared.borrow_mut().chats.insert(chat_id.clone(), record);
+    }
+    for chat_id in &changed.deleted {
+        idb::forget_packed(&tx, chat_id)?;
     }
     for p in pushed {
         revs.put(&rev_record(&p.id, &p.info)?)?;
