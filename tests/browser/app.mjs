@@ -876,9 +876,17 @@ async function longChat(page) {
   await page.locator('[data-testid=message]').filter({ hasText: /^long chat message 599/ }).waitFor();
   check(await page.locator('[data-testid=message]').filter({ hasText: /^long chat message 599/ }).isVisible() && await page.getByTestId('to-latest').isHidden(),
     '"Latest message" shows the last message, and goes away there');
+  // Read at its end, the chat reopens at its end, even in a narrower window (its messages taller).
+  const wide = page.viewportSize();
+  await page.setViewportSize({ width: 700, height: wide.height });
   await page.reload();
   await openChat(page, id);
   await page.getByTestId('show-earlier').waitFor();
+  const lastOne = page.locator('[data-testid=message]').filter({ hasText: /^long chat message 599/ });
+  await lastOne.waitFor({ timeout: 5000 }).catch(() => {});
+  await page.waitForTimeout(200);
+  check(await lastOne.isVisible() && await page.getByTestId('to-latest').isHidden(), 'a chat read at its end reopens at its end after a reload, in a narrower window too');
+  await page.setViewportSize(wide);
   await you.click('jump-first');
   await firstShown.waitFor();
   // Each message's words as shown, without its buttons, window after window.

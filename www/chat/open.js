@@ -15,6 +15,8 @@ import { $, html } from '../page/dom.js';
 
 const OPEN_CHAT_KEY = 'palaver.open_chat';
 const scrollKey = (chatId) => `palaver.scroll.${chatId}`;
+/** The keys that scroll a pane. */
+const SCROLL_KEYS = new Set(['ArrowUp', 'ArrowDown', 'PageUp', 'PageDown', 'Home', 'End', ' ']);
 /** Messages drawn from storage before the engine has a chat: about two screens. */
 const PREVIEW = 40;
 
@@ -51,7 +53,7 @@ export function install(ctx) {
     current.mirror = new ChatMirror(id);
     if (!previewed) view.reset();
     localStorage.setItem(OPEN_CHAT_KEY, id);
-    current.restoreScroll = Number(localStorage.getItem(scrollKey(id)) ?? NaN);
+    current.restoreScroll = Number(localStorage.getItem(scrollKey(id)) ?? NaN); // 'end': NaN
     subscribe();
     ctx.composer.arrived(current.mirror, mark);
     $('chat-actions').hidden = false;
@@ -247,10 +249,12 @@ export function install(ctx) {
     let pressing = false;
     const personActs = () => { touched = performance.now(); };
     for (const type of ['wheel', 'touchmove']) transcript.addEventListener(type, personActs, { passive: true });
-    transcript.addEventListener('pointerdown', () => { pressing = true; personActs(); });
+    // A press counts while it lasts (dragging the scrollbar), not after: a click on a button
+    // in a message is no scroll of the person's.
+    transcript.addEventListener('pointerdown', () => { pressing = true; });
     addEventListener('pointerup', () => { pressing = false; });
     document.addEventListener('keydown', (event) => {
-      if (!event.target.closest?.('textarea, input, select, [contenteditable]')) personActs();
+      if (SCROLL_KEYS.has(event.key) && !event.target.closest?.('textarea, input, select, [contenteditable]')) personActs();
     });
     transcript.addEventListener('scroll', () => {
       const gap = gapBelow(transcript);
@@ -262,8 +266,12 @@ export function install(ctx) {
       current.edgeCheck = setTimeout(moveAtEdge, 150);
       clearTimeout(current.scrollSave);
       const [id, top] = [current.mirror.id, transcript.scrollTop];
-      current.scrollSave = setTimeout(() => localStorage.setItem(scrollKey(id), String(Math.round(top))), 150);
+      // A chat read at its end reopens at its end (its messages may draw taller or shorter then).
+      current.place = [scrollKey(id), current.atEnd ? 'end' : String(Math.round(top))];
+      current.scrollSave = setTimeout(savePlace, 150);
     }, { passive: true });
+    // A reload right after a scroll keeps where it was read.
+    addEventListener('pagehide', savePlace);
     // The transcript shrinks when something below it grows (a card, the composer), and what it
     // holds grows after it was drawn (a reflow at another width, code coloured late): one that was
     // at its end stays there.
@@ -272,6 +280,11 @@ export function install(ctx) {
     };
     new ResizeObserver(stick).observe(transcript);
     current.content = new ResizeObserver(stick);
+  }
+
+  function savePlace() {
+    if (current.place) localStorage.setItem(...current.place);
+    current.place = null;
   }
 
   /** What the transcript holds now is watched for growing (see `bindScroll`). */
