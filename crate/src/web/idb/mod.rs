@@ -28,9 +28,8 @@ pub const BY_POSITION: &str = "position";
 pub const SYNC_REVS: &str = "sync_revs";
 pub const SYNC_OUTBOX: &str = "sync_outbox";
 /// Issue 41: a long chat's message records as one JSON text (`{chat_id, rows}`), so opening it
-/// reads one record instead of thousands. A copy, never the truth: every transaction that writes
-/// a chat's messages deletes it (`forget_packed`), and a load that had to read the records
-/// writes it again in the same transaction (`storage::load_trajectory`).
+/// reads one record instead of thousands. A copy, never the truth: read only while the chat's
+/// record lists what was saved since; a write that list cannot carry removes it (`../packed.rs`).
 pub const PACKED: &str = "packed_messages";
 /// Where v3's migration keeps the v2 records while it copies them.
 const V2_MESSAGES: &str = "messages_v2";
@@ -288,8 +287,8 @@ pub fn store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, JsValue>
     tx.object_store(name)
 }
 
-/// The chat's packed copy goes with a write to its messages (a database opened at an older
-/// schema, as tests build, has none to forget).
+/// The chat's packed copy goes (its chat or messages were removed or written unlisted; a database
+/// opened at an older schema, as tests build, has none to forget).
 pub fn forget_packed(tx: &IdbTransaction, chat_id: &str) -> Result<(), JsValue> {
     if let Ok(packed) = tx.object_store(PACKED) {
         packed.delete(&JsValue::from_str(chat_id))?;
