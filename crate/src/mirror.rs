@@ -146,6 +146,18 @@ impl ChatMirror {
         }
     }
 
+    /// The view as a snapshot envelope, borrowed (what a following tab's subscriber is sent).
+    pub fn snapshot_view<'a>(&'a self, chat_id: &'a str) -> crate::event::SnapshotView<'a> {
+        crate::event::SnapshotView::new(
+            chat_id,
+            self.seq,
+            self.thread.clone(),
+            self.runtime.clone(),
+            &self.messages,
+            self.draft.as_ref(),
+        )
+    }
+
     /// The view as a snapshot envelope, to compare with the engine's.
     pub fn to_snapshot(&self, chat_id: &str) -> EventEnvelope {
         EventEnvelope {

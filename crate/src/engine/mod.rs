@@ -101,6 +101,13 @@ impl Engine {
         self.sessions.keys()
     }
 
+    /// An open chat's snapshot without copying it, to be written out (`SnapshotView`).
+    pub fn snapshot_view(&self, chat_id: &str) -> Option<crate::event::SnapshotView<'_>> {
+        self.sessions
+            .get(chat_id)
+            .map(|s| s.snapshot_view(&self.config))
+    }
+
     pub fn snapshot(&self, chat_id: &str) -> Option<EventEnvelope> {
         self.sessions.get(chat_id).map(|s| s.snapshot(&self.config))
     }

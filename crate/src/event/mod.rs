@@ -23,6 +23,43 @@ pub struct EventEnvelope {
     pub event: Event,
 }
 
+/// A chat's `snapshot` envelope borrowed from what holds the chat, written as the owned one is
+/// (the same text, tested) without a copy of its messages: a 5 000-message chat's copy doubled
+/// the wasm memory its opening needs (issue 41).
+#[derive(Serialize)]
+pub struct SnapshotView<'a> {
+    pub chat_id: &'a str,
+    pub seq: u64,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    pub thread: Value,
+    pub runtime: Runtime,
+    pub messages: &'a [ChatMessage],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft: Option<&'a Draft>,
+}
+
+impl<'a> SnapshotView<'a> {
+    pub fn new(
+        chat_id: &'a str,
+        seq: u64,
+        thread: Value,
+        runtime: Runtime,
+        messages: &'a [ChatMessage],
+        draft: Option<&'a Draft>,
+    ) -> Self {
+        SnapshotView {
+            chat_id,
+            seq,
+            kind: "snapshot",
+            thread,
+            runtime,
+            messages,
+            draft,
+        }
+    }
+}
+
 #[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {

@@ -225,24 +225,38 @@ pub struct RetryStatus {
     pub message: String,
 }
 
+/// The part of a runtime that other events carry (`Runtime::take_carried`).
+pub struct Carried {
+    pub queue_size: usize,
+    pub queued_items: Vec<QueuedItemSummary>,
+    draft_tokens: u64,
+    streaming: bool,
+}
+
 impl Runtime {
-    /// The runtime without its queue part, which travels in `queue_updated` instead.
-    pub fn without_queue(&self) -> Runtime {
-        Runtime {
-            queue_size: 0,
-            queued_items: Vec::new(),
-            ..self.clone()
+    /// Takes out what other events carry — the queue (`queue_updated`), the answer's tokens and
+    /// thinking turning into streaming (`stream_delta`) — so a change in those alone does not
+    /// make a `runtime_updated` of its own; `restore_carried` puts them back.
+    pub fn take_carried(&mut self) -> Carried {
+        let streaming = self.phase == "streaming";
+        if streaming {
+            self.phase = "thinking".into();
+        }
+        Carried {
+            queue_size: std::mem::take(&mut self.queue_size),
+            queued_items: std::mem::take(&mut self.queued_items),
+            draft_tokens: std::mem::take(&mut self.context_usage.draft_tokens),
+            streaming,
         }
     }
 
-    /// The runtime without what `stream_delta` carries (the answer's tokens, thinking turning
-    /// into streaming), so a delta does not make a `runtime_updated` of its own.
-    pub fn without_live(mut self) -> Runtime {
-        self.context_usage.draft_tokens = 0;
-        if self.phase == "streaming" {
-            self.phase = "thinking".into();
+    pub fn restore_carried(&mut self, carried: Carried) {
+        self.queue_size = carried.queue_size;
+        self.queued_items = carried.queued_items;
+        self.context_usage.draft_tokens = carried.draft_tokens;
+        if carried.streaming {
+            self.phase = "streaming".into();
         }
-        self
     }
 
     /// What a `stream_delta` says of the runtime.

@@ -31,7 +31,8 @@ impl<'a> Compound<'a> {
 
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         self.separate();
-        value.serialize(&mut *self.writer)
+        value.serialize(&mut *self.writer)?;
+        self.writer.element_written()
     }
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {

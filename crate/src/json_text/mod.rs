@@ -27,15 +27,31 @@ pub fn to_ascii_string<T: Serialize + ?Sized>(value: &T) -> Result<(String, usiz
 }
 
 fn write<T: Serialize + ?Sized>(value: &T, ascii: bool) -> Result<(String, usize), Error> {
-    let mut writer = Writer {
-        out: Vec::new(),
-        ascii,
-        escaped_bytes: 0,
-    };
+    let mut writer = Writer::new(ascii, None);
     value.serialize(&mut writer)?;
     // Only whole UTF-8 strings, ASCII escapes and serde_json's own output were written.
     let text = String::from_utf8(writer.out).map_err(ser::Error::custom)?;
     Ok((text, writer.escaped_bytes))
+}
+
+/// What takes the text `write_in_pieces` writes, a piece at a time.
+pub type Sink = Box<dyn FnMut(&str)>;
+
+/// `value` written as `to_string` (or, `ascii`, as `to_ascii_string`) writes it, handed to `sink`
+/// in pieces of about `piece` bytes, each cut between two elements of an array; returns how many
+/// bytes were escaped (as `to_ascii_string` does). Why: a long chat's text is never whole in
+/// the wasm memory, which never shrinks — a 5 MB snapshot grown by doubling had an 8 MB buffer
+/// and the 4 MB one it came from alive at once (issue 41).
+pub fn write_in_pieces<T: Serialize + ?Sized>(
+    value: &T,
+    ascii: bool,
+    piece: usize,
+    sink: Sink,
+) -> Result<usize, Error> {
+    let mut writer = Writer::new(ascii, Some((sink, piece)));
+    value.serialize(&mut writer)?;
+    writer.hand_over()?;
+    Ok(writer.escaped_bytes)
 }
 
 /// serde_json's name for the struct a `RawValue` serializes as.
@@ -47,9 +63,37 @@ struct Writer {
     ascii: bool,
     /// How many bytes of UTF-8 were written as `\u` escapes.
     escaped_bytes: usize,
+    /// Where the text goes once `out` holds a piece's worth (`write_in_pieces`).
+    sink: Option<(Sink, usize)>,
 }
 
 impl Writer {
+    fn new(ascii: bool, sink: Option<(Sink, usize)>) -> Self {
+        Writer {
+            out: Vec::new(),
+            ascii,
+            escaped_bytes: 0,
+            sink,
+        }
+    }
+
+    /// Between two elements of an array: a piece's worth goes to the sink.
+    fn element_written(&mut self) -> Result<(), Error> {
+        match &self.sink {
+            Some((_, piece)) if self.out.len() >= *piece => self.hand_over(),
+            _ => Ok(()),
+        }
+    }
+
+    /// What is written so far, to the sink; whole values only, so whole UTF-8 characters.
+    fn hand_over(&mut self) -> Result<(), Error> {
+        if let Some((sink, _)) = &mut self.sink {
+            sink(std::str::from_utf8(&self.out).map_err(ser::Error::custom)?);
+            self.out.clear();
+        }
+        Ok(())
+    }
+
     fn string(&mut self, text: &str) {
         self.out.push(b'"');
         self.escaped(text);

@@ -429,6 +429,18 @@ impl ChatSession {
         self.draft_checkpoint_at = 0;
     }
 
+    /// The snapshot as `snapshot` writes it, borrowing the messages (what a subscriber is sent).
+    pub fn snapshot_view(&self, config: &EngineConfig) -> crate::event::SnapshotView<'_> {
+        crate::event::SnapshotView::new(
+            &self.chat_id,
+            self.event_seq,
+            self.thread.to_json(),
+            self.runtime(config),
+            &self.messages,
+            self.draft.as_ref(),
+        )
+    }
+
     pub fn snapshot(&self, config: &EngineConfig) -> EventEnvelope {
         EventEnvelope {
             chat_id: self.chat_id.clone(),

@@ -111,22 +111,21 @@ impl ChatSession {
     }
 
     pub(super) fn emit_status_changes(&mut self, ctx: &Ctx) {
-        let queue = self.queue.summary();
-        if queue != self.last_queue {
-            self.last_queue.clone_from(&queue);
+        // Computed once per step (each chunk of a stream is one) and compared without copies:
+        // a clone is made only when something changed.
+        let mut runtime = self.runtime(ctx.config);
+        let carried = runtime.take_carried();
+        if carried.queued_items != self.last_queue {
+            self.last_queue.clone_from(&carried.queued_items);
             self.emit(Event::QueueUpdated {
-                queue_size: queue.len(),
-                queued_items: queue,
+                queue_size: carried.queue_size,
+                queued_items: carried.queued_items.clone(),
             });
         }
-        // What travels in `stream_delta` (the phase, the answer's tokens) does not make a
-        // `runtime_updated` of its own.
-        let runtime = self.runtime(ctx.config).without_queue().without_live();
         if self.last_runtime.as_ref() != Some(&runtime) {
             self.last_runtime = Some(runtime.clone());
-            self.emit(Event::RuntimeUpdated {
-                runtime: self.runtime(ctx.config),
-            });
+            runtime.restore_carried(carried);
+            self.emit(Event::RuntimeUpdated { runtime });
         }
     }
 

@@ -11,6 +11,7 @@ mod bench;
 mod browser;
 mod chat_files;
 mod chat_list;
+mod crossing;
 #[cfg(feature = "bench")]
 mod decoder;
 mod driver;
@@ -29,7 +30,7 @@ mod tabs;
 mod tool_calls;
 
 use crate::engine::{Bytes, Engine, EngineConfig, Input, Step};
-use serde::Serialize;
+use crossing::{from_js, js_error, text_of, to_js};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -133,78 +134,6 @@ export interface WorkspaceChats { enabled: boolean; chats: { id: string; bytes: 
 /** `Palaver.lastRequest(chatId)`: the request as sent, the auth header's value `[redacted]`. */
 export interface LastRequest { provider: string; url: string; headers: Record<string, string>; body: unknown; }
 "#;
-
-fn js_error(name: &str, message: &str) -> JsValue {
-    let error = js_sys::Error::new(message);
-    error.set_name(name);
-    error.into()
-}
-
-/// Values cross the wasm boundary as JSON text, parsed by the browser's `JSON.parse`: every type
-/// then has one text serializer (`json_text`: serde_json's output, strings escaped a word at a
-/// time) instead of a second serde-wasm-bindgen copy of each (issue 20: a sixth of the wasm), and
-/// V8 builds the objects faster than one boundary call per field would.
-fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
-    let internal = |e: serde_json::Error| js_error("Internal", &e.to_string());
-    let (ascii, escaped_bytes) = crate::json_text::to_ascii_string(value).map_err(internal)?;
-    // A text whose characters outside ASCII are few (an English message with an emoji or an
-    // accent) is handed over in pure ASCII: the browser's decoder and `JSON.parse` each take their
-    // one-byte fast path, about half the time. A text mostly in another script (over an eighth of
-    // it escaped) is faster as UTF-8, written again so (measured in Node and Chromium, issue 20).
-    let text = if escaped_bytes * 8 > ascii.len() {
-        crate::json_text::to_string(value).map_err(internal)?
-    } else {
-        ascii
-    };
-    js_sys::JSON::parse(&text)
-}
-
-/// A JS value read as `T` through `JSON.stringify` (the reverse of [`to_js`]); `undefined` reads
-/// as `null`. The error says what did not fit, for the caller's named JS error.
-fn from_js<T: serde::de::DeserializeOwned>(value: &JsValue) -> Result<T, String> {
-    let text = if value.is_undefined() {
-        None
-    } else {
-        let text = js_sys::JSON::stringify(value).map_err(|e| format!("not JSON: {e:?}"))?;
-        text_of(&text.into())
-    };
-    serde_json::from_str(text.as_deref().unwrap_or("null")).map_err(|e| e.to_string())
-}
-
-/// Texts shorter than this cross as wasm-bindgen passes strings; longer ones as UTF-8 bytes.
-const ENCODED_TEXT_OVER: u32 = 4096;
-
-/// A JS string as a Rust `String`; `None` when `value` is not a string. A long text is encoded by
-/// the browser's `TextEncoder` and copied in at once: wasm-bindgen's own string passing writes an
-/// ASCII text into wasm memory a character at a time in JS, a fifth of opening a 5 MB chat (issue
-/// 20). A lone surrogate becomes U+FFFD either way.
-fn text_of(value: &JsValue) -> Option<String> {
-    let text = value.dyn_ref::<js_sys::JsString>()?;
-    if text.length() < ENCODED_TEXT_OVER {
-        return value.as_string();
-    }
-    // Without a `TextEncoder` (none is known), the slow way: never a text lost.
-    let Ok(encoder) = Utf8Encoder::new() else {
-        return value.as_string();
-    };
-    let bytes = encoder.encode(text).to_vec();
-    Some(
-        String::from_utf8(bytes)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-    )
-}
-
-#[wasm_bindgen]
-extern "C" {
-    /// The browser's `TextEncoder`, given the JS string itself (web-sys's binding takes a `&str`,
-    /// which would cross the slow way first).
-    #[wasm_bindgen(js_name = TextEncoder)]
-    type Utf8Encoder;
-    #[wasm_bindgen(constructor, catch, js_class = "TextEncoder")]
-    fn new() -> Result<Utf8Encoder, JsValue>;
-    #[wasm_bindgen(method, js_class = "TextEncoder")]
-    fn encode(this: &Utf8Encoder, text: &js_sys::JsString) -> js_sys::Uint8Array;
-}
 
 /// A `stream_bytes` input whose `bytes` is a `Uint8Array` (which `JSON.stringify` would turn into
 /// an object of indexes), read directly.

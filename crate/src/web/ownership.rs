@@ -12,20 +12,23 @@ use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{spawn_local, JsFuture};
 
-/// The chat as this tab sees it: the engine's snapshot when it owns the chat, the mirrored
-/// view when it follows.
-pub(super) fn current_snapshot(
+/// The chat as this tab sees it, as JS: the engine's snapshot when it owns the chat, the
+/// mirrored view when it follows; written from the chat without a copy of its messages. `None`
+/// when the chat is not open here, or when its `seq` is `known` (the caller has it already).
+pub(super) fn current_snapshot_js(
     shared: &Handle,
     chat_id: &str,
-) -> Option<crate::event::EventEnvelope> {
+    known: Option<u64>,
+) -> Option<JsValue> {
     let s = shared.borrow();
-    if let Some(ChatRole::Follower { view, .. }) = s.roles.get(chat_id) {
-        return view.as_ref().map(|v| v.to_snapshot(chat_id));
-    }
-    s.engine.snapshot(chat_id)
+    let view = match s.roles.get(chat_id) {
+        Some(ChatRole::Follower { view, .. }) => view.as_ref()?.snapshot_view(chat_id),
+        _ => s.engine.snapshot_view(chat_id)?,
+    };
+    (known != Some(view.seq)).then(|| to_js(&view))
 }
 
-/// Whether `current_snapshot` has one, without building it (a long chat's is costly).
+/// Whether `current_snapshot_js` has one, without building it (a long chat's is costly).
 pub(super) fn has_snapshot(shared: &Handle, chat_id: &str) -> bool {
     let s = shared.borrow();
     match s.roles.get(chat_id) {
@@ -63,14 +66,13 @@ pub(super) async fn become_owner(
             );
         }
         Some("snapshot_request") => {
-            let snapshot = served.borrow().engine.snapshot(&chat);
-            let channel = match served.borrow().roles.get(&chat) {
-                Some(role) => role.channel().clone(),
-                None => return,
+            let served = served.borrow();
+            let (Some(snapshot), Some(role)) =
+                (served.engine.snapshot_view(&chat), served.roles.get(&chat))
+            else {
+                return;
             };
-            if let Some(snapshot) = snapshot {
-                tabs::post(&channel, &tabs::snapshot_message(&snapshot));
-            }
+            tabs::post(role.channel(), &tabs::snapshot_message(&snapshot));
         }
         _ => {}
     })?;
@@ -237,9 +239,8 @@ pub(super) fn wait_for_takeover(shared: &Handle, chat_id: &str) {
             return;
         }
         if become_owner(&shared, &chat_id, Some(release)).await.is_ok() {
-            let snapshot = shared.borrow().engine.snapshot(&chat_id);
-            if let Some(snapshot) = snapshot {
-                notify(&shared, &chat_id, &to_js(&snapshot));
+            if let Some(snapshot) = current_snapshot_js(&shared, &chat_id, None) {
+                notify(&shared, &chat_id, &snapshot);
             }
         }
     });

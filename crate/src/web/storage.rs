@@ -132,7 +132,7 @@ pub(super) async fn load_trajectory(
         });
         messages.push(row.message.unwrap_or(null));
     }
-    let trajectory = serde_json::value::to_raw_value(&StoredTrajectory {
+    let trajectory = trajectory_text(&StoredTrajectory {
         thread: &record["thread"],
         id: chat_id,
         messages,
@@ -144,6 +144,20 @@ pub(super) async fn load_trajectory(
         .chats
         .insert(chat_id.to_string(), record);
     Ok((TrajectoryText(trajectory), stored))
+}
+
+/// The trajectory's text, written into a buffer of its size: grown by doubling, a 5 MB chat's
+/// text had a 4 MB and an 8 MB buffer alive at once beside the rows it was written from, the
+/// highest the wasm memory went while a long chat opened (issue 41; linear memory never shrinks).
+fn trajectory_text(trajectory: &StoredTrajectory) -> Result<Box<RawValue>, serde_json::Error> {
+    let messages: usize = trajectory.messages.iter().map(|m| m.get().len() + 1).sum();
+    let around = serde_json::to_string(trajectory.thread)?.len()
+        + serde_json::to_string(trajectory.draft)?.len()
+        + trajectory.id.len();
+    let mut out = Vec::with_capacity(messages + around + 64);
+    serde_json::to_writer(&mut out, trajectory)?;
+    let text = String::from_utf8(out).map_err(serde::ser::Error::custom)?;
+    RawValue::from_string(text)
 }
 
 fn row_id(row: &Row) -> String {

@@ -9,12 +9,9 @@ use litemap::LiteMap;
 use wasm_bindgen::prelude::*;
 
 pub(super) fn deliver(shared: &Handle, step: &Step) {
-    let mut by_chat: LiteMap<&str, Vec<crate::event::EventEnvelope>> = LiteMap::new();
+    let mut by_chat: LiteMap<&str, Vec<&crate::event::EventEnvelope>> = LiteMap::new();
     for envelope in &step.events {
-        by_chat
-            .entry(&envelope.chat_id)
-            .or_default()
-            .push(envelope.clone());
+        by_chat.entry(&envelope.chat_id).or_default().push(envelope);
     }
     for (chat_id, events) in by_chat {
         if let Some(ChatRole::Owner { channel, .. }) = shared.borrow().roles.get(chat_id) {

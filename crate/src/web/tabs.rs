@@ -96,10 +96,10 @@ pub fn post(channel: &BroadcastChannel, message: &Value) {
     let _ = channel.post_message(&JsValue::from_str(&message.to_string()));
 }
 
-pub fn events_message(events: &[EventEnvelope]) -> Value {
+pub fn events_message(events: &[&EventEnvelope]) -> Value {
     json!({"kind": "events", "events": events})
 }
 
-pub fn snapshot_message(snapshot: &EventEnvelope) -> Value {
+pub fn snapshot_message(snapshot: &crate::event::SnapshotView) -> Value {
     json!({"kind": "snapshot", "snapshot": snapshot})
 }

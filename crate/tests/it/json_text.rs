@@ -199,3 +199,49 @@ proptest! {
         ascii_same_value(&value);
     }
 }
+
+/// `write_in_pieces` (a long snapshot handed to the page a piece at a time): the pieces put
+/// together are `to_string`'s text (or `to_ascii_string`'s), each a valid UTF-8 text of its own
+/// (cut only between values), none much over the piece's size unless one element is.
+fn pieces_same<T: Serialize + ?Sized>(value: &T, piece: usize) {
+    for ascii in [false, true] {
+        let pieces = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+        let into = pieces.clone();
+        let sink = Box::new(move |text: &str| into.borrow_mut().push(text.to_string()));
+        let escaped = palaver::json_text::write_in_pieces(value, ascii, piece, sink).expect("pieces");
+        let whole = if ascii {
+            palaver::json_text::to_ascii_string(value).expect("ascii")
+        } else {
+            (to_string(value).expect("text"), 0)
+        };
+        let pieces = pieces.borrow();
+        assert_eq!(pieces.concat(), whole.0, "piece size {piece}, ascii {ascii}");
+        if ascii {
+            assert_eq!(escaped, whole.1);
+        }
+        assert!(pieces.iter().all(|p| !p.is_empty()), "an empty piece");
+    }
+}
+
+#[test]
+fn a_long_text_is_handed_over_in_pieces() {
+    let messages: Vec<Value> = (0..500)
+        .map(|i| json!({"role": "user", "content": format!("message {i} é👋 \"quoted\"\n"), "n": i}))
+        .collect();
+    let snapshot = json!({"chat_id": "c", "messages": messages, "nested": [[1, 2], [3, [4, "日本"]]]});
+    for piece in [1, 7, 100, 4096, 1 << 20] {
+        pieces_same(&snapshot, piece);
+    }
+    let count = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen = count.clone();
+    let sink = Box::new(move |_: &str| seen.set(seen.get() + 1));
+    palaver::json_text::write_in_pieces(&snapshot, true, 4096, sink).expect("pieces");
+    assert!(count.get() > 5, "a 40 KB text in 4 KB pieces came in {} pieces", count.get());
+}
+
+proptest! {
+    #[test]
+    fn any_value_in_pieces_is_the_same_text(value in json_value(), piece in 1usize..64) {
+        pieces_same(&value, piece);
+    }
+}

@@ -229,7 +229,7 @@ impl Host {
         let role = match shared.roles.get(chat_id) {
             Some(ChatRole::Owner { .. }) => "owner",
             Some(ChatRole::Follower { .. }) => "follower",
-            None if shared.engine.snapshot(chat_id).is_some() => "owner",
+            None if shared.engine.session(chat_id).is_some() => "owner",
             None => "closed",
         };
         to_js(&json!({"role": role, "note": shared.tabs_note}))
@@ -244,11 +244,9 @@ impl Host {
         #[wasm_bindgen(unchecked_param_type = "(event: EventEnvelope) => void")] callback: Function,
         from_seq: Option<f64>,
     ) -> u32 {
-        let snapshot = current_snapshot(&self.shared, &chat_id);
-        if let Some(snapshot) = snapshot {
-            if from_seq.map(|s| s as u64) != Some(snapshot.seq) {
-                let _ = callback.call1(&JsValue::NULL, &to_js(&snapshot));
-            }
+        let known = from_seq.map(|s| s as u64);
+        if let Some(snapshot) = current_snapshot_js(&self.shared, &chat_id, known) {
+            let _ = callback.call1(&JsValue::NULL, &snapshot);
         }
         let mut shared = self.shared.borrow_mut();
         let id = shared.next_subscriber;
@@ -310,7 +308,7 @@ impl Host {
     /// The engine's snapshot of an open chat.
     #[wasm_bindgen(unchecked_return_type = "EventEnvelope | undefined")]
     pub fn snapshot(&self, chat_id: &str) -> JsValue {
-        current_snapshot(&self.shared, chat_id).map_or(JsValue::UNDEFINED, |s| to_js(&s))
+        current_snapshot_js(&self.shared, chat_id, None).unwrap_or(JsValue::UNDEFINED)
     }
 
     /// The thread params of an open chat (title, composer draft, model settings) without its

@@ -139,7 +139,22 @@ impl Harness {
             let Some(expected) = self.engine.snapshot(chat_id) else {
                 continue;
             };
-            let seen = serde_json::to_value(view.to_snapshot(chat_id)).unwrap_or(Value::Null);
+            // The borrowed snapshots a page is sent write the same text as the owned ones.
+            let text = |v: &dyn erased::Text| v.text();
+            let owned = text(&expected);
+            let borrowed = self.engine.snapshot_view(chat_id).map(|v| text(&v));
+            assert_eq!(
+                borrowed.as_deref(),
+                Some(owned.as_str()),
+                "engine's snapshot_view"
+            );
+            let mirrored = view.to_snapshot(chat_id);
+            assert_eq!(
+                text(&view.snapshot_view(chat_id)),
+                text(&mirrored),
+                "mirror's"
+            );
+            let seen = serde_json::to_value(mirrored).unwrap_or(Value::Null);
             let expected = serde_json::to_value(expected).unwrap_or(Value::Null);
             if seen != expected {
                 panic!("snapshot + events != engine snapshot for {chat_id}\n view: {seen}\n engine: {expected}");
@@ -235,5 +250,17 @@ fn text_pieces(reply: &Value) -> Vec<String> {
             .filter_map(|p| p.as_str().map(str::to_string))
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+mod erased {
+    /// A value's JSON text as the browser host writes it (`json_text`).
+    pub trait Text {
+        fn text(&self) -> String;
+    }
+    impl<T: serde::Serialize> Text for T {
+        fn text(&self) -> String {
+            palaver::json_text::to_string(self).unwrap_or_else(|e| format!("error: {e}"))
+        }
     }
 }
