@@ -1362,6 +1362,10 @@ async fn a_registered_host_tool_answers_the_models_call() {
 
 /// One record of `store` as stored, read behind the engine's back.
 async fn raw_get(db: &str, store: &str, key: &str) -> Value {
+    palaver::web::idb::from_js(&raw_get_js(db, store, key).await).unwrap_or(Value::Null)
+}
+
+async fn raw_get_js(db: &str, store: &str, key: &str) -> JsValue {
     use palaver::web::idb;
     let raw = idb::open(db).await.expect("raw open");
     let tx = idb::read_transaction(&raw).expect("tx");
@@ -1374,14 +1378,16 @@ async fn raw_get(db: &str, store: &str, key: &str) -> Value {
     .await
     .expect("read");
     raw.close();
-    idb::from_js(&found).unwrap_or(Value::Null)
+    found
 }
 
 /// The chat's packed copy as stored (`None` when it has none).
+/// A chat's packed copy as text, when there is one written as this build writes it: UTF-8 bytes.
 async fn packed_copy(db: &str, chat: &str) -> Option<String> {
-    raw_get(db, palaver::web::idb::PACKED, chat).await["rows"]
-        .as_str()
-        .map(String::from)
+    let copy = raw_get_js(db, palaver::web::idb::PACKED, chat).await;
+    let rows = js_sys::Reflect::get(&copy, &"rows".into()).ok()?;
+    let bytes = rows.dyn_into::<js_sys::Uint8Array>().ok()?;
+    String::from_utf8(bytes.to_vec()).ok()
 }
 
 /// Puts one record into `store` behind the engine's back.
@@ -1496,6 +1502,18 @@ async fn a_long_chat_opens_from_its_packed_copy_and_the_records_written_since() 
     );
     let merged = opened(&db, &chat).await;
     assert_eq!(merged, expected, "the copy and the records written since");
+    // A copy an earlier build wrote as a string is read as well.
+    put_raw(&db, idb::PACKED, json!({"chat_id": chat, "rows": copy})).await;
+    assert_eq!(
+        opened(&db, &chat).await,
+        expected,
+        "a copy stored as a string"
+    );
+    assert_eq!(
+        packed_copy(&db, &chat).await,
+        None,
+        "that copy was not rewritten"
+    );
     assert_eq!(
         notices(&merged),
         0,

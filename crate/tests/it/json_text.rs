@@ -208,14 +208,19 @@ fn pieces_same<T: Serialize + ?Sized>(value: &T, piece: usize) {
         let pieces = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
         let into = pieces.clone();
         let sink = Box::new(move |text: &str| into.borrow_mut().push(text.to_string()));
-        let escaped = palaver::json_text::write_in_pieces(value, ascii, piece, sink).expect("pieces");
+        let escaped =
+            palaver::json_text::write_in_pieces(value, ascii, piece, sink).expect("pieces");
         let whole = if ascii {
             palaver::json_text::to_ascii_string(value).expect("ascii")
         } else {
             (to_string(value).expect("text"), 0)
         };
         let pieces = pieces.borrow();
-        assert_eq!(pieces.concat(), whole.0, "piece size {piece}, ascii {ascii}");
+        assert_eq!(
+            pieces.concat(),
+            whole.0,
+            "piece size {piece}, ascii {ascii}"
+        );
         if ascii {
             assert_eq!(escaped, whole.1);
         }
@@ -226,9 +231,12 @@ fn pieces_same<T: Serialize + ?Sized>(value: &T, piece: usize) {
 #[test]
 fn a_long_text_is_handed_over_in_pieces() {
     let messages: Vec<Value> = (0..500)
-        .map(|i| json!({"role": "user", "content": format!("message {i} é👋 \"quoted\"\n"), "n": i}))
+        .map(
+            |i| json!({"role": "user", "content": format!("message {i} é👋 \"quoted\"\n"), "n": i}),
+        )
         .collect();
-    let snapshot = json!({"chat_id": "c", "messages": messages, "nested": [[1, 2], [3, [4, "日本"]]]});
+    let snapshot =
+        json!({"chat_id": "c", "messages": messages, "nested": [[1, 2], [3, [4, "日本"]]]});
     for piece in [1, 7, 100, 4096, 1 << 20] {
         pieces_same(&snapshot, piece);
     }
@@ -236,7 +244,11 @@ fn a_long_text_is_handed_over_in_pieces() {
     let seen = count.clone();
     let sink = Box::new(move |_: &str| seen.set(seen.get() + 1));
     palaver::json_text::write_in_pieces(&snapshot, true, 4096, sink).expect("pieces");
-    assert!(count.get() > 5, "a 40 KB text in 4 KB pieces came in {} pieces", count.get());
+    assert!(
+        count.get() > 5,
+        "a 40 KB text in 4 KB pieces came in {} pieces",
+        count.get()
+    );
 }
 
 proptest! {

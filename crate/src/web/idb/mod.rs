@@ -27,7 +27,8 @@ pub const BY_POSITION: &str = "position";
 /// documents changed here and not pushed yet (`{id, mark, chat_id, message_id?}`).
 pub const SYNC_REVS: &str = "sync_revs";
 pub const SYNC_OUTBOX: &str = "sync_outbox";
-/// Issue 41: a long chat's message records as one JSON text (`{chat_id, rows}`), so opening it
+/// Issue 41: a long chat's message records as one JSON text (`{chat_id, rows}`, the text's UTF-8
+/// bytes), so opening it
 /// reads one record instead of thousands. A copy, never the truth: read only while the chat's
 /// record lists what was saved since; a write that list cannot carry removes it (`../packed.rs`).
 pub const PACKED: &str = "packed_messages";
