@@ -1542,3 +1542,34 @@ async fn a_long_chat_opens_from_its_packed_copy_and_the_records_written_since() 
     let last = opened(&db, &chat).await;
     assert_eq!(last, reread);
 }
+
+/// Issue 41: a request or transaction awaited keeps no handler on it afterwards — one left
+/// behind (an `onerror` that never fired) held the request and so its result, every row a
+/// `getAll` read, for the life of the page. Checked on success and on failure, and on a cursor.
+#[wasm_bindgen_test]
+async fn an_awaited_request_or_transaction_keeps_no_handler() {
+    use palaver::web::idb;
+    let raw = idb::open(&unique("handlers")).await.expect("open");
+    let tx = idb::write_transaction(&raw).expect("tx");
+    let store = idb::store(&tx, idb::CHATS).expect("store");
+    let put = store
+        .put(&idb::to_js(&json!({"id": "a"})).expect("js"))
+        .expect("put");
+    idb::request_done(&put).await.expect("put done");
+    let twice = store
+        .add(&idb::to_js(&json!({"id": "a"})).expect("js"))
+        .expect("add");
+    assert!(
+        idb::request_done(&twice).await.is_err(),
+        "a second add of one key fails"
+    );
+    let cursor = store.open_cursor().expect("cursor");
+    let _ = idb::request_done(&cursor).await;
+    for request in [&put, &twice, &cursor] {
+        assert!(request.onsuccess().is_none(), "onsuccess left on a request");
+        assert!(request.onerror().is_none(), "onerror left on a request");
+    }
+    let _ = idb::transaction_done(&tx).await;
+    assert!(tx.oncomplete().is_none() && tx.onerror().is_none() && tx.onabort().is_none());
+    raw.close();
+}

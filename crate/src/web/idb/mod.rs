@@ -5,18 +5,20 @@
 //! on `[chat_id, position]`), so a save writes one small record per changed message in one
 //! transaction, and removing or editing an early message writes that one record.
 
-use js_sys::{Array, Function, Promise, Reflect};
+use js_sys::{Array, Function, Reflect};
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
+mod events;
 mod migrations;
+
+pub use events::*;
 
 pub use migrations::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{
     IdbDatabase, IdbKeyRange, IdbObjectStore, IdbObjectStoreParameters, IdbOpenDbRequest,
-    IdbRequest, IdbTransaction, IdbTransactionMode,
+    IdbTransaction, IdbTransactionMode,
 };
 
 pub const CHATS: &str = "chats";
@@ -127,122 +129,6 @@ pub async fn open_reporting(
     db.set_onversionchange(Some(on_versionchange.as_ref().unchecked_ref()));
     on_versionchange.forget();
     Ok((db, created.get()))
-}
-
-/// An `IDBRequest` as a future: its result, or its error.
-pub async fn request_done(request: &IdbRequest) -> Result<JsValue, JsValue> {
-    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
-        let done = request.clone();
-        let on_success = Closure::once_into_js(move || {
-            let _ = resolve.call1(&JsValue::NULL, &done.result().unwrap_or(JsValue::UNDEFINED));
-        });
-        let failed = request.clone();
-        let on_error = Closure::once_into_js(move || {
-            let error = failed
-                .error()
-                .ok()
-                .flatten()
-                .map(JsValue::from)
-                .unwrap_or_else(|| JsValue::from_str("IndexedDB request failed"));
-            let _ = reject.call1(&JsValue::NULL, &error);
-        });
-        request.set_onsuccess(Some(on_success.unchecked_ref()));
-        request.set_onerror(Some(on_error.unchecked_ref()));
-    });
-    JsFuture::from(promise).await
-}
-
-/// The last `count` values of `index` within `range`, in index order (a cursor walking back
-/// from the end: the newest records, without reading the others).
-pub async fn last_values(
-    index: &web_sys::IdbIndex,
-    range: &JsValue,
-    count: usize,
-) -> Result<Vec<JsValue>, JsValue> {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-    let request =
-        index.open_cursor_with_range_and_direction(range, web_sys::IdbCursorDirection::Prev)?;
-    let found: Rc<RefCell<Vec<JsValue>>> = Rc::default();
-    let done: Rc<RefCell<Option<Function>>> = Rc::default();
-    let (reader, collected, finish) = (request.clone(), found.clone(), done.clone());
-    let on_row = Closure::<dyn FnMut()>::new(move || {
-        let step = || -> Result<bool, JsValue> {
-            let cursor = reader.result()?;
-            if cursor.is_null() || cursor.is_undefined() {
-                return Ok(true);
-            }
-            let cursor: web_sys::IdbCursorWithValue = cursor.dyn_into()?;
-            collected.borrow_mut().push(cursor.value()?);
-            if collected.borrow().len() >= count {
-                return Ok(true);
-            }
-            cursor.continue_()?;
-            Ok(false)
-        };
-        let finished = step().unwrap_or(true);
-        if finished {
-            if let Some(resolve) = finish.borrow_mut().take() {
-                let _ = resolve.call0(&JsValue::NULL);
-            }
-        }
-    });
-    let failed = request.clone();
-    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
-        *done.borrow_mut() = Some(resolve);
-        let failed = failed.clone();
-        let on_error = Closure::once_into_js(move || {
-            let error = failed
-                .error()
-                .ok()
-                .flatten()
-                .map(JsValue::from)
-                .unwrap_or_else(|| JsValue::from_str("IndexedDB cursor failed"));
-            let _ = reject.call1(&JsValue::NULL, &error);
-        });
-        request.set_onerror(Some(on_error.unchecked_ref()));
-    });
-    request.set_onsuccess(Some(on_row.as_ref().unchecked_ref()));
-    if count == 0 {
-        return Ok(Vec::new());
-    }
-    JsFuture::from(promise).await?;
-    request.set_onsuccess(None);
-    drop(on_row);
-    let mut values = found.take();
-    values.reverse();
-    Ok(values)
-}
-
-/// A transaction as a future: `Ok` once committed, `Err` when it errors or aborts (a quota
-/// error shows up here).
-pub async fn transaction_done(tx: &IdbTransaction) -> Result<(), JsValue> {
-    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
-        let on_complete = Closure::once_into_js(move || {
-            let _ = resolve.call0(&JsValue::NULL);
-        });
-        let failed = tx.clone();
-        let reject_abort = reject.clone();
-        let failed_abort = tx.clone();
-        let on_error = Closure::once_into_js(move || {
-            let error = failed
-                .error()
-                .map(JsValue::from)
-                .unwrap_or_else(|| "transaction failed".into());
-            let _ = reject.call1(&JsValue::NULL, &error);
-        });
-        let on_abort = Closure::once_into_js(move || {
-            let error = failed_abort
-                .error()
-                .map(JsValue::from)
-                .unwrap_or_else(|| "transaction aborted".into());
-            let _ = reject_abort.call1(&JsValue::NULL, &error);
-        });
-        tx.set_oncomplete(Some(on_complete.unchecked_ref()));
-        tx.set_onerror(Some(on_error.unchecked_ref()));
-        tx.set_onabort(Some(on_abort.unchecked_ref()));
-    });
-    JsFuture::from(promise).await.map(|_| ())
 }
 
 /// A read-write transaction over both stores, committed durably (SECURITY decision 5).
