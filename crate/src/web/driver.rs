@@ -30,9 +30,11 @@ pub(super) fn reconfigure(shared: &Handle, config: EngineConfig) {
 }
 
 /// Delivers a step's events and performs its effects.
-fn run_step(shared: &Handle, step: Step) -> Step {
+/// The effects are taken, not copied: a request's body is the whole history sent, and each copy
+/// alive at once raised the wasm memory's high-water mark, which it never gives back (issue 41).
+fn run_step(shared: &Handle, mut step: Step) -> Step {
     deliver(shared, &step);
-    for effect in step.effects.clone() {
+    for effect in std::mem::take(&mut step.effects) {
         perform(shared, effect);
     }
     step
@@ -43,11 +45,15 @@ fn perform(shared: &Handle, effect: Effect) {
         Effect::StartRequest {
             chat_id,
             request_id,
-            request,
+            mut request,
             ..
         } => {
-            remember_request(shared, &chat_id, &request);
-            start_request(shared, request_id, request)
+            // The body crosses to JS once, for the fetch; the Rust text is kept only as the
+            // chat's last request (what `lastRequest` shows), not beside it.
+            let body = std::mem::replace(&mut request.body, Default::default());
+            let sent = wasm_bindgen::JsValue::from_str(body.get());
+            remember_request(shared, &chat_id, &request, body);
+            start_request(shared, request_id, request, sent)
         }
         Effect::CancelRequest { request_id } => {
             if let Some(controller) = shared.borrow_mut().requests.remove(&request_id) {

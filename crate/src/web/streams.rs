@@ -17,7 +17,12 @@ use web_sys::{AbortController, Headers, RequestInit, Response};
 
 /// Keeps the request as it goes out, for the "what the model sees" view: the URL, the headers
 /// with the auth header's value replaced (the key never enters this record), and the body.
-pub(super) fn remember_request(shared: &Handle, chat_id: &str, request: &ProviderRequest) {
+pub(super) fn remember_request(
+    shared: &Handle,
+    chat_id: &str,
+    request: &ProviderRequest,
+    body: Box<serde_json::value::RawValue>,
+) {
     let mut headers = request.headers.clone();
     headers.insert("content-type".into(), "application/json".into());
     let kind = request.provider.name();
@@ -25,12 +30,12 @@ pub(super) fn remember_request(shared: &Handle, chat_id: &str, request: &Provide
     if let Some((name, _)) = auth_header(kind, "redacted").filter(|_| has_key) {
         headers.insert(name.into(), "[redacted]".into());
     }
-    // The body is kept as the text sent (a copy, not a parse): it is read only when asked for.
+    // The body is kept as the text sent (not a parse): it is read only when asked for.
     let record = SentRequest {
         provider: kind,
         url: request.url.clone(),
         headers,
-        body: request.body.clone(),
+        body,
     };
     shared
         .borrow_mut()
@@ -50,7 +55,13 @@ pub(super) fn auth_header(provider: &str, key: &str) -> Option<(&'static str, St
     })
 }
 
-pub(super) fn start_request(shared: &Handle, request_id: String, request: ProviderRequest) {
+/// Starts `request` (its `body` already taken out: `body` is its text, in JS).
+pub(super) fn start_request(
+    shared: &Handle,
+    request_id: String,
+    request: ProviderRequest,
+    body: JsValue,
+) {
     let controller = match AbortController::new() {
         Ok(c) => c,
         Err(_) => {
@@ -72,7 +83,7 @@ pub(super) fn start_request(shared: &Handle, request_id: String, request: Provid
         .insert(request_id.clone(), controller.clone());
     let shared = shared.clone();
     spawn_local(async move {
-        let result = fetch_stream(&shared, &request_id, &request, &key, &controller).await;
+        let result = fetch_stream(&shared, &request_id, &request, &body, &key, &controller).await;
         shared.borrow_mut().requests.remove(&request_id);
         if let Err(message) = result {
             if !controller.signal().aborted() {
@@ -95,6 +106,7 @@ pub(super) async fn fetch_stream(
     shared: &Handle,
     request_id: &str,
     request: &ProviderRequest,
+    body: &JsValue,
     key: &str,
     controller: &AbortController,
 ) -> Result<(), String> {
@@ -111,7 +123,7 @@ pub(super) async fn fetch_stream(
     let init = RequestInit::new();
     init.set_method("POST");
     init.set_headers(&headers);
-    init.set_body(&JsValue::from_str(request.body.get()));
+    init.set_body(body);
     init.set_signal(Some(&controller.signal()));
     let response: Response = JsFuture::from(send(shared, request, &init)?)
         .await
