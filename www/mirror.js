@@ -16,6 +16,7 @@ export class ChatMirror {
     this.dirty = { messages: true, draft: true, runtime: true };
     this.preview = false; // see `preview`
     this.offset = 0; // messages before `messages[0]` not held (only in a preview)
+    this.fetch = null; // (from, to) → whole messages, for those a snapshot sent light
   }
 
   /** Applies one event envelope; returns false when a gap in `seq` makes a fresh snapshot necessary. */
@@ -50,6 +51,33 @@ export class ChatMirror {
     this.draft = snapshot.draft ?? null;
     this.versions.clear();
     this.dirty = { messages: true, draft: true, runtime: true };
+  }
+
+  /**
+   * Makes messages `[from, to)` whole where the snapshot sent them light (`light: true`: a long
+   * chat's early messages come without their texts, so the page holds its end, not all of it);
+   * `fetch(from, to)` is the engine's `messages`.
+   */
+  fill(from, to) {
+    if (!this.fetch) return;
+    for (let a = Math.max(0, from); a < to;) {
+      while (a < to && !this.messages[a]?.light) a += 1;
+      let b = a;
+      while (b < to && this.messages[b]?.light) b += 1;
+      if (a < b) {
+        (this.fetch(a, b) ?? []).forEach((message, k) => {
+          if (this.messages[a + k]?.message_id === message.message_id) this.messages[a + k] = message;
+        });
+      }
+      a = b;
+    }
+  }
+
+  /** The message with `id`, whole. */
+  whole(id) {
+    const index = this.messages.findIndex((m) => m.message_id === id);
+    this.fill(index, index + 1);
+    return this.messages[index];
   }
 
   bump(messageId) {

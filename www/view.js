@@ -12,6 +12,8 @@ import { el, button, textOf } from './elements.js';
 
 /** Messages in the DOM at most, and how far one step at an edge moves the window. */
 export const SIZE = 60;
+/** Messages made whole beyond the drawn ones, either side. */
+const MARGIN = 60;
 export const STEP = 30;
 
 export { el, button, textOf } from './elements.js';
@@ -95,6 +97,8 @@ export class TranscriptView {
     this.chat = chat;
     const messages = chat.messages;
     const { from, to } = this.range(messages.length);
+    // Those drawn whole, and a margin either side (a call's results, a question's files).
+    chat.fill?.(from - MARGIN, Math.min(messages.length, to + MARGIN));
     const nodes = [];
     if (chat.offset > 0) nodes.push(el('p', { class: 'loading-earlier', testid: 'loading-earlier', text: `Loading ${chat.offset} earlier messages…` }));
     else if (from > 0) {
@@ -177,7 +181,7 @@ export class TranscriptView {
     }
     if (role === 'error') return notes.errorNode(message, base);
     // system, tool (shown in its turn's tool activity), plan (the plan block) show nothing here.
-    return notes.noteNode(message, (id) => this.chat?.messages.find((m) => m.message_id === id));
+    return notes.noteNode(message, (id) => this.chat?.whole?.(id) ?? this.chat?.messages.find((m) => m.message_id === id));
   }
 
   /** The workspace files sent with the user message at `index` (its `context_file` messages). */

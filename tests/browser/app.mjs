@@ -352,7 +352,12 @@ async function planAskAndSteer(page) {
   check(await page.locator('[data-testid=regenerate]').count() === 0, 'while a question waits, the answer box is offered and Regenerate is not');
   // PALAVER_SHOTS=dir keeps a picture of the cards for a person to look at.
   if (process.env.PALAVER_SHOTS) await page.screenshot({ path: `${process.env.PALAVER_SHOTS}/plan-and-question.png`, fullPage: true });
-  const transcript = await page.evaluate(() => { const t = document.getElementById('transcript'); return { bottom: t.scrollHeight - t.scrollTop - t.clientHeight, text: t.innerText }; });
+  // Read in the next painted frame, as a person sees it: the window was just resized back
+  // (inThemes), and the transcript follows its new size when that frame is laid out.
+  const transcript = await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => {
+    const t = document.getElementById('transcript');
+    done({ bottom: t.scrollHeight - t.scrollTop - t.clientHeight, text: t.innerText });
+  }))));
   if (!(transcript.bottom < 2)) console.log('DIAG', await page.evaluate(() => { const t = document.getElementById('transcript'); return JSON.stringify({ sh: t.scrollHeight, st: t.scrollTop, ch: t.clientHeight, kids: [...t.children].map((c) => `${c.className || c.tagName}:${c.offsetHeight}`), vp: [innerWidth, innerHeight] }); }));
   check(transcript.bottom < 2 && transcript.text.includes('One question first.'), `a card that appears keeps the transcript at its end, where the question's text is (${transcript.bottom} px from the end)`);
   await page.fill('[data-testid=ask-user-answer]', 'Formal, please');

@@ -19,6 +19,9 @@ const scrollKey = (chatId) => `palaver.scroll.${chatId}`;
 const SCROLL_KEYS = new Set(['ArrowUp', 'ArrowDown', 'PageUp', 'PageDown', 'Home', 'End', ' ']);
 /** Messages drawn from storage before the engine has a chat: about two screens. */
 const PREVIEW = 40;
+/** A chat's last messages the page holds whole; earlier ones come light (without their texts)
+ * and are made whole as they are drawn: a 5 000-message chat held whole was most of the JS heap. */
+const WHOLE = 300;
 
 export function install(ctx) {
   const view = new TranscriptView($('transcript'), html);
@@ -106,6 +109,7 @@ export function install(ctx) {
 
   function subscribe() {
     const chat = current.mirror;
+    chat.fetch = (from, to) => palaver()?.messages(chat.id, from, to);
     current.subscription = palaver().subscribe(chat.id, (envelope) => {
       if (current.mirror !== chat) return;
       if (!chat.apply(envelope)) {
@@ -123,7 +127,7 @@ export function install(ctx) {
       // Screen readers hear that an answer ended, not every streamed word.
       if (envelope.type === 'stream_finished') $('announce').textContent = envelope.finish_reason === 'abort' ? 'Answer stopped.' : 'Answer complete.';
       schedule();
-    });
+    }, undefined, WHOLE);
   }
 
   /** A new chat, opened in the same line as the selections (a send waits for it). */

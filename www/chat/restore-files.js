@@ -57,6 +57,7 @@ export function install(ctx) {
     const at = messages.findIndex((m) => m.tool_calls?.some((call) => call.id === callId));
     let start = at;
     while (start > 0 && !(messages[start].role === 'user' && !messages[start].subagent_answers)) start -= 1;
+    chat?.fill?.(start, start + 1); // a long chat's early question may be held light
     if (at < 0 || messages[start]?.role !== 'user') {
       ctx.say('That turn is not in this chat any more.', true);
       return;

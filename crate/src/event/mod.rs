@@ -34,9 +34,63 @@ pub struct SnapshotView<'a> {
     kind: &'static str,
     pub thread: Value,
     pub runtime: Runtime,
-    pub messages: &'a [ChatMessage],
+    pub messages: Windowed<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub draft: Option<&'a Draft>,
+}
+
+/// A chat's messages, those before `light_before` written light (`LightMessage`).
+pub struct Windowed<'a> {
+    pub messages: &'a [ChatMessage],
+    pub light_before: usize,
+}
+
+impl Serialize for Windowed<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.messages.len()))?;
+        for (i, message) in self.messages.iter().enumerate() {
+            if i < self.light_before {
+                seq.serialize_element(&LightMessage(message))?;
+            } else {
+                seq.serialize_element(message)?;
+            }
+        }
+        seq.end()
+    }
+}
+
+/// A message without its texts, for a page that draws a long chat's end: what finds it and
+/// places it (id, role, its tool calls' ids and names, the call it answers, its time and
+/// usage) and `light: true`. The page asks for the whole message when it draws it.
+struct LightMessage<'a>(&'a ChatMessage);
+
+impl Serialize for LightMessage<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let m = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("message_id", &m.message_id)?;
+        map.serialize_entry("role", &m.role)?;
+        if let Some(calls) = &m.tool_calls {
+            let calls: Vec<Value> = calls
+                .iter()
+                .map(|c| serde_json::json!({"id": c.id, "function": {"name": c.function.name}}))
+                .collect();
+            map.serialize_entry("tool_calls", &calls)?;
+        }
+        if let Some(id) = &m.tool_call_id {
+            map.serialize_entry("tool_call_id", id)?;
+        }
+        if let Some(usage) = &m.usage {
+            map.serialize_entry("usage", usage)?;
+        }
+        if let Some(at) = m.created_at_ms {
+            map.serialize_entry("created_at_ms", &at)?;
+        }
+        map.serialize_entry("light", &true)?;
+        map.end()
+    }
 }
 
 impl<'a> SnapshotView<'a> {
@@ -54,9 +108,18 @@ impl<'a> SnapshotView<'a> {
             kind: "snapshot",
             thread,
             runtime,
-            messages,
+            messages: Windowed {
+                messages,
+                light_before: 0,
+            },
             draft,
         }
+    }
+
+    /// Only the last `window` messages whole; those before them light (`LightMessage`).
+    pub fn window(mut self, window: usize) -> Self {
+        self.messages.light_before = self.messages.messages.len().saturating_sub(window);
+        self
     }
 }
 

@@ -15,15 +15,21 @@ use wasm_bindgen_futures::{spawn_local, JsFuture};
 /// The chat as this tab sees it, as JS: the engine's snapshot when it owns the chat, the
 /// mirrored view when it follows; written from the chat without a copy of its messages. `None`
 /// when the chat is not open here, or when its `seq` is `known` (the caller has it already).
+/// With a `window`, only the last `window` messages whole (`SnapshotView::window`).
 pub(super) fn current_snapshot_js(
     shared: &Handle,
     chat_id: &str,
     known: Option<u64>,
+    window: Option<usize>,
 ) -> Option<JsValue> {
     let s = shared.borrow();
     let view = match s.roles.get(chat_id) {
         Some(ChatRole::Follower { view, .. }) => view.as_ref()?.snapshot_view(chat_id),
         _ => s.engine.snapshot_view(chat_id)?,
+    };
+    let view = match window {
+        Some(window) => view.window(window),
+        None => view,
     };
     (known != Some(view.seq)).then(|| to_js(&view))
 }
@@ -239,7 +245,7 @@ pub(super) fn wait_for_takeover(shared: &Handle, chat_id: &str) {
             return;
         }
         if become_owner(&shared, &chat_id, Some(release)).await.is_ok() {
-            if let Some(snapshot) = current_snapshot_js(&shared, &chat_id, None) {
+            if let Some(snapshot) = current_snapshot_js(&shared, &chat_id, None, None) {
                 notify(&shared, &chat_id, &snapshot);
             }
         }

@@ -1573,3 +1573,55 @@ async fn an_awaited_request_or_transaction_keeps_no_handler() {
     assert!(tx.oncomplete().is_none() && tx.onerror().is_none() && tx.onabort().is_none());
     raw.close();
 }
+
+/// Issue 41: a subscriber may ask for only a long chat's end whole (`window`): the snapshot's
+/// earlier messages come light — id, role, tool calls' ids, `light: true`, no text — and
+/// `messages(from, to)` gives them whole, as the full snapshot has them; the owner's and a
+/// following tab's alike.
+#[wasm_bindgen_test]
+async fn a_subscriber_gets_a_long_chats_end_whole_and_the_rest_when_asked() {
+    let db = unique("window");
+    let host = open(&db, json!({})).await;
+    let messages: Vec<Value> = (0..10).map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("message {i}")})).collect();
+    let chat = promised(host.import_chat(Value::Array(messages).to_string().into()))
+        .await
+        .as_string()
+        .expect("id");
+    wait_for(&host, &chat, 5_000, |s| saved(s)).await;
+    let second = open(&db, json!({})).await;
+    promised(second.load_chat(chat.clone())).await;
+    for (tab, name) in [(&host, "owner"), (&second, "follower")] {
+        let whole = value(&tab.snapshot(&chat))["messages"].clone();
+        let seen = js_sys::Array::new();
+        let push = js_sys::Function::new_with_args("e", "this.push(e)").bind(&seen);
+        let id = tab.subscribe(chat.clone(), push, None, Some(3));
+        tab.unsubscribe(id);
+        let snapshot = value(&seen.get(0));
+        let windowed = snapshot["messages"].as_array().expect("messages").clone();
+        assert_eq!(windowed.len(), 10, "{name}");
+        for (i, message) in windowed.iter().enumerate() {
+            if i < 7 {
+                assert_eq!(message["light"], true, "{name} {i}: {message}");
+                assert!(message.get("content").is_none(), "{name} {i}: {message}");
+                assert_eq!(message["message_id"], whole[i]["message_id"]);
+                assert_eq!(message["role"], whole[i]["role"]);
+            } else {
+                assert_eq!(message, &whole[i], "{name} {i}");
+            }
+        }
+        let asked = value(&tab.messages(&chat, 2, 5));
+        assert_eq!(
+            asked,
+            json!(whole.as_array().expect("whole")[2..5]),
+            "{name}"
+        );
+        assert_eq!(
+            value(&tab.messages(&chat, 8, 99)),
+            json!(whole.as_array().expect("whole")[8..]),
+            "{name}"
+        );
+        assert_eq!(value(&tab.messages(&chat, 9, 3)), json!([]), "{name}");
+    }
+    host.close();
+    second.close();
+}

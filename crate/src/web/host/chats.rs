@@ -91,7 +91,7 @@ impl Host {
         future_to_promise(async move {
             match open_here(&shared, &chat_id).await? {
                 Some(snapshot) => Ok(snapshot),
-                None => current_snapshot_js(&shared, &chat_id, None)
+                None => current_snapshot_js(&shared, &chat_id, None, None)
                     .ok_or_else(|| error("UnknownChat", &chat_id)),
             }
         })

@@ -238,14 +238,18 @@ impl Host {
     /// Calls `callback(event)` with the chat's snapshot, then every event; returns an id for
     /// `unsubscribe`. A subscriber that sees a gap in `seq` asks again.
     /// `from_seq`: the last `seq` the caller has; when it is current no snapshot is sent.
+    /// `window`: only the chat's last `window` messages come whole in the snapshot, the others
+    /// light (id, role, tool calls' ids; `light: true`) — `messages` gives them when drawn.
     pub fn subscribe(
         &self,
         chat_id: String,
         #[wasm_bindgen(unchecked_param_type = "(event: EventEnvelope) => void")] callback: Function,
         from_seq: Option<f64>,
+        window: Option<u32>,
     ) -> u32 {
         let known = from_seq.map(|s| s as u64);
-        if let Some(snapshot) = current_snapshot_js(&self.shared, &chat_id, known) {
+        let window = window.map(|w| w as usize);
+        if let Some(snapshot) = current_snapshot_js(&self.shared, &chat_id, known, window) {
             let _ = callback.call1(&JsValue::NULL, &snapshot);
         }
         let mut shared = self.shared.borrow_mut();
@@ -308,7 +312,24 @@ impl Host {
     /// The engine's snapshot of an open chat.
     #[wasm_bindgen(unchecked_return_type = "EventEnvelope | undefined")]
     pub fn snapshot(&self, chat_id: &str) -> JsValue {
-        current_snapshot_js(&self.shared, chat_id, None).unwrap_or(JsValue::UNDEFINED)
+        current_snapshot_js(&self.shared, chat_id, None, None).unwrap_or(JsValue::UNDEFINED)
+    }
+
+    /// An open chat's messages `[from, to)`, whole (a subscriber's light ones, when drawn).
+    #[wasm_bindgen(unchecked_return_type = "unknown[]")]
+    pub fn messages(&self, chat_id: &str, from: u32, to: u32) -> JsValue {
+        let shared = self.shared.borrow();
+        let messages = match shared.roles.get(chat_id) {
+            Some(ChatRole::Follower { view, .. }) => view.as_ref().map(|v| v.messages.as_slice()),
+            _ => shared
+                .engine
+                .session(chat_id)
+                .map(|s| s.messages.as_slice()),
+        };
+        let messages = messages.unwrap_or_default();
+        let to = (to as usize).min(messages.len());
+        let from = (from as usize).min(to);
+        to_js(&&messages[from..to])
     }
 
     /// The thread params of an open chat (title, composer draft, model settings) without its
