@@ -184,4 +184,5 @@ build_pkg() {
   node "$ROOT/scripts/check-wasm.mjs" "$ROOT/pkg/palaver_bg.wasm" "$ROOT/pkg/render/palaver_render_bg.wasm"
   build_vendor
   node "$ROOT/scripts/shell-list.mjs" "$ROOT"
+  node "$ROOT/scripts/precompress.mjs" "$ROOT/pkg"
 }

@@ -3,7 +3,7 @@
 // PerformanceObserver records long tasks, opening the 5 000-message chat of ../shared/bench, and the
 // app's transfer size (as served, and gzipped).
 // node tests/browser/perf.mjs [--tokens N]   (after build_pkg and `cargo build`)
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { gzipSync, gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { startDouble, startServe, launch, tempDir, cleanup, root, openaiStream, setProvider, waitIdle, importFile } from './harness.mjs';
@@ -47,7 +47,7 @@ try {
   const firstLoad = await transferred();
   row('first visit: first paint', `${load.fp?.toFixed(0)} ms (first contentful paint ${load.fcp?.toFixed(0)} ms)`);
   row('first visit: interactive (drawn, chats listed)', `${load.interactive?.toFixed(0)} ms (engine ${load.engine ? 'loaded' : 'not loaded: nothing stored yet'})`);
-  row('first visit: bytes transferred (as palaver serve sends them, gzip)', `${firstLoad.toLocaleString('en')} B`);
+  row('first visit: bytes transferred (as palaver serve sends them: gzip, brotli for pkg/)', `${firstLoad.toLocaleString('en')} B`);
   // The first use: Settings opened (its defaults come from the engine's module), then saved.
   const used = Date.now();
   await page.click('[data-testid=settings]');
@@ -60,6 +60,9 @@ try {
   const gz = shell.reduce((sum, f) => sum + gzipSync(readFileSync(f), { level: 9 }).length, 0);
   const wasmGz = gzipSync(readFileSync(join(root, 'pkg/palaver_bg.wasm')), { level: 9 }).length;
   row('app transfer size, gzipped (www/ + pkg/, the renderer too)', `${gz.toLocaleString('en')} B (wasm ${wasmGz.toLocaleString('en')} B)`);
+  // What palaver serve sends a browser that takes brotli: pkg/'s files as the build wrote them.
+  const served = shell.reduce((sum, f) => sum + (existsSync(`${f}.br`) ? statSync(`${f}.br`).size : gzipSync(readFileSync(f), { level: 9 }).length), 0);
+  row('app transfer size as served (pkg/ brotli, www/ gzip)', `${served.toLocaleString('en')} B (wasm ${statSync(join(root, 'pkg/palaver_bg.wasm.br')).size.toLocaleString('en')} B)`);
 
   // Streaming: N one-token chunks, 10 every 50 ms.
   const text = Array.from({ length: tokens }, (_, i) => (i % 40 === 39 ? ` w${i}.\n\n` : ` w${i}`)).join('');

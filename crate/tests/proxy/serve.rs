@@ -220,3 +220,39 @@ fn a4_a5_tokens_are_fresh_per_run_and_a_shared_token_file_is_refused() {
         "{line}"
     );
 }
+
+/// Issue 41: a built file's brotli written beside it (`.br`) is what a browser that takes brotli
+/// gets, unchanged and with the file's own type; one that takes only gzip gets the file gzipped
+/// on the fly, and one that names no encoding gets the file itself.
+#[test]
+fn a_built_files_brotli_is_sent_to_a_browser_that_takes_it() {
+    let dir = temp_dir("brotli");
+    let wasm = [b"\0asm\x01\0\0\0".as_slice(), &[7u8; 4096]].concat();
+    let brotli = b"stands for the brotli of palaver_bg.wasm".to_vec();
+    let pkg = dir.0.join("pkg");
+    for (name, bytes) in [("palaver_bg.wasm", &wasm), ("palaver_bg.wasm.br", &brotli)] {
+        std::fs::write(pkg.join(name), bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    let server = start_with(config_for(&dir, false), dir);
+    let ask = |encodings: &str| {
+        let request = format!(
+            // HTTP/1.0: a compressed answer comes whole, not in chunks.
+            "GET /pkg/palaver_bg.wasm HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n{encodings}\r\n",
+            server.port
+        );
+        raw(server.port, &request)
+    };
+    let (status, head, body) = ask("Accept-Encoding: gzip, deflate, br, zstd\r\n");
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("content-encoding: br"), "{head}");
+    assert!(head.contains("content-type: application/wasm"), "{head}");
+    assert_eq!(body, brotli, "the .br is sent as it is, not compressed again");
+    let (_, head, body) = ask("Accept-Encoding: gzip\r\n");
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    let mut unzipped = Vec::new();
+    let _ = flate2::read::GzDecoder::new(body.as_slice()).read_to_end(&mut unzipped);
+    assert!(unzipped == wasm, "the gzip of the file, not of its .br");
+    let (_, head, body) = ask("");
+    assert!(!head.contains("content-encoding"), "{head}");
+    assert!(body == wasm, "the file itself");
+}
