@@ -9,7 +9,7 @@
 //! them, minus the engine's `index` merge key, before the message they belong to; items without
 //! `encrypted_content` are useless without server-side storage and are left out.
 
-use super::common::{body_text, image_parts, laid_out, model_of};
+use super::common::{body_size, body_text, image_parts, laid_out, model_of};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::LimitedMessage;
 use crate::linearize::{Linear, Thinking};
@@ -26,6 +26,7 @@ pub(super) fn responses(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         Thinking::Off
     };
     let layout = laid_out(input, history, thinking);
+    let size = body_size(input, &layout);
     let history = &layout.messages;
     let mut body = Map::new();
     body.insert("model".into(), model_of(input).into());
@@ -61,7 +62,7 @@ pub(super) fn responses(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
             input.provider.base_url.trim_end_matches('/')
         ),
         headers: input.provider.headers.clone(),
-        body: body_text(&body),
+        body: body_text(&body, size),
         compression_strength: Default::default(),
         left_out: Default::default(),
         tiers: layout.tiers,

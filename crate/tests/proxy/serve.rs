@@ -246,7 +246,10 @@ fn a_built_files_brotli_is_sent_to_a_browser_that_takes_it() {
     assert_eq!(status, 200, "{head}");
     assert!(head.contains("content-encoding: br"), "{head}");
     assert!(head.contains("content-type: application/wasm"), "{head}");
-    assert_eq!(body, brotli, "the .br is sent as it is, not compressed again");
+    assert_eq!(
+        body, brotli,
+        "the .br is sent as it is, not compressed again"
+    );
     let (_, head, body) = ask("Accept-Encoding: gzip\r\n");
     assert!(head.contains("content-encoding: gzip"), "{head}");
     let mut unzipped = Vec::new();
