@@ -34,9 +34,21 @@ pub fn refact_text(
     thread: &Value,
     messages: &[ChatMessage],
 ) -> Result<String, String> {
-    use serde::ser::{SerializeMap, Serializer};
     let mut out = Vec::with_capacity(256 * messages.len() + 256);
-    let mut writer = serde_json::Serializer::pretty(&mut out);
+    write_refact(&mut out, chat_id, thread, messages)?;
+    String::from_utf8(out).map_err(|e| e.to_string())
+}
+
+/// [`refact_text`] written to `out` as it is made (the page hands it to JS a piece at a time, so
+/// a long chat's copy is never whole in the wasm memory, which never shrinks: issue 41).
+pub fn write_refact<W: std::io::Write>(
+    out: W,
+    chat_id: &str,
+    thread: &Value,
+    messages: &[ChatMessage],
+) -> Result<(), String> {
+    use serde::ser::{SerializeMap, Serializer};
+    let mut writer = serde_json::Serializer::pretty(out);
     let written = (|| {
         let mut map = writer.serialize_map(None)?;
         if let Value::Object(fields) = thread {
@@ -51,8 +63,7 @@ pub fn refact_text(
         map.serialize_entry("messages", messages)?;
         map.end()
     })();
-    written.map_err(|e| e.to_string())?;
-    String::from_utf8(out).map_err(|e| e.to_string())
+    written.map_err(|e| e.to_string())
 }
 
 fn messages_of(trajectory: &Value) -> Result<Vec<ChatMessage>, String> {

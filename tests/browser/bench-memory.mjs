@@ -51,9 +51,11 @@ try {
     await cdp.send('HeapProfiler.collectGarbage');
     const { usedSize } = await cdp.send('Runtime.getHeapUsage');
     const seen = await page.evaluate(async (id) => {
+      // The memory is read before the export that measures the chat, so it is the session's alone.
+      const wasm = globalThis.palaverApp.wasmMemory();
       const engine = await globalThis.palaverApp.engine();
       const exported = id ? await engine.exportChat(id, 'refact') : '';
-      return { wasm: globalThis.palaverApp.wasmMemory(), elements: document.getElementsByTagName('*').length, stored: exported.length };
+      return { wasm, elements: document.getElementsByTagName('*').length, stored: exported.length };
     }, chatId);
     return { heap: usedSize, ...seen, serve: await rss() };
   }

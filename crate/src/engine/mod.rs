@@ -122,6 +122,21 @@ impl Engine {
         ))
     }
 
+    /// [`Engine::export_refact`] written to `out` as it is made.
+    pub fn write_refact<W: std::io::Write>(
+        &self,
+        chat_id: &str,
+        out: W,
+    ) -> Option<Result<(), String>> {
+        let session = self.sessions.get(chat_id)?;
+        Some(crate::export::write_refact(
+            out,
+            chat_id,
+            &session.thread.to_json(),
+            &session.messages,
+        ))
+    }
+
     /// Every open chat hears the time (deadlines, backoff, stalls).
     fn tick(&mut self, now: u64, step: &mut Step) {
         let chats: Vec<String> = self.sessions.keys().cloned().collect();

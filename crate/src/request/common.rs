@@ -69,7 +69,14 @@ pub(super) fn body_size(input: &RequestInput, layout: &Layout<'_>) -> usize {
         .map(|m| PER_MESSAGE + linear_bytes(m))
         .sum();
     let total = fixed + messages;
-    total + total / 8
+    size_class(total + total / 8)
+}
+
+/// `size` rounded up to one of eight sizes per doubling: a chat's successive bodies, each a little
+/// longer, take the same size and so fit the hole the last one left in the wasm memory.
+fn size_class(size: usize) -> usize {
+    let step = (size.next_power_of_two() / 8).max(1);
+    size.div_ceil(step) * step
 }
 
 fn linear_bytes(message: &Linear<'_>) -> usize {

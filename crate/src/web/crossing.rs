@@ -101,3 +101,65 @@ extern "C" {
     #[wasm_bindgen(js_namespace = JSON, js_name = parse, catch)]
     fn parse_text(text: &js_sys::JsString) -> Result<JsValue, JsValue>;
 }
+
+/// Bytes written in wasm and kept in JS, a piece of `TEXT_PIECE` at a time, as a `Blob` (a
+/// request's body): a long chat's workspace copy is never whole in the wasm memory (issue 41).
+/// The buffer is one piece long and the same one every time (`PIECE_BUFFER`), so no writing
+/// leaves a piece-sized hole that later allocations split.
+pub(super) struct BlobPieces {
+    buffer: Vec<u8>,
+    pieces: js_sys::Array,
+}
+
+thread_local! {
+    static PIECE_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl BlobPieces {
+    pub(super) fn new() -> Self {
+        let mut buffer = PIECE_BUFFER.with(|kept| std::mem::take(&mut *kept.borrow_mut()));
+        buffer.clear();
+        buffer.reserve_exact(TEXT_PIECE);
+        BlobPieces {
+            buffer,
+            pieces: js_sys::Array::new(),
+        }
+    }
+
+    fn hand_over(&mut self) {
+        if !self.buffer.is_empty() {
+            self.pieces
+                .push(&js_sys::Uint8Array::from(self.buffer.as_slice()));
+            self.buffer.clear();
+        }
+    }
+
+    /// Everything written, as one `Blob` of its bytes.
+    pub(super) fn finish(mut self) -> Result<web_sys::Blob, JsValue> {
+        self.hand_over();
+        web_sys::Blob::new_with_u8_array_sequence(&self.pieces)
+    }
+}
+
+impl Drop for BlobPieces {
+    fn drop(&mut self) {
+        let buffer = std::mem::take(&mut self.buffer);
+        PIECE_BUFFER.with(|kept| *kept.borrow_mut() = buffer);
+    }
+}
+
+impl std::io::Write for BlobPieces {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let room = TEXT_PIECE - self.buffer.len();
+        let taken = bytes.len().min(room);
+        self.buffer.extend_from_slice(&bytes[..taken]);
+        if self.buffer.len() >= TEXT_PIECE {
+            self.hand_over();
+        }
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -75,7 +75,7 @@ pub(super) async fn request(
     method: &str,
     chat_id: &str,
     headers: &[(&str, String)],
-    body: Option<&str>,
+    body: Option<&JsValue>,
 ) -> Result<(u16, String), String> {
     let path = format!("/api/chats/{chat_id}");
     let response = fetch(url, token, method, &path, headers, body).await?;
@@ -89,7 +89,7 @@ pub(super) async fn fetch(
     method: &str,
     path: &str,
     headers: &[(&str, String)],
-    body: Option<&str>,
+    body: Option<&JsValue>,
 ) -> Result<web_sys::Response, String> {
     let all = web_sys::Headers::new().map_err(describe)?;
     let _ = all.set("authorization", &format!("Bearer {token}"));
@@ -100,7 +100,7 @@ pub(super) async fn fetch(
     init.set_method(method);
     init.set_headers(&all);
     if let Some(body) = body {
-        init.set_body(&JsValue::from_str(body));
+        init.set_body(body);
     }
     let window = js_sys::global()
         .dyn_into::<web_sys::Window>()

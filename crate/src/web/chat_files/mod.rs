@@ -76,12 +76,22 @@ async fn workspace_id(shared: &Handle) -> Result<String, String> {
     Ok(id)
 }
 
-/// The chat's copy as the engine holds it, or — a chat not open here, changed by sync — as stored.
-async fn current_text(shared: &Handle, chat_id: &str) -> Result<String, String> {
-    let open = shared.borrow().engine.export_refact(chat_id);
-    if let Some(text) = open {
-        return text;
+/// The chat's copy as the engine holds it — a `Blob` written a piece at a time, never whole in
+/// the wasm memory — or, a chat not open here and changed by sync, as stored.
+async fn current_body(shared: &Handle, chat_id: &str) -> Result<JsValue, String> {
+    let mut pieces = super::crossing::BlobPieces::new();
+    let open = shared.borrow().engine.write_refact(chat_id, &mut pieces);
+    if let Some(written) = open {
+        written?;
+        return pieces.finish().map(JsValue::from).map_err(describe);
     }
+    current_text(shared, chat_id)
+        .await
+        .map(|text| JsValue::from_str(&text))
+}
+
+/// A chat not open here, as stored.
+async fn current_text(shared: &Handle, chat_id: &str) -> Result<String, String> {
     let (text, _) = super::storage::load_trajectory(shared, chat_id)
         .await
         .map_err(|_| format!("chat {chat_id} cannot be read from this browser's storage"))?;
@@ -214,8 +224,8 @@ async fn write(shared: &Handle, chat_id: &str, force: bool) -> CopyState {
     if !belongs(shared, chat_id, &workspace) {
         return CopyState::OtherWorkspace;
     }
-    let text = match current_text(shared, chat_id).await {
-        Ok(text) => text,
+    let body = match current_body(shared, chat_id).await {
+        Ok(body) => body,
         Err(e) => return CopyState::Failed { error: e },
     };
     let key = hash_key(shared, &workspace, chat_id);
@@ -226,7 +236,7 @@ async fn write(shared: &Handle, chat_id: &str, force: bool) -> CopyState {
             None => headers.push(("if-none-match", "*".to_string())),
         }
     }
-    let reply = request(&url, &token, "PUT", chat_id, &headers, Some(&text)).await;
+    let reply = request(&url, &token, "PUT", chat_id, &headers, Some(&body)).await;
     match reply {
         Ok((200, body)) => {
             let hash = serde_json::from_str::<Value>(&body)

@@ -11,6 +11,15 @@ impl Host {
     pub fn export_chat(&self, chat_id: String, format: String) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
+            if matches!(format.as_str(), "refact" | "json") {
+                // An open chat's copy, written a piece at a time into JS (issue 41).
+                let mut pieces = crate::web::crossing::BlobPieces::new();
+                let written = shared.borrow().engine.write_refact(&chat_id, &mut pieces);
+                if let Some(written) = written {
+                    written.map_err(|e| error("BadInput", &e))?;
+                    return JsFuture::from(pieces.finish()?.text()).await;
+                }
+            }
             let trajectory = match shared.borrow().engine.snapshot(&chat_id) {
                 Some(snapshot) => trajectory_of(&chat_id, &snapshot),
                 None => None,
