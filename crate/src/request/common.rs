@@ -72,11 +72,16 @@ pub(super) fn body_size(input: &RequestInput, layout: &Layout<'_>) -> usize {
     size_class(total + total / 8)
 }
 
-/// `size` rounded up to one of eight sizes per doubling: a chat's successive bodies, each a little
-/// longer, take the same size and so fit the hole the last one left in the wasm memory.
+/// A body of 64 KB or more takes a power of two: a chat's successive bodies, each a little longer,
+/// take the same size and so fit the hole the last one left in the wasm memory, which then grows
+/// only when the body's size doubles (with eight sizes per doubling, every new size left a hole
+/// that the turn's small allocations split: the memory grew by about eight bodies, issue 41).
 fn size_class(size: usize) -> usize {
-    let step = (size.next_power_of_two() / 8).max(1);
-    size.div_ceil(step) * step
+    if size < 64 * 1024 {
+        size
+    } else {
+        size.next_power_of_two()
+    }
 }
 
 fn linear_bytes(message: &Linear<'_>) -> usize {

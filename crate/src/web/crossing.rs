@@ -99,7 +99,7 @@ extern "C" {
     fn encode(this: &Utf8Encoder, text: &js_sys::JsString) -> js_sys::Uint8Array;
     /// `JSON.parse` given a JS string (js-sys's takes a `&str`, which would cross again).
     #[wasm_bindgen(js_namespace = JSON, js_name = parse, catch)]
-    fn parse_text(text: &js_sys::JsString) -> Result<JsValue, JsValue>;
+    pub(super) fn parse_text(text: &js_sys::JsString) -> Result<JsValue, JsValue>;
 }
 
 /// Bytes written in wasm and kept in JS, a piece of `TEXT_PIECE` at a time, as a `Blob` (a

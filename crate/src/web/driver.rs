@@ -48,11 +48,12 @@ fn perform(shared: &Handle, effect: Effect) {
             mut request,
             ..
         } => {
-            // The body crosses to JS once, for the fetch; the Rust text is kept only as the
-            // chat's last request (what `lastRequest` shows), not beside it.
+            // The body crosses to JS once, for the fetch, and is dropped here: the chat's last
+            // request (what `lastRequest` shows) keeps the JS string.
             let body = std::mem::replace(&mut request.body, Default::default());
             let sent = wasm_bindgen::JsValue::from_str(body.get());
-            remember_request(shared, &chat_id, &request, body);
+            drop(body);
+            remember_request(shared, &chat_id, &request, sent.clone());
             start_request(shared, request_id, request, sent)
         }
         Effect::CancelRequest { request_id } => {

@@ -21,7 +21,7 @@ pub(super) fn remember_request(
     shared: &Handle,
     chat_id: &str,
     request: &ProviderRequest,
-    body: Box<serde_json::value::RawValue>,
+    body: wasm_bindgen::JsValue,
 ) {
     let mut headers = request.headers.clone();
     headers.insert("content-type".into(), "application/json".into());
@@ -32,9 +32,11 @@ pub(super) fn remember_request(
     }
     // The body is kept as the text sent (not a parse): it is read only when asked for.
     let record = SentRequest {
-        provider: kind,
-        url: request.url.clone(),
-        headers,
+        head: super::shared::SentHead {
+            provider: kind,
+            url: request.url.clone(),
+            headers,
+        },
         body,
     };
     shared

@@ -348,11 +348,19 @@ impl Host {
     /// the "what the model sees" view. `undefined` before the first request of this session.
     #[wasm_bindgen(js_name = lastRequest, unchecked_return_type = "LastRequest | undefined")]
     pub fn last_request(&self, chat_id: &str) -> JsValue {
-        self.shared
-            .borrow()
-            .last_requests
-            .get(chat_id)
-            .map_or(JsValue::UNDEFINED, to_js)
+        let shared = self.shared.borrow();
+        let Some(sent) = shared.last_requests.get(chat_id) else {
+            return JsValue::UNDEFINED;
+        };
+        let record = to_js(&sent.head);
+        // The body as sent is JSON text this engine wrote: parsed, it is the request's object.
+        let body = sent
+            .body
+            .dyn_ref::<js_sys::JsString>()
+            .and_then(|text| crate::web::crossing::parse_text(text).ok())
+            .unwrap_or(JsValue::NULL);
+        let _ = js_sys::Reflect::set(&record, &JsValue::from_str("body"), &body);
+        record
     }
 
     /// Closes this engine: requests and tool calls are cancelled, later inputs dropped, and the

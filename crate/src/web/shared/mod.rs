@@ -19,7 +19,7 @@ mod sent_request;
 mod sync_state;
 
 pub(super) use chat_files_state::{ChatFilesState, CopyState};
-pub(super) use sent_request::SentRequest;
+pub(super) use sent_request::{SentHead, SentRequest};
 pub(super) use sync_state::{SyncHost, SyncState};
 
 /// An API key and the one origin it may be sent to.
