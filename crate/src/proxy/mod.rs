@@ -9,6 +9,7 @@ pub mod confine;
 mod content_hash;
 mod guard;
 pub mod mcp;
+mod memory;
 mod models;
 mod process_env;
 pub mod reaper;
@@ -138,6 +139,7 @@ pub fn run_mcp(args: McpArgs) -> ExitCode {
 }
 
 pub fn run_serve(args: ServeArgs) -> ExitCode {
+    memory::limit_arenas();
     protect_environment();
     install_tls();
     // Refused before anything is bound or printed: no address to open for a server that stops.
