@@ -50,7 +50,7 @@ fn perform(shared: &Handle, effect: Effect) {
         } => {
             // The body crosses to JS once, for the fetch, and is dropped here: the chat's last
             // request (what `lastRequest` shows) keeps the JS string.
-            let body = std::mem::replace(&mut request.body, Default::default());
+            let body = std::mem::take(&mut request.body);
             let sent = wasm_bindgen::JsValue::from_str(body.get());
             drop(body);
             remember_request(shared, &chat_id, &request, sent.clone());
