@@ -112,17 +112,8 @@ impl Engine {
         self.sessions.get(chat_id).map(|s| s.snapshot(&self.config))
     }
 
-    /// An open chat's "refact" export (what its workspace copy holds), written from its messages.
-    pub fn export_refact(&self, chat_id: &str) -> Option<Result<String, String>> {
-        let session = self.sessions.get(chat_id)?;
-        Some(crate::export::refact_text(
-            chat_id,
-            &session.thread.to_json(),
-            &session.messages,
-        ))
-    }
-
-    /// [`Engine::export_refact`] written to `out` as it is made.
+    /// An open chat's "refact" export (what its workspace copy holds), written from its messages
+    /// to `out` as it is made; `None`: the chat is not open.
     pub fn write_refact<W: std::io::Write>(
         &self,
         chat_id: &str,

@@ -102,11 +102,22 @@ extern "C" {
     pub(super) fn parse_text(text: &js_sys::JsString) -> Result<JsValue, JsValue>;
 }
 
+/// An open chat's "refact" export (its workspace copy) as a `Blob`, written a piece at a time;
+/// `None`: the chat is not open in this engine.
+pub(super) fn refact_blob(
+    engine: &crate::Engine,
+    chat_id: &str,
+) -> Option<Result<web_sys::Blob, String>> {
+    let mut pieces = BlobPieces::new();
+    let written = engine.write_refact(chat_id, &mut pieces)?;
+    Some(written.and_then(|()| pieces.finish().map_err(|e| format!("{e:?}"))))
+}
+
 /// Bytes written in wasm and kept in JS, a piece of `TEXT_PIECE` at a time, as a `Blob` (a
 /// request's body): a long chat's workspace copy is never whole in the wasm memory (issue 41).
 /// The buffer is one piece long and the same one every time (`PIECE_BUFFER`), so no writing
 /// leaves a piece-sized hole that later allocations split.
-pub(super) struct BlobPieces {
+struct BlobPieces {
     buffer: Vec<u8>,
     pieces: js_sys::Array,
 }
@@ -116,7 +127,7 @@ thread_local! {
 }
 
 impl BlobPieces {
-    pub(super) fn new() -> Self {
+    fn new() -> Self {
         let mut buffer = PIECE_BUFFER.with(|kept| std::mem::take(&mut *kept.borrow_mut()));
         buffer.clear();
         buffer.reserve_exact(TEXT_PIECE);
@@ -135,7 +146,7 @@ impl BlobPieces {
     }
 
     /// Everything written, as one `Blob` of its bytes.
-    pub(super) fn finish(mut self) -> Result<web_sys::Blob, JsValue> {
+    fn finish(mut self) -> Result<web_sys::Blob, JsValue> {
         self.hand_over();
         web_sys::Blob::new_with_u8_array_sequence(&self.pieces)
     }

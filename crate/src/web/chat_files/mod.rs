@@ -79,11 +79,9 @@ async fn workspace_id(shared: &Handle) -> Result<String, String> {
 /// The chat's copy as the engine holds it — a `Blob` written a piece at a time, never whole in
 /// the wasm memory — or, a chat not open here and changed by sync, as stored.
 async fn current_body(shared: &Handle, chat_id: &str) -> Result<JsValue, String> {
-    let mut pieces = super::crossing::BlobPieces::new();
-    let open = shared.borrow().engine.write_refact(chat_id, &mut pieces);
-    if let Some(written) = open {
-        written?;
-        return pieces.finish().map(JsValue::from).map_err(describe);
+    let open = super::crossing::refact_blob(&shared.borrow().engine, chat_id);
+    if let Some(blob) = open {
+        return blob.map(JsValue::from);
     }
     current_text(shared, chat_id)
         .await

@@ -13,11 +13,10 @@ impl Host {
         future_to_promise(async move {
             if matches!(format.as_str(), "refact" | "json") {
                 // An open chat's copy, written a piece at a time into JS (issue 41).
-                let mut pieces = crate::web::crossing::BlobPieces::new();
-                let written = shared.borrow().engine.write_refact(&chat_id, &mut pieces);
-                if let Some(written) = written {
-                    written.map_err(|e| error("BadInput", &e))?;
-                    return JsFuture::from(pieces.finish()?.text()).await;
+                let open = crate::web::crossing::refact_blob(&shared.borrow().engine, &chat_id);
+                if let Some(blob) = open {
+                    let blob = blob.map_err(|e| error("BadInput", &e))?;
+                    return JsFuture::from(blob.text()).await;
                 }
             }
             let trajectory = match shared.borrow().engine.snapshot(&chat_id) {
