@@ -5,8 +5,14 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
+import { withPreloads } from './module-preload.mjs';
 
 const root = process.argv[2] ?? '.';
+// index.html names the modules it preloads: the list is brought up to date before it is hashed.
+const index = join(root, 'www', 'index.html');
+const page = readFileSync(index, 'utf8');
+const preloaded = withPreloads(root, page);
+if (preloaded !== page) writeFileSync(index, preloaded);
 const www = readdirSync(join(root, 'www'), { recursive: true, withFileTypes: true })
   .filter((entry) => entry.isFile())
   .map((entry) => relative(join(root, 'www'), join(entry.parentPath ?? entry.path, entry.name)).split(sep).join('/'))
@@ -34,7 +40,8 @@ hashes['./'] = hashes['index.html'];
 // across versions, and not part of the first visit.
 const vendor = existsSync(join(root, 'pkg', 'vendor'))
   ? readdirSync(join(root, 'pkg', 'vendor'), { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
+    // A `.br` beside a file is how `palaver serve` sends it (scripts/precompress.mjs), not a file of its own.
+    .filter((entry) => entry.isFile() && !entry.name.endsWith('.br'))
     .map((entry) => relative(join(root, 'pkg'), join(entry.parentPath ?? entry.path, entry.name)).split(sep).join('/'))
     .sort()
   : [];

@@ -141,6 +141,8 @@ async function main() {
   ctx.composer.fresh();
   ctx.local.check();
   if (await ctx.engine.neededAtStart()) {
+    // The chat that was open is drawn as soon as the engine is: its renderer loads meanwhile.
+    if (ctx.chat.last()) markdown.load();
     await ctx.engine.ensure();
   } else {
     // A first visit: nothing stored, nothing to sync. Drawn without the engine, whose wasm is

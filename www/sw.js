@@ -20,6 +20,7 @@ const ROOT = new URL('./', self.location);
 const RUNTIME_PREFIX = new URL('../pkg/vendor/', self.location).pathname;
 
 self.addEventListener('install', (event) => {
+  addShellRoutes(event);
   // All or nothing: one file that does not match fails the install, and the old version stays.
   event.waitUntil((async () => {
     const cache = await caches.open(VERSION);
@@ -81,6 +82,37 @@ async function verified(url) {
   return response;
 }
 
+/**
+ * Routes the browser follows without starting this worker (the static routing API; a browser
+ * without it runs the fetch handler, which answers the same): the shell's files straight from
+ * this version's cache, the page itself too when asked for by its own address, and `palaver
+ * serve`'s API and other origins (providers) from the network. A cold start asked the worker for
+ * ~60 modules, one at a time in its thread, and started it only to hear "not mine" for each API
+ * call (issue 41). A file missing from the cache goes to the network, as the fetch handler's miss
+ * does. Everything else — a shell file asked for with a query, a navigation with one (answered
+ * with the cached page, SECURITY F7), the files kept on use (pkg/vendor/) — goes through the
+ * fetch handler, as before.
+ */
+function addShellRoutes(event) {
+  if (!event.addRoutes) return;
+  const at = (pathname, extra = {}) => ({ urlPattern: new URLPattern({ pathname, search: '' }), ...extra });
+  const files = SHELL.filter((path) => path !== './').map((path) => new URL(path, self.location).pathname);
+  const fromCache = (condition) => ({ condition, source: { cacheName: VERSION } });
+  const shell = [
+    fromCache(at(ROOT.pathname, { requestMode: 'navigate' })),
+    ...files.map((pathname) => fromCache(at(pathname))),
+  ];
+  const ownOrigin = new URLPattern({ protocol: self.location.protocol.slice(0, -1), hostname: self.location.hostname, port: self.location.port });
+  const network = [
+    { condition: { urlPattern: new URLPattern({ pathname: `${ROOT.pathname}api/*` }) }, source: 'network' },
+    { condition: { not: { urlPattern: ownOrigin } }, source: 'network' },
+  ];
+  // Set apart: a browser that knows the first kind of route but not `not` still takes the shell's.
+  const unset = (error) => console.warn('a route was not set; the worker answers instead:', error.message);
+  event.addRoutes(shell).catch(unset);
+  event.addRoutes(network).catch(unset);
+}
+
 /** The cache key a request is answered from, or null when the worker leaves it alone. */
 function shellKey(request, url) {
   if (request.mode === 'navigate') {
@@ -91,6 +123,9 @@ function shellKey(request, url) {
   return EXPECTED.has(key) ? key : null;
 }
 
+/** The open cache, opened once per worker start rather than once per request. */
+let shellCache = null;
+
 self.addEventListener('fetch', (event) => {
   const request = event.request;
   const url = new URL(request.url);
@@ -98,7 +133,7 @@ self.addEventListener('fetch', (event) => {
   const key = shellKey(request, url);
   if (key === null) return;
   event.respondWith((async () => {
-    const cache = await caches.open(VERSION);
+    const cache = await (shellCache ??= caches.open(VERSION));
     const cached = await cache.match(key);
     if (cached) return cached;
     // Not cached yet (a file loaded on use): kept only if it matches; otherwise the network's

@@ -98,6 +98,8 @@ export async function workspaceTools(proxy) {
 /** Tokens of the system prompt's repository map. */
 const REPO_MAP_BUDGET = 1024;
 
+/** The system prompt's workspace context; `instructionFiles` (the engine's names, or a promise of
+ *  them) are read when the file tree lists them. */
 export async function workspaceContext(proxy, instructionFiles) {
   const context = { instructions: [], files: [], files_truncated: false, date: new Date().toISOString().slice(0, 10) };
   if (!proxy) return context;
@@ -110,8 +112,9 @@ export async function workspaceContext(proxy, instructionFiles) {
   context.files = tree.content.split('\n').filter((line) => line && !line.startsWith('['));
   context.files_truncated = Boolean(tree.data?.truncated);
   const listed = new Set(context.files);
-  const readme = instructionFiles.at(-1);
-  let wanted = instructionFiles.slice(0, -1).filter((path) => listed.has(path));
+  const names = await instructionFiles; // the engine's list, which may still be compiling
+  const readme = names.at(-1);
+  let wanted = names.slice(0, -1).filter((path) => listed.has(path));
   if (!wanted.length && listed.has(readme)) wanted = [readme];
   const read = async (path) => {
     const reply = await proxyTool(proxy, 'read_file', { path }).catch(() => null);

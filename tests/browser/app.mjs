@@ -807,6 +807,12 @@ async function offline(page) {
   await page.locator('[data-testid=chat-item]').nth(chats - 1).waitFor({ timeout: 10_000 }).catch(() => {});
   const shown = { title: await page.title(), planted: await page.getByTestId('impostor').count(), chats: await chatCount(page) };
   check(shown.planted === 0 && !/impostor/.test(shown.title) && shown.chats === chats, `F7: another server on the app's port gets no page at the app's origin: the cached app opens (${JSON.stringify(shown)})`);
+  // The same through a link with a query (the browser's own routes to the cache must not send it
+  // to the port's answer).
+  await page.goto(`${serve.origin}/?from=link`);
+  await page.locator('[data-testid=chat-item]').nth(chats - 1).waitFor({ timeout: 10_000 }).catch(() => {});
+  const linked = { title: await page.title(), planted: await page.getByTestId('impostor').count(), chats: await chatCount(page) };
+  check(linked.planted === 0 && !/impostor/.test(linked.title) && linked.chats === chats, `F7: a link to the app with a query opens the cached app too (${JSON.stringify(linked)})`);
   // The page keeps asking the port (health checks on kept-alive connections): cut them, or
   // close() waits for them for ever.
   const closed = new Promise((ok) => impostor.close(ok));

@@ -41,10 +41,15 @@ export function install(ctx) {
   async function open() {
     ctx.store.dispatch({ type: 'engine_loading' });
     try {
-      await loadModule();
+      // The workspace is asked for its tools, files and map while the wasm compiles; only the
+      // instruction files wait for the engine's list of their names (issue 41: ~20 ms of a cold start).
+      const module = loadModule();
+      const reading = ctx.workspace.read(module.then(() => Engine.instructionFiles()));
+      reading.catch(() => {}); // awaited below, after the module: its failure is the one said
+      await module;
       const settings = settingsStore.loadSettings();
       const proxy = ctx.workspace.proxy();
-      await ctx.workspace.read(Engine.instructionFiles());
+      await reading;
       const palaver = await Palaver.open(configOf(settings), DB_NAME, (message) => ctx.say(message, true));
       palaver.setLocalTransport((url, init) => ctx.local.transport(url, init));
       engine.palaver = palaver;

@@ -15,7 +15,8 @@ export function install(ctx) {
 
   const proxy = () => agent.proxyOf(settingsStore.loadSettings());
 
-  /** Reads the tools and the prompt's context (`instructionFiles`: which files to look for). */
+  /** Reads the tools and the prompt's context (`instructionFiles`: which files to look for, or a
+   *  promise of them). */
   async function read(instructionFiles = []) {
     const paired = proxy();
     const [{ tools, problem }, context] = await Promise.all([
