@@ -336,14 +336,24 @@ pub(super) fn deleted(shared: &Handle, chat_id: &str) {
     });
 }
 
-/// After a restore, the copy read is the one this browser holds: later saves replace it. The
-/// chat came from this workspace: it is this workspace's.
-pub(super) async fn adopt(shared: &Handle, chat_id: &str, hash: &str) {
-    let Ok(workspace) = workspace_id(shared).await else {
-        return;
-    };
-    used(shared, chat_id);
-    belongs(shared, chat_id, &workspace);
+/// Before a restore: the copy about to be read in is the one this browser holds, so later saves
+/// replace it. Kept before the chat is stored, not after: a page reloaded or closed the moment
+/// the restored chat shows up would otherwise have no hash, write its next save as a first copy,
+/// and find its own workspace's copy a conflict. The workspace's id, or `None` unpaired.
+pub(super) async fn adopting(shared: &Handle, chat_id: &str, hash: &str) -> Option<String> {
+    let workspace = workspace_id(shared).await.ok()?;
     local_storage_set(&hash_key(shared, &workspace, chat_id), hash);
+    Some(workspace)
+}
+
+/// After a restore: the chat came from this workspace, it is this workspace's, its copy current.
+/// A restore that failed forgets the hash `adopting` kept.
+pub(super) fn adopted(shared: &Handle, chat_id: &str, workspace: &str, stored: bool) {
+    if !stored {
+        remove_hash(shared, workspace, chat_id);
+        return;
+    }
+    used(shared, chat_id);
+    belongs(shared, chat_id, workspace);
     set_state(shared, chat_id, CopyState::Current);
 }

@@ -138,8 +138,12 @@ impl Host {
                     &format!("chat {chat_id} is already in this browser"),
                 ));
             }
-            import_as(&shared, &chat_id, &text, false).await?;
-            chat_files::adopt(&shared, &chat_id, &hash).await;
+            let workspace = chat_files::adopting(&shared, &chat_id, &hash).await;
+            let imported = import_as(&shared, &chat_id, &text, false).await;
+            if let Some(workspace) = workspace {
+                chat_files::adopted(&shared, &chat_id, &workspace, imported.is_ok());
+            }
+            imported?;
             Ok(JsValue::from_str(&chat_id))
         })
     }
