@@ -5,14 +5,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
-import { withPreloads } from './module-preload.mjs';
 
 const root = process.argv[2] ?? '.';
-// index.html names the modules it preloads: the list is brought up to date before it is hashed.
-const index = join(root, 'www', 'index.html');
-const page = readFileSync(index, 'utf8');
-const preloaded = withPreloads(root, page);
-if (preloaded !== page) writeFileSync(index, preloaded);
 const www = readdirSync(join(root, 'www'), { recursive: true, withFileTypes: true })
   .filter((entry) => entry.isFile())
   .map((entry) => relative(join(root, 'www'), join(entry.parentPath ?? entry.path, entry.name)).split(sep).join('/'))

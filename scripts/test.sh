@@ -7,8 +7,6 @@ ensure_wasm_target
 ensure_wasm_bindgen
 ensure_chromium
 cd "$ROOT"
-# www/index.html's module preload list is generated (scripts/module-preload.mjs): a stale one fails here.
-node scripts/module-preload.mjs "$ROOT" --check
 build_pkg
 # The MCP servers from npm that the tests of `palaver serve` run (issue 17), pinned.
 ensure_npm_packages tests/mcp
