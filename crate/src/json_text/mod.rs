@@ -26,15 +26,6 @@ pub fn to_ascii_string<T: Serialize + ?Sized>(value: &T) -> Result<(String, usiz
     write(value, true)
 }
 
-/// `to_string` into a buffer made `size` bytes long at first: a long text whose length is about
-/// known is written without growing by doubling (issue 41).
-pub fn to_string_sized<T: Serialize + ?Sized>(value: &T, size: usize) -> Result<String, Error> {
-    let mut writer = Writer::new(false, None);
-    writer.out.reserve_exact(size);
-    value.serialize(&mut writer)?;
-    String::from_utf8(writer.out).map_err(ser::Error::custom)
-}
-
 fn write<T: Serialize + ?Sized>(value: &T, ascii: bool) -> Result<(String, usize), Error> {
     let mut writer = Writer::new(ascii, None);
     value.serialize(&mut writer)?;

@@ -6,7 +6,8 @@
 //! byte for byte, with their signatures — minus the engine's own `index` merge key; elsewhere
 //! they are stripped (SPEC §3.3, §7). Blocks without a signature (a stopped partial) never go.
 
-use super::common::{body_size, body_text, data_url, image_parts, laid_out, model_of};
+use super::body::RequestBody;
+use super::common::{data_url, image_parts, laid_out, model_of};
 use super::tiers::TierEnd;
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::LimitedMessage;
@@ -29,7 +30,6 @@ pub(super) fn anthropic(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         Thinking::Off
     };
     let layout = laid_out(input, history, thinking);
-    let size = body_size(input, &layout);
     let mut system: Vec<SystemBlock> = layout
         .system
         .as_deref()
@@ -67,7 +67,7 @@ pub(super) fn anthropic(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         provider: ProviderKind::Anthropic,
         url: format!("{}/messages", input.provider.base_url.trim_end_matches('/')),
         headers,
-        body: body_text(&body, size),
+        body: RequestBody::write(&body),
         compression_strength: Default::default(),
         left_out: Default::default(),
         tiers: layout.tiers,

@@ -9,7 +9,8 @@
 //! one); within the open turn (after the last user message) the request puts each back there.
 //! Elsewhere, and when thinking is off, they are stripped with the rest of the thinking.
 
-use super::common::{body_size, body_text, data_url, image_parts, laid_out, model_of};
+use super::body::RequestBody;
+use super::common::{data_url, image_parts, laid_out, model_of};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::LimitedMessage;
 use crate::linearize::{Linear, Thinking};
@@ -26,7 +27,6 @@ pub(super) fn gemini(input: &RequestInput, history: &[LimitedMessage<'_>]) -> Pr
         Thinking::Off
     };
     let layout = laid_out(input, history, thinking);
-    let size = body_size(input, &layout);
     let history = &layout.messages;
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(contents(&history)));
@@ -56,7 +56,7 @@ pub(super) fn gemini(input: &RequestInput, history: &[LimitedMessage<'_>]) -> Pr
             input.provider.base_url.trim_end_matches('/')
         ),
         headers: input.provider.headers.clone(),
-        body: body_text(&body, size),
+        body: RequestBody::write(&body),
         compression_strength: Default::default(),
         left_out: Default::default(),
         tiers: layout.tiers,

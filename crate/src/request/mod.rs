@@ -3,12 +3,14 @@
 //! One file per provider kind, as in `provider/`; what they share is in `common.rs`.
 
 mod anthropic;
+mod body;
 mod common;
 mod gemini;
 mod openai_chat;
 mod openai_responses;
 mod tiers;
 
+pub use body::RequestBody;
 pub use tiers::TiersApplied;
 
 use crate::history_limit::{limit_history_for, CompressionStrength, HistoryLimitError};
@@ -17,7 +19,6 @@ use crate::provider::ProviderKind;
 use crate::thread::ThreadParams;
 use crate::tools::ToolSpec;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -112,8 +113,9 @@ pub struct ProviderRequest {
     pub url: String,
     pub headers: Map<String, Value>,
     /// The JSON text sent, written once from the history (issue 20: no `Value` tree of a long
-    /// chat is built, copied or dropped); [`ProviderRequest::body_json`] parses it.
-    pub body: Box<RawValue>,
+    /// chat is built, copied or dropped), in pieces (issue 41); [`ProviderRequest::body_json`]
+    /// parses it.
+    pub body: RequestBody,
     /// How far the history limit went for this request (SPEC §5).
     #[serde(default)]
     pub compression_strength: CompressionStrength,
@@ -143,7 +145,7 @@ impl LeftOut {
 impl ProviderRequest {
     /// The body parsed (the CLI's pretty print, tests, the last request shown to the user).
     pub fn body_json(&self) -> Value {
-        serde_json::from_str(self.body.get()).unwrap_or(Value::Null)
+        serde_json::from_str(&self.body.text()).unwrap_or(Value::Null)
     }
 }
 
@@ -152,7 +154,7 @@ impl PartialEq for ProviderRequest {
         self.provider == other.provider
             && self.url == other.url
             && self.headers == other.headers
-            && self.body.get() == other.body.get()
+            && self.body == other.body
             && self.compression_strength == other.compression_strength
     }
 }

@@ -4,7 +4,8 @@
 //! (issue 20): no `Value` tree is built for it. The key order is the API's documented one, the
 //! same the golden files hold byte for byte.
 
-use super::common::{body_size, body_text, image_parts, laid_out, model_of};
+use super::body::RequestBody;
+use super::common::{image_parts, laid_out, model_of};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::{CompressionStrength, LimitedMessage};
 use crate::linearize::{Linear, Thinking};
@@ -16,7 +17,6 @@ use std::borrow::Cow;
 
 pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) -> ProviderRequest {
     let layout = laid_out(input, history, Thinking::Off);
-    let size = body_size(input, &layout);
     let linear = &layout.messages;
     let mut messages = Vec::with_capacity(linear.len() + 1);
     if let Some(system) = layout.system.as_deref() {
@@ -43,7 +43,7 @@ pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) 
             input.provider.base_url.trim_end_matches('/')
         ),
         headers: input.provider.headers.clone(),
-        body: body_text(&body, size),
+        body: RequestBody::write(&body),
         compression_strength: CompressionStrength::Absent,
         left_out: Default::default(),
         tiers: layout.tiers,

@@ -9,7 +9,8 @@
 //! them, minus the engine's `index` merge key, before the message they belong to; items without
 //! `encrypted_content` are useless without server-side storage and are left out.
 
-use super::common::{body_size, body_text, image_parts, laid_out, model_of};
+use super::body::RequestBody;
+use super::common::{image_parts, laid_out, model_of};
 use super::{ProviderRequest, RequestInput};
 use crate::history_limit::LimitedMessage;
 use crate::linearize::{Linear, Thinking};
@@ -26,7 +27,6 @@ pub(super) fn responses(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
         Thinking::Off
     };
     let layout = laid_out(input, history, thinking);
-    let size = body_size(input, &layout);
     let history = &layout.messages;
     let mut body = Map::new();
     body.insert("model".into(), model_of(input).into());
@@ -62,7 +62,7 @@ pub(super) fn responses(input: &RequestInput, history: &[LimitedMessage<'_>]) ->
             input.provider.base_url.trim_end_matches('/')
         ),
         headers: input.provider.headers.clone(),
-        body: body_text(&body, size),
+        body: RequestBody::write(&body),
         compression_strength: Default::default(),
         left_out: Default::default(),
         tiers: layout.tiers,

@@ -88,7 +88,7 @@ impl WasmContextBench {
             budget: Some(history_budget(n_ctx as u64, None, 2000)),
             tiers: None,
         })
-        .map(|r| r.body.get().len())
+        .map(|r| r.body.len())
         .map_err(|e| js_error("TooLarge", &e.to_string()))
     }
 }

@@ -52,6 +52,20 @@ fn js_text<T: Serialize>(
     Ok((whole, escaped))
 }
 
+/// Texts in pieces as one JS string, each piece dropped once it has crossed (a request's body:
+/// `RequestBody`).
+pub(super) fn joined(pieces: Vec<Box<str>>) -> JsValue {
+    let mut whole: Option<js_sys::JsString> = None;
+    for piece in pieces {
+        let piece = js_sys::JsString::from(&*piece);
+        whole = Some(match whole {
+            Some(before) => before.concat(&piece),
+            None => piece,
+        });
+    }
+    whole.map_or_else(|| JsValue::from_str(""), JsValue::from)
+}
+
 /// A JS value read as `T` through `JSON.stringify` (the reverse of [`to_js`]); `undefined` reads
 /// as `null`. The error says what did not fit, for the caller's named JS error.
 pub(super) fn from_js<T: serde::de::DeserializeOwned>(value: &JsValue) -> Result<T, String> {

@@ -48,11 +48,11 @@ fn perform(shared: &Handle, effect: Effect) {
             mut request,
             ..
         } => {
-            // The body crosses to JS once, for the fetch, and is dropped here: the chat's last
-            // request (what `lastRequest` shows) keeps the JS string.
+            // The body crosses to JS once, for the fetch, a piece at a time, each dropped once
+            // it has crossed; the chat's last request (what `lastRequest` shows) keeps the JS
+            // string.
             let body = std::mem::take(&mut request.body);
-            let sent = wasm_bindgen::JsValue::from_str(body.get());
-            drop(body);
+            let sent = super::crossing::joined(body.into_pieces());
             remember_request(shared, &chat_id, &request, sent.clone());
             start_request(shared, request_id, request, sent)
         }

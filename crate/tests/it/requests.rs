@@ -69,10 +69,10 @@ fn request_bodies_match_their_golden_files() {
         // is the text the provider gets.
         let expected_text = expected["body"].to_string();
         assert_eq!(
-            request.body.get(),
+            request.body.text(),
             expected_text,
             "{name}: body\n got: {}\n expected: {expected_text}",
-            request.body
+            request.body.text()
         );
         for (key, value) in expected["headers"].as_object().cloned().unwrap_or_default() {
             assert_eq!(
@@ -211,7 +211,7 @@ fn the_local_kind_is_openai_chat_on_the_wire() {
         .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(request.provider, ProviderKind::Local, "{name}");
         assert_eq!(
-            request.body.get(),
+            request.body.text(),
             fixture["expected"]["body"].to_string(),
             "{name}: body"
         );
@@ -358,4 +358,35 @@ fn mcp_tools_ask_unless_read_only() {
     let trusted: ToolSpec = serde_json::from_value(serde_json::json!({"name": "mcp__a__b", "annotations": {"readOnlyHint": true}, "trust_annotations": true}))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(trusted.is_read_only());
+}
+
+/// A long body is held in pieces (issue 41: never one body-sized buffer in the wasm memory), cut
+/// between messages, and its text is serde_json's, byte for byte; a short one is one piece.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_long_body_is_held_in_pieces_of_the_same_text() {
+    use palaver::request::RequestBody;
+    let message = |i: usize| serde_json::json!({"role": "user", "content": format!("message {i}: {} \"quoted\" é ✓", "x".repeat(900))});
+    let long =
+        serde_json::json!({"model": "m", "messages": (0..400).map(message).collect::<Vec<_>>()});
+    let body = RequestBody::write(&long);
+    let expected = serde_json::to_string(&long).expect("plain data");
+    assert!(
+        body.pieces().len() > 4,
+        "{} pieces for {} bytes",
+        body.pieces().len(),
+        body.len()
+    );
+    assert!(
+        body.pieces().iter().all(|piece| piece.len() < 80 * 1024),
+        "a piece far over 64 KB"
+    );
+    assert_eq!(body.text(), expected);
+    assert_eq!(body.len(), expected.len());
+    let short = serde_json::json!({"model": "m", "messages": [message(1)]});
+    assert_eq!(RequestBody::write(&short).pieces().len(), 1);
+    // Written out whole (a step's effects as JSON) it is the JSON value itself, and reads back.
+    let round: RequestBody =
+        serde_json::from_str(&serde_json::to_string(&body).expect("body")).expect("read back");
+    assert_eq!(round, body);
 }
