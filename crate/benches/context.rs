@@ -71,7 +71,7 @@ mod native {
             budget: Some(history_budget(n_ctx, None, 2000)),
             tiers: Some(&tracker),
         });
-        built.map_or(0, |r| r.body.get().len())
+        built.map_or(0, |r| r.body.len())
     }
 
     fn ms_per(label: &str, rounds: u32, mut f: impl FnMut()) {
