@@ -41,8 +41,9 @@ export function install(ctx) {
   async function open() {
     ctx.store.dispatch({ type: 'engine_loading' });
     try {
-      // The workspace is asked for its tools, files and map while the wasm compiles; only the
-      // instruction files wait for the engine's list of their names (issue 41: ~20 ms of a cold start).
+      // The workspace is asked for its tools, files and map while the wasm compiles: its round
+      // trips are off the start's path. Only the instruction files wait for the engine's list of
+      // their names.
       const module = loadModule();
       const reading = ctx.workspace.read(module.then(() => Engine.instructionFiles()));
       reading.catch(() => {}); // awaited below, after the module: its failure is the one said

@@ -40,12 +40,8 @@ fn js_text<T: Serialize>(
     let text = std::rc::Rc::new(std::cell::RefCell::new(None::<js_sys::JsString>));
     let into = text.clone();
     let sink = Box::new(move |piece: &str| {
-        let piece = js_sys::JsString::from(piece);
         let mut text = into.borrow_mut();
-        *text = Some(match text.take() {
-            Some(before) => before.concat(&piece),
-            None => piece,
-        });
+        *text = Some(appended(text.take(), piece));
     });
     let escaped = crate::json_text::write_in_pieces(value, ascii, TEXT_PIECE, sink)?;
     let whole = text.borrow_mut().take().unwrap_or_default();
@@ -55,15 +51,20 @@ fn js_text<T: Serialize>(
 /// Texts in pieces as one JS string, each piece dropped once it has crossed (a request's body:
 /// `RequestBody`).
 pub(super) fn joined(pieces: Vec<Box<str>>) -> JsValue {
-    let mut whole: Option<js_sys::JsString> = None;
+    let mut whole = None;
     for piece in pieces {
-        let piece = js_sys::JsString::from(&*piece);
-        whole = Some(match whole {
-            Some(before) => before.concat(&piece),
-            None => piece,
-        });
+        whole = Some(appended(whole, &piece));
     }
     whole.map_or_else(|| JsValue::from_str(""), JsValue::from)
+}
+
+/// `piece` crossed to JS and put after `before`.
+fn appended(before: Option<js_sys::JsString>, piece: &str) -> js_sys::JsString {
+    let piece = js_sys::JsString::from(piece);
+    match before {
+        Some(before) => before.concat(&piece),
+        None => piece,
+    }
 }
 
 /// A JS value read as `T` through `JSON.stringify` (the reverse of [`to_js`]); `undefined` reads
