@@ -3,7 +3,8 @@
 // used the moment it is visible and enabled; nothing waits on the app's internals): a provider set
 // up then Send at once (OpenAI-compatible and Anthropic); the small model in the page then Send at
 // once, while it downloads (the message is held and shown, Cancel gives the words back); a chat
-// imported then Send; a chat picked in the list then Send. Then all of it again with the engine's
+// imported then Send; a chat picked in the list then Send; words typed while a reload reopens the
+// chat, sent once it shows. Then all of it again with the engine's
 // wasm and the model's download slowed (each such request answered late). Each asserts the first
 // message is answered, in the chat it was written in, and that no status line outlives its cause.
 // Prints, per journey: the clicks a person needed and the time from the Send click to the first
@@ -152,6 +153,36 @@ async function pickedThenSend(speed) {
   report('a chat picked after a reload, then Send', speed, you, ms);
 }
 
+/**
+ * Words typed the moment the page is back after a reload, while the chat that was open is still
+ * loading, then sent once that chat shows: the words must still be there and go to that chat.
+ */
+async function typedDuringReload(speed) {
+  const { page, you } = await freshBrowser(speed === 'slowed');
+  const url = await double.script(`reload-${speed}`, [
+    { body: openaiStream({ text: 'Plums are stone fruit.' }) },
+    { body: openaiStream({ text: 'Yes, the same chat.' }) },
+  ]);
+  await you.setProvider({ baseUrl: url, key: 'sk-journey' });
+  await you.ask('About plums', 1);
+  const chatId = await openChatId(page);
+  await page.reload();
+  await you.type('composer', 'Typed while it loads');
+  await you.seeText('transcript', 'Plums are stone fruit.');
+  const kept = await page.inputValue('[data-testid=composer]');
+  check(kept === 'Typed while it loads', `a reload: words typed while the chat loads are still in the composer when it shows (${JSON.stringify(kept)})`);
+  const clicked = Date.now();
+  await you.click('send');
+  await you.seeText('transcript', 'Yes, the same chat.', 30_000);
+  const ms = Date.now() - clicked;
+  await you.waitAnswers(2, 30_000);
+  const request = (await double.log(`reload-${speed}`)).filter((e) => e.method === 'POST').at(-1);
+  const history = (request?.body?.messages ?? []).map((m) => m.content);
+  check(history.at(-1) === 'Typed while it loads' && history.includes('About plums') && await openChatId(page) === chatId,
+    `a reload: the words typed while it loaded are sent in the chat that was open (${JSON.stringify(history.slice(1))})`);
+  report('words typed during a reload, then Send', speed, you, ms);
+}
+
 try {
   for (const speed of ['full speed', 'slowed']) {
     for (const [name, run] of [
@@ -160,6 +191,7 @@ try {
       ['keyless then send', () => keylessThenSend(speed)],
       ['import then send', () => importThenSend(speed)],
       ['a chat picked then send', () => pickedThenSend(speed)],
+      ['typed during a reload then send', () => typedDuringReload(speed)],
     ]) {
       // PALAVER_JOURNEYS='a;b' runs only those (while developing).
       if (process.env.PALAVER_JOURNEYS && !process.env.PALAVER_JOURNEYS.split(';').some((j) => name.includes(j))) continue;

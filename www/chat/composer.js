@@ -190,6 +190,11 @@ export function install(ctx) {
     /** What the composer held when a switch of chats began. */
     mark: () => ({ chatId: ctx.chat.id, text: composer.value, edits }),
     /**
+     * The page's start, for the chat that was open: words typed while the app loads are for it,
+     * not replaced by its draft when it arrives (they were before this mark existed).
+     */
+    atStart: { chatId: null, text: '', edits: 0 },
+    /**
      * New chat, at the click: the open chat keeps its words and the composer is emptied at once,
      * so what is typed from here on is for the new chat however long it takes to open.
      */
@@ -211,9 +216,17 @@ export function install(ctx) {
       const typedMeanwhile = mark && edits !== mark.edits;
       setComposerDraft(chat.id, typedMeanwhile ? mark.text : composer.value);
     },
+    /**
+     * The chat on screen now: its words, unless some were typed while it opened — those stay,
+     * after the draft it kept (neither is lost).
+     */
     arrived(chat, mark) {
       handing = false;
-      if (mark && (mark.handed || edits !== mark.edits)) return saveComposerDraft(); // typed for this chat
+      if (mark && (mark.handed || edits !== mark.edits)) {
+        const kept = composerDraftOf(chat.id);
+        if (kept && !composer.value.includes(kept)) composer.value = [kept, composer.value].filter(Boolean).join('\n\n');
+        return saveComposerDraft();
+      }
       composer.value = composerDraftOf(chat.id);
       localStorage.removeItem(NEW_COMPOSER_DRAFT_KEY);
       return undefined;
