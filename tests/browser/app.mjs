@@ -429,12 +429,17 @@ async function exportImportDelete(page) {
   check(await chatCount(page) === before + 1, 'a malformed file is refused with a message, nothing else changes');
   await chatMenu(page, 'delete-chat');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before);
+  // Words written with no chat open go into the chat opened next, not replaced by its draft.
+  await person(page).type('composer', 'written with no chat open');
   await page.click('[data-testid=undo-delete]');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=chat-item]').length === n, before + 1);
   // The list shows the restored chat a moment before it opens in the transcript.
   await page.waitForFunction((t) => document.getElementById('chat-title').textContent === t, title, { timeout: 5_000 }).catch(() => {});
   const restoredTitle = await page.textContent('[data-testid=chat-title]');
   check(restoredTitle === title, `delete, then undo, brings the chat back (${restoredTitle} vs ${title})`);
+  const words = await page.inputValue('[data-testid=composer]');
+  check(words === 'written with no chat open', `words written with no chat open stay in the composer when a chat opens (${JSON.stringify(words)})`);
+  await page.fill('[data-testid=composer]', '');
   await page.fill('[data-testid=chat-search]', title.slice(0, 12));
   const found = await page.locator('[data-testid=chat-item]').allTextContents();
   check(found.length >= 1 && found.every((t) => t.toLowerCase().includes(title.slice(0, 12).toLowerCase())), `search filters the chat list (${found.length} found)`);

@@ -217,12 +217,14 @@ export function install(ctx) {
       setComposerDraft(chat.id, typedMeanwhile ? mark.text : composer.value);
     },
     /**
-     * The chat on screen now: its words, unless some were typed while it opened — those stay,
-     * after the draft it kept (neither is lost).
+     * The chat on screen now: its words, unless the composer's are for it — typed while it
+     * opened, or written with no chat open (they have nowhere else to go). Those stay, after the
+     * draft it kept: neither is lost.
      */
     arrived(chat, mark) {
       handing = false;
-      if (mark && (mark.handed || edits !== mark.edits)) {
+      const withoutChat = mark && mark.chatId === null && composer.value.trim() !== '';
+      if (mark && (mark.handed || edits !== mark.edits || withoutChat)) {
         const kept = composerDraftOf(chat.id);
         if (kept && !composer.value.includes(kept)) composer.value = [kept, composer.value].filter(Boolean).join('\n\n');
         return saveComposerDraft();
