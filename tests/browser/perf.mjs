@@ -1,11 +1,13 @@
 // The web app's performance, printed (a benchmark, not a timed test; issue 7): a cold load's first
 // paint and time to interactive, streaming N tokens (default 20 000) at 200 tokens/s while a
 // PerformanceObserver records long tasks, opening the 5 000-message chat of ../shared/bench, and the
-// app's transfer size (as served, and gzipped).
+// app's transfer size (as served, and gzipped). It acts through `person.mjs`, as the page tests do;
+// performance marks are read after an action, never waited on before one.
 // node tests/browser/perf.mjs [--tokens N]   (after build_pkg and `cargo build`)
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { gzipSync, gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
+import { person } from './person.mjs';
 import { startDouble, startServe, launch, tempDir, cleanup, root, openaiStream, setProvider, waitIdle, importFile } from './harness.mjs';
 
 // Requests a service worker makes are reported too (Playwright's Chromium-only switch): what a
@@ -50,11 +52,11 @@ try {
   row('first visit: bytes transferred (as palaver serve sends them: gzip, brotli for pkg/)', `${firstLoad.toLocaleString('en')} B`);
   // The first use: Settings opened (its defaults come from the engine's module), then saved.
   const used = Date.now();
-  await page.click('[data-testid=settings]');
-  await page.click('[data-testid=settings-tab-agent]');
+  await person(page).click('settings');
+  await person(page).click('settings-tab-agent');
   await page.waitForFunction(() => document.querySelector('[data-testid=tool-policy] select'));
   const settingsMs = Date.now() - used;
-  await page.click('[data-testid=cancel-settings]');
+  await person(page).click('cancel-settings');
   const shell = [...readdirSync(join(root, 'www'), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath ?? e.path, e.name)),
     ...['palaver.js', 'palaver_bg.wasm', 'render/palaver_render.js', 'render/palaver_render_bg.wasm'].map((f) => join(root, 'pkg', f))];
   const gz = shell.reduce((sum, f) => sum + gzipSync(readFileSync(f), { level: 9 }).length, 0);
@@ -83,8 +85,7 @@ try {
     requestAnimationFrame(count);
   });
   const started = Date.now();
-  await page.fill('[data-testid=composer]', 'Stream a lot');
-  await page.click('[data-testid=send]');
+  await person(page).send('Stream a lot');
   await page.locator('[data-testid=message][data-role=assistant]').filter({ hasText: 'w1' }).first().waitFor({ timeout: 30_000 });
   const atFirstAnswer = { ...wire, wasm: [...new Set(wire.wasm)] };
   row('first visit → first answer\'s words: bytes from the app\'s origin', `${(atFirstAnswer.page + atFirstAnswer.worker).toLocaleString('en')} B (page ${atFirstAnswer.page.toLocaleString('en')} B, service worker ${atFirstAnswer.worker.toLocaleString('en')} B; ${atFirstAnswer.requests} requests; wasm: ${atFirstAnswer.wasm.join(', ')})`);
@@ -102,8 +103,7 @@ try {
     globalThis.__sent = 0;
     addEventListener('pointerdown', (e) => { if (e.target.closest?.('[data-testid=send]')) globalThis.__sent = performance.now(); }, { capture: true });
   });
-  await page.fill('[data-testid=composer]', 'A quick question');
-  await page.click('[data-testid=send]');
+  await person(page).send('A quick question');
   await waitIdle(page, 2, 30_000);
   const leaving = await page.evaluate((provider) => {
     const request = performance.getEntriesByType('resource').find((r) => r.name.startsWith(provider));
@@ -115,7 +115,7 @@ try {
   // Opening the 5 000-message chat.
   const history = gunzipSync(readFileSync(join(root, '../shared/bench/history-5k.json.gz'))).toString('utf8');
   const id = await importFile(page, history, 'history-5k.json');
-  await page.click('[data-testid=new-chat]');
+  await person(page).click('new-chat');
   await page.waitForFunction((long) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId !== long, id);
   await page.reload();
   const item = page.locator(`[data-testid=chat-item][data-chat-id="${id}"]`);
@@ -129,7 +129,7 @@ try {
   row('open the 5 000-message chat: click → first frame with messages', `${open.first?.toFixed(0)} ms (its last screen, read from storage)`);
   row('open the 5 000-message chat: click → usable (whole chat in the engine, drawn)', `${open.usable.toFixed(0)} ms (the engine running, the chat not loaded yet; ${open.nodes} messages drawn; ${open.more})`);
   // Warm: back to it after another chat (it stays loaded in this tab's engine).
-  await page.click('[data-testid=new-chat]');
+  await person(page).click('new-chat');
   await page.waitForFunction((long) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId !== long, id);
   await page.evaluate(watchOpening);
   await item.click();
@@ -142,8 +142,7 @@ try {
   row('a reload with the 5 000-message chat open: navigation → usable', await reloaded(page, 'the tab\'s memory cache warm'));
   // The same after a new turn in it (what a person reloads after): its saves are on top of the
   // copy the last opening packed.
-  await page.fill('[data-testid=composer]', 'One more turn');
-  await page.click('[data-testid=send]');
+  await person(page).send('One more turn');
   await page.getByText('One more answer.').first().waitFor({ timeout: 30_000 });
   await page.waitForTimeout(1000); // the turn's saves
   await page.reload();
@@ -161,7 +160,7 @@ try {
       if (document.querySelector('[data-testid=message-hit]') && !globalThis.__search.shown) globalThis.__search.shown = performance.now();
     }).observe(document.getElementById('message-hits'), { childList: true, subtree: true });
   });
-  await page.getByTestId('chat-search').fill('history-entry');
+  await person(page).type('chat-search', 'history-entry');
   await page.waitForFunction(() => globalThis.__search.shown > 0, null, { timeout: 30_000 })
     .catch(async (error) => { throw new Error(`no hits: ${await page.getByTestId('message-hits').innerText().catch(() => '?')} (${error.message})`); });
   const search = await page.evaluate(() => ({ ms: globalThis.__search.shown - globalThis.__search.typed, hits: document.querySelectorAll('[data-testid=message-hit]').length }));
