@@ -439,6 +439,10 @@ async function exportImportDelete(page) {
   check(restoredTitle === title, `delete, then undo, brings the chat back (${restoredTitle} vs ${title})`);
   const words = await page.inputValue('[data-testid=composer]');
   check(words === 'written with no chat open', `words written with no chat open stay in the composer when a chat opens (${JSON.stringify(words)})`);
+  await page.reload();
+  await page.waitForFunction(() => document.getElementById('composer').value.length > 0, null, { timeout: 10_000 }).catch(() => {});
+  const again = await page.inputValue('[data-testid=composer]');
+  check(again === 'written with no chat open', `after a reload they are that chat's draft, once (${JSON.stringify(again)})`);
   await page.fill('[data-testid=composer]', '');
   await page.fill('[data-testid=chat-search]', title.slice(0, 12));
   const found = await page.locator('[data-testid=chat-item]').allTextContents();

@@ -40,6 +40,13 @@ function keepPending(chatId, text) {
   }
 }
 
+/** A chat's kept draft, then the words typed for it while it opened (each once). */
+function joinedWords(kept, typed) {
+  if (!kept || typed.startsWith(kept)) return typed;
+  if (!typed.trim()) return kept;
+  return `${kept}\n\n${typed}`;
+}
+
 export function install(ctx) {
   const composer = $('composer');
   const sent = new Map(); // client_request_id → text, so a queued message can become "steer now"
@@ -223,15 +230,16 @@ export function install(ctx) {
      */
     arrived(chat, mark) {
       handing = false;
-      const withoutChat = mark && mark.chatId === null && composer.value.trim() !== '';
-      if (mark && (mark.handed || edits !== mark.edits || withoutChat)) {
-        const kept = composerDraftOf(chat.id);
-        if (kept && !composer.value.includes(kept)) composer.value = [kept, composer.value].filter(Boolean).join('\n\n');
-        return saveComposerDraft();
+      const typed = composer.value;
+      const forThisChat = mark && (mark.handed || edits !== mark.edits || (mark.chatId === null && typed.trim() !== ''));
+      const kept = composerDraftOf(chat.id);
+      localStorage.removeItem(NEW_COMPOSER_DRAFT_KEY); // its words, if any, are this chat's now
+      if (!forThisChat) {
+        composer.value = kept;
+        return;
       }
-      composer.value = composerDraftOf(chat.id);
-      localStorage.removeItem(NEW_COMPOSER_DRAFT_KEY);
-      return undefined;
+      composer.value = joinedWords(kept, typed);
+      saveComposerDraft();
     },
     fresh() {
       composer.value = localStorage.getItem(NEW_COMPOSER_DRAFT_KEY) ?? '';
