@@ -47,7 +47,7 @@ ctx.afterEngineOpen = async (palaver) => {
   await ctx.chats.load();
   await ctx.sync.start(palaver);
   const last = ctx.chat.last();
-  if (last && ctx.chats.ids().includes(last) && !ctx.chat.id) ctx.chat.open(last, ctx.composer.atStart).catch(() => {});
+  if (last && ctx.chats.ids().includes(last) && !ctx.chat.id) ctx.chat.open(last).catch(() => {});
   else ctx.empty.show();
   ctx.workspace.offerRestore().catch(() => {});
   checkStorage(palaver);

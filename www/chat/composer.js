@@ -197,11 +197,6 @@ export function install(ctx) {
     /** What the composer held when a switch of chats began. */
     mark: () => ({ chatId: ctx.chat.id, text: composer.value, edits }),
     /**
-     * The page's start, for the chat that was open: words typed while the app loads are for it,
-     * not replaced by its draft when it arrives (they were before this mark existed).
-     */
-    atStart: { chatId: null, text: '', edits: 0 },
-    /**
      * New chat, at the click: the open chat keeps its words and the composer is emptied at once,
      * so what is typed from here on is for the new chat however long it takes to open.
      */
@@ -225,8 +220,9 @@ export function install(ctx) {
     },
     /**
      * The chat on screen now: its words, unless the composer's are for it — typed while it
-     * opened, or written with no chat open (they have nowhere else to go). Those stay, after the
-     * draft it kept: neither is lost.
+     * opened, or written with no chat open (they have nowhere else to go; after a reload that
+     * is every word typed before the chat that was open arrives). Those stay, after the draft
+     * it kept: neither is lost.
      */
     arrived(chat, mark) {
       handing = false;
