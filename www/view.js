@@ -247,7 +247,7 @@ export class TranscriptView {
     // The engine's phase (seed 004): thinking → streaming → working (tools) → done.
     const phase = chat.runtime.phase ?? 'done';
     this.phaseNode.dataset.phase = phase;
-    this.phaseNode.textContent = phase === 'done' ? '' : `${phase}…`;
+    this.phaseNode.textContent = phaseText(phase, chat.runtime.prompt_progress);
   }
 
   startDraft(messageId) {
@@ -271,6 +271,19 @@ export class TranscriptView {
     }
     tail.innerHTML = this.html(text.slice(stream.rendered));
   }
+}
+
+/**
+ * The phase in words. A server that says how far it has read the prompt (llama.cpp; a long prompt
+ * takes a minute on a slow machine) is shown doing that, not a bare "thinking…".
+ */
+export function phaseText(phase, progress) {
+  if (phase === 'done') return '';
+  if (phase === 'thinking' && progress?.total) {
+    const percent = Math.floor((progress.processed / progress.total) * 100);
+    return `reading the prompt… ${progress.processed.toLocaleString('en')} of ${progress.total.toLocaleString('en')} tokens (${percent} %)`;
+  }
+  return `${phase}…`;
 }
 
 /** Moves `stream.cut` past the last blank line outside a code fence, scanning only new lines. */

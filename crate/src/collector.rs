@@ -4,7 +4,7 @@
 //! chunk with it, and `decode` (the CLI, the wire-oracle tests, the benches) does the same.
 
 use crate::delta::{Assembled, DeltaOp, Draft, StreamFailure};
-use crate::provider::{DecodeItem, ProviderKind, StreamDecoder};
+use crate::provider::{DecodeItem, PromptProgress, ProviderKind, StreamDecoder};
 
 #[derive(Debug, Default, Clone)]
 pub struct Collector {
@@ -16,6 +16,8 @@ pub struct Collector {
     pub done: bool,
     /// The model the provider said answered, if it said.
     pub model: Option<String>,
+    /// How far the server last said it had read the prompt (before the answer's first token).
+    pub prompt_progress: Option<PromptProgress>,
 }
 
 impl Collector {
@@ -31,6 +33,7 @@ impl Collector {
                 DecodeItem::Finish(reason) => self.finish_reason = Some(reason),
                 DecodeItem::Done => self.done = true,
                 DecodeItem::Model(model) => self.model = Some(model),
+                DecodeItem::PromptProgress(progress) => self.prompt_progress = Some(progress),
                 DecodeItem::Failure(failure) => {
                     self.failure = Some(failure);
                     break;

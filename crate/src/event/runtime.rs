@@ -150,6 +150,9 @@ pub struct Runtime {
     /// How the last chat request was laid out in stability tiers (issue 40, seed 002's HUD).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tiers: Option<PromptTiers>,
+    /// While `thinking`: how far the server has read the prompt, where it says (llama.cpp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_progress: Option<crate::provider::PromptProgress>,
 }
 
 /// The last request's tiers: estimated tokens of each, and what the update after it moved.

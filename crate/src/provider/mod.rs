@@ -73,6 +73,16 @@ pub enum DecodeItem {
     /// Gemini's `modelVersion`, Responses' `response.model`): the answer is labelled with it
     /// (issue 35), not with the name the user typed. Said once, when first seen.
     Model(String),
+    /// How far the server has read the prompt before answering (llama.cpp's `prompt_progress`):
+    /// a long prompt on a slow machine takes a minute, and the page shows this meanwhile.
+    PromptProgress(PromptProgress),
+}
+
+/// `processed` of `total` prompt tokens read (those reused from the server's cache included).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromptProgress {
+    pub processed: u64,
+    pub total: u64,
 }
 
 /// A stream decoder for one provider kind.

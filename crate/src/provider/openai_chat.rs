@@ -4,6 +4,8 @@
 //! accumulated by their `index`, whatever number it starts from; `id`, `type` and `name` are set
 //! once, never concatenated (some servers repeat them in every fragment); `arguments` append.
 //! Reasoning comes as `reasoning_content` (DeepSeek, xAI) or `reasoning` (OpenRouter, Groq).
+//! llama.cpp's server, asked with `return_progress`, says how far it has read the prompt in
+//! `prompt_progress` (`{total, cache, processed, time_ms}`) before the first token.
 //! A chunk with an `error` object ends the round as a failure carrying the provider's words.
 //!
 //! The common chunk (choice deltas, no usage, no error) is read typed, borrowing its strings
@@ -12,7 +14,7 @@
 //! both feed the same `Delta`.
 
 use super::framed::{failure_from, json_object, non_empty_str, Events, Framed};
-use super::{usage, DecodeItem};
+use super::{usage, DecodeItem, PromptProgress};
 use crate::delta::DeltaOp;
 use crate::error::StreamDecodeError;
 use crate::message::ToolCall;
@@ -81,6 +83,24 @@ struct TypedChunk<'a> {
     /// Present (not null): the chunk is read as a `Value` instead.
     error: Option<IgnoredAny>,
     usage: Option<IgnoredAny>,
+    prompt_progress: Option<TypedProgress>,
+}
+
+#[derive(Deserialize)]
+struct TypedProgress {
+    processed: u64,
+    total: u64,
+}
+
+impl TypedProgress {
+    fn item(&self) -> Option<DecodeItem> {
+        (self.total > 0).then(|| {
+            DecodeItem::PromptProgress(PromptProgress {
+                processed: self.processed.min(self.total),
+                total: self.total,
+            })
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -226,6 +246,7 @@ impl State {
 
     fn decode_typed(&mut self, chunk: TypedChunk<'_>, items: &mut Vec<DecodeItem>) {
         self.say_model(chunk.model.as_deref(), items);
+        items.extend(chunk.prompt_progress.as_ref().and_then(TypedProgress::item));
         let Some(choice) = chunk.choices.iter().find(|c| c.index.unwrap_or(0) == 0) else {
             return;
         };
@@ -239,6 +260,13 @@ impl State {
 
     fn decode_chunk(&mut self, chunk: &Value, items: &mut Vec<DecodeItem>) {
         self.say_model(chunk.get("model").and_then(Value::as_str), items);
+        let progress = chunk.get("prompt_progress").cloned();
+        items.extend(
+            progress
+                .and_then(|p| serde_json::from_value::<TypedProgress>(p).ok())
+                .as_ref()
+                .and_then(TypedProgress::item),
+        );
         if let Some(choice) = first_choice(chunk) {
             if let Some(delta) = choice.get("delta") {
                 self.decode_delta(Delta::from_value(delta), items);

@@ -4,7 +4,7 @@
 //! The page renders these; it never derives them (issue 34). Computed from the session, the
 //! history-derived part cached until the history changes.
 
-use super::state::SessionState;
+use super::state::{SessionState, StreamPhase};
 use super::{ChatSession, Ctx, Derived};
 use crate::config::EngineConfig;
 use crate::event::{ContextUsage, Event, Runtime, ToolCallView};
@@ -55,6 +55,21 @@ impl ChatSession {
             model: Some(self.answering_model(config)).filter(|m| !m.model.is_empty()),
             prompt_profile: Some(self.prompt_profile(config)),
             prompt_tiers: self.prompt_tiers.clone(),
+            prompt_progress: self.prompt_progress(),
+        }
+    }
+
+    /// How far the server has read the prompt, until the answer shows (then the answer is the
+    /// progress); the page shows it instead of a bare "thinking…".
+    fn prompt_progress(&self) -> Option<crate::provider::PromptProgress> {
+        match &self.state {
+            SessionState::Generating(g) if g.compaction.is_none() && !self.draft_has_text() => {
+                match &g.phase {
+                    StreamPhase::Streaming(streaming) => streaming.collected.prompt_progress,
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 

@@ -98,6 +98,8 @@ export interface Runtime {
   model?: { provider: ProviderConfig["kind"]; model: string };
   /** What the next request carries: the agent's prompt and tools, or a plain chat's. */
   prompt_profile?: "agent" | "chat" | "edit_blocks";
+  /** While `thinking`: how far the server has read the prompt, where it says (llama.cpp). */
+  prompt_progress?: { processed: number; total: number };
   /** The last request's stability tiers: estimated tokens of each, the most stable tier it changed, and what moved after it. */
   prompt_tiers?: { l0: number; l1: number; l2: number; l3: number; active: number; broken: "L0" | "L1" | "L2" | "L3" | null; promoted: number; demoted: number; removed: number };
 }

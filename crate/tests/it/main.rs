@@ -18,6 +18,7 @@ mod json_text;
 #[cfg(not(target_arch = "wasm32"))]
 mod literal;
 mod outside;
+mod prompt_progress;
 mod proposals;
 mod refusals;
 mod render;

@@ -174,6 +174,10 @@ fn full_runtime() -> Runtime {
     }];
     runtime.prompt_profile = Some(palaver::thread::PromptProfile::Chat);
     runtime.prompt_tiers = Some(palaver::event::PromptTiers::default());
+    runtime.prompt_progress = Some(palaver::provider::PromptProgress {
+        processed: 1,
+        total: 2,
+    });
     runtime.model = Some(palaver::thread::ModelRef {
         provider: palaver::provider::ProviderKind::OpenaiChat,
         model: "m".into(),
