@@ -68,8 +68,9 @@ export async function listModels(kind, baseUrl, key) {
 }
 
 /**
- * What the provider says of `model`: `{n_ctx?, max_output_tokens?, input_modalities?, from}`
- * (`from`: `provider`, or `table` when only the table knew the window). Never throws: a provider
+ * What the provider says of `model`: `{n_ctx?, max_output_tokens?, input_modalities?, server?, from}`
+ * (`from`: `provider`, or `table` when only the table knew the window; `server: 'llama.cpp'` when
+ * its `/props` answered). Never throws: a provider
  * that cannot be asked gives the table's window, or nothing.
  */
 export async function modelInfo(kind, baseUrl, key, model) {
@@ -81,7 +82,7 @@ export async function modelInfo(kind, baseUrl, key, model) {
     if (!listed?.n_ctx && listed?.ollama) listed = { ...listed, ...(await ollamaShow(baseUrl, model)) };
   }
   if (listed?.n_ctx) {
-    return { n_ctx: listed.n_ctx, max_output_tokens: listed.max_output, input_modalities: listed.modalities, from: 'provider' };
+    return { n_ctx: listed.n_ctx, max_output_tokens: listed.max_output, input_modalities: listed.modalities, server: listed.server, from: 'provider' };
   }
   const table = knownWindow(model);
   return { n_ctx: table, max_output_tokens: listed?.max_output, input_modalities: listed?.modalities, from: table ? 'table' : 'none' };

@@ -72,7 +72,7 @@ export function modelSettings(config) {
 /**
  * What the provider said of the configured model (`page/limits.js` keeps it under `said`), as the
  * engine takes it: the window (unless the user set one), the model's own answer limit, what it
- * reads.
+ * reads, and — for a llama.cpp server — that it can say how far it has read a prompt.
  */
 export function saidSettings(config) {
   const said = config?.said;
@@ -81,6 +81,7 @@ export function saidSettings(config) {
   if (said.n_ctx > 0 && !(Number(config.n_ctx) > 0)) out.n_ctx = said.n_ctx;
   if (said.max_output_tokens > 0) out.max_output_tokens = said.max_output_tokens;
   if (Array.isArray(said.input_modalities)) out.input_modalities = said.input_modalities;
+  if (said.server === 'llama.cpp') out.return_progress = true;
   return out;
 }
 

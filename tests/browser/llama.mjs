@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { createServer, request as httpRequest } from 'node:http';
 import { spawn } from 'node:child_process';
 import { check, failed, watchdog, startServe, launch, tempDir, cleanup } from './harness.mjs';
-import { person } from './person.mjs';
+import { person, promptReadings } from './person.mjs';
 
 watchdog(600, 'the llama.cpp server test');
 /** Ten factual questions and what a right answer contains. */
@@ -113,12 +113,19 @@ try {
 
   // An answer comes, within an answer limit; labelled with what the server says answered.
   const sent = Date.now();
+  const phases = await you.watch('turn-phase');
   await you.ask('What is the capital of France? Answer in one word.', 1, 120_000);
   const seconds = (Date.now() - sent) / 1000;
   const first = asked.find((r) => r.path.endsWith('/chat/completions'));
   const limit = first?.body?.max_tokens ?? first?.body?.max_completion_tokens;
   check(Number.isInteger(limit) && limit > 0 && limit <= 2048, `the request carries an answer limit within the window (max_tokens ${limit})`);
   console.log(`llama-server answered in ${seconds.toFixed(1)} s`);
+  // The server's /props answered, so it is asked how far it has read the prompt, and the page
+  // shows that while it reads (the agent prompt: a second or two here, far longer on a big model).
+  const shown = await phases();
+  const readings = promptReadings(shown);
+  check(first?.body?.return_progress === true && readings.length >= 1 && readings.every(([read, total]) => total > 100 && read <= total),
+    `a llama.cpp server is asked for its prompt progress, and the page shows it while it reads (return_progress ${first?.body?.return_progress}; ${shown.slice(0, 3).join(' | ')})`);
   // The header names the model the chat asks next; each answer names the one that answered.
   // (the label is drawn beside the text from the message's `data-label`)
   const label = (await page.locator('[data-testid=message][data-role=assistant]').last().getAttribute('data-label')) ?? '';

@@ -17,6 +17,7 @@ import {
   check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, waitIdle, openChatId,
 } from './harness.mjs';
 import { inThemes } from './axe.mjs';
+import { person, promptReadings } from './person.mjs';
 
 watchdog(900, 'the local model test');
 const MODEL_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf';
@@ -167,7 +168,7 @@ async function editBlocks(page) {
   await page.click('[data-testid=save-settings]');
   await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
   await page.click('[data-testid=new-chat]');
-  const phases = await watchPhases(page);
+  const phases = await person(page).watch('turn-phase');
   await ask(page, 'In greet.py, change the function greet so that it takes a name. Answer with an edit block.', 1);
   await promptProgressShown(page, await phases());
   const request = await page.evaluate(async (id) => (await globalThis.palaverApp.engine()).lastRequest(id), await openChatId(page));
@@ -179,29 +180,13 @@ async function editBlocks(page) {
   console.log(`SmolLM2-135M in the page, edit-block mode: ${blocks} block(s); ${JSON.stringify(answer.slice(0, 160))}`);
 }
 
-/** Records each text the turn's phase line shows; the returned function gives them. */
-async function watchPhases(page) {
-  await page.evaluate(() => {
-    globalThis.__phases = [];
-    const seen = () => {
-      const text = document.querySelector('[data-testid=turn-phase]')?.textContent ?? '';
-      if (text && globalThis.__phases.at(-1) !== text) globalThis.__phases.push(text);
-    };
-    globalThis.__phaseObserver?.disconnect();
-    globalThis.__phaseObserver = new MutationObserver(seen);
-    globalThis.__phaseObserver.observe(document.body, { subtree: true, childList: true, characterData: true });
-  });
-  return () => page.evaluate(() => globalThis.__phases);
-}
-
 /**
  * While llama.cpp reads a long prompt (an edit-block prompt is several hundred tokens: half a
  * minute on two cores) the page says how far it has read, in tokens, rising to the prompt's
  * size, before the answer streams.
  */
 async function promptProgressShown(page, phases) {
-  const readings = phases.map((text) => /reading the prompt… ([\d,]+) of ([\d,]+) tokens/.exec(text)).filter(Boolean)
-    .map((m) => [Number(m[1].replace(/,/g, '')), Number(m[2].replace(/,/g, ''))]);
+  const readings = promptReadings(phases);
   const prompt = (await transcript(page)).at(-1)?.usage?.prompt_tokens;
   const rising = readings.every(([n], i) => i === 0 || n > readings[i - 1][0]);
   check(readings.length >= 3 && rising && readings.every(([, total]) => total === prompt) && phases.indexOf('streaming…') > phases.findIndex((t) => t.startsWith('reading')),

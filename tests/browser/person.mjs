@@ -11,6 +11,15 @@ export function control(page, name) {
   return page.getByTestId(name).first();
 }
 
+/**
+ * The prompt-reading progress among texts the turn's phase line showed ("reading the prompt… 64
+ * of 323 tokens (19 %)"): `[read, total]` of each, in order.
+ */
+export function promptReadings(phases) {
+  const number = (text) => Number(text.replace(/,/g, ''));
+  return phases.map((text) => /reading the prompt… ([\d,]+) of ([\d,]+) tokens/.exec(text)).filter(Boolean).map((m) => [number(m[1]), number(m[2])]);
+}
+
 export function person(page) {
   const find = (name) => control(page, name);
   const counted = { clicks: 0 };
@@ -51,6 +60,25 @@ export function person(page) {
     },
     /** The text a person reads in the control. */
     read: (name) => find(name).innerText(),
+    /**
+     * Starts noting each text the control shows (a status line that changes while a person
+     * watches); the returned function gives them in order.
+     */
+    async watch(name) {
+      const key = `__watched_${name}`;
+      await page.evaluate(({ name, key }) => {
+        globalThis[key]?.observer.disconnect();
+        const seen = [];
+        const note = () => {
+          const text = document.querySelector(`[data-testid="${name}"]`)?.textContent ?? '';
+          if (text && seen.at(-1) !== text) seen.push(text);
+        };
+        const observer = new MutationObserver(note);
+        observer.observe(document.body, { subtree: true, childList: true, characterData: true });
+        globalThis[key] = { seen, observer };
+      }, { name, key });
+      return () => page.evaluate((key) => globalThis[key]?.seen ?? [], key);
+    },
     /** The finished answers on screen (streamed ones included once they are done). */
     answers: () => page.locator('[data-testid=message][data-role=assistant]:not([data-streaming])').allInnerTexts(),
     /**

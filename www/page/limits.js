@@ -32,7 +32,7 @@ export function install(ctx) {
     const settings = settingsStore.loadSettings();
     const config = settings.providers?.[kind];
     if (!config || config.model !== model) return;
-    config.said = { model, n_ctx: said.n_ctx, max_output_tokens: said.max_output_tokens, input_modalities: said.input_modalities, from: said.from };
+    config.said = { model, n_ctx: said.n_ctx, max_output_tokens: said.max_output_tokens, input_modalities: said.input_modalities, server: said.server, from: said.from };
     settingsStore.saveSettings(settings);
     await ctx.engine.configure();
   }

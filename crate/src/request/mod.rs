@@ -61,6 +61,11 @@ pub struct ProviderConfig {
     /// chats get the edit-block prompt and the workspace. Ignored when the model has tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_blocks: Option<bool>,
+    /// The server takes llama.cpp's `return_progress` (its `/props` answered): an OpenAI chat
+    /// request asks it to say how far it has read the prompt (`runtime.prompt_progress`).
+    /// Other servers are not asked (OpenAI refuses a parameter it does not know).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_progress: Option<bool>,
 }
 
 /// The least and most a default answer limit takes (a quarter of the window between them).

@@ -10,6 +10,7 @@ use super::{ProviderRequest, RequestInput};
 use crate::history_limit::{CompressionStrength, LimitedMessage};
 use crate::linearize::{Linear, Thinking};
 use crate::message::{Content, Role, ToolCall};
+use crate::provider::ProviderKind;
 use crate::tools::ToolSpec;
 use serde::Serialize;
 use serde_json::Value;
@@ -34,6 +35,9 @@ pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) 
         stream_options: StreamOptions {
             include_usage: true,
         },
+        return_progress: (input.provider.kind == ProviderKind::OpenaiChat
+            && input.provider.return_progress == Some(true))
+        .then_some(true),
     };
     ProviderRequest {
         // `local` speaks this format too; the request keeps the kind the host routes by.
@@ -64,6 +68,8 @@ struct Body<'a> {
     reasoning_effort: Option<&'a str>,
     stream: bool,
     stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    return_progress: Option<bool>,
 }
 
 #[derive(Serialize)]

@@ -37,7 +37,7 @@ use wasm_bindgen::JsCast;
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 /** A provider endpoint without its key; the host adds the auth header. */
-export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; max_output_tokens?: number; input_modalities?: string[]; tool_use?: boolean; edit_blocks?: boolean; }
+export interface ProviderConfig { kind: "openai-chat" | "anthropic" | "gemini" | "openai-responses" | "local"; base_url: string; model: string; headers?: Record<string, string>; n_ctx?: number; max_tokens?: number; temperature?: number; reasoning_effort?: "low" | "medium" | "high"; thinking_budget?: number; max_output_tokens?: number; input_modalities?: string[]; tool_use?: boolean; edit_blocks?: boolean; return_progress?: boolean; }
 /** What the host learned about the workspace for the system prompt (`Engine.assembleSystemPrompt`). */
 export interface WorkspaceContext { instructions?: { path: string; text: string }[]; files?: string[]; files_truncated?: boolean; date?: string; repo_map?: string; }
 export interface Proposals { blocks: { path: string; search: string; replace: string; complete: boolean }[]; shell_commands: string[]; }

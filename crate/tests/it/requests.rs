@@ -390,3 +390,45 @@ fn a_long_body_is_held_in_pieces_of_the_same_text() {
         serde_json::from_str(&serde_json::to_string(&body).expect("body")).expect("read back");
     assert_eq!(round, body);
 }
+
+/// A llama.cpp server (its `/props` answered) is asked for its prompt-reading progress with
+/// `return_progress`, right after `stream_options`; no other server is (OpenAI refuses a
+/// parameter it does not know), and a provider that did not say so is not.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn only_a_llama_cpp_server_is_asked_for_prompt_progress() {
+    let body = |provider: Value| {
+        let provider: ProviderConfig =
+            serde_json::from_value(provider).unwrap_or_else(|e| panic!("{e}"));
+        let history: Vec<ChatMessage> = serde_json::from_value(
+            serde_json::json!([{"message_id": "u", "role": "user", "content": "hi"}]),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        build_request(&RequestInput {
+            provider: &provider,
+            thread: &ThreadParams::default(),
+            system_prompt: None,
+            tools: &[],
+            history: &history,
+            budget: None,
+            tiers: None,
+        })
+        .map(|r| r.body.text())
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let llama = body(
+        serde_json::json!({"kind": "openai-chat", "base_url": "http://127.0.0.1:8080/v1", "model": "m", "return_progress": true}),
+    );
+    assert!(
+        llama.ends_with(r#""stream_options":{"include_usage":true},"return_progress":true}"#),
+        "{llama}"
+    );
+    for other in [
+        serde_json::json!({"kind": "openai-chat", "base_url": "https://api.openai.com/v1", "model": "m"}),
+        serde_json::json!({"kind": "openai-chat", "base_url": "https://api.openai.com/v1", "model": "m", "return_progress": false}),
+        serde_json::json!({"kind": "anthropic", "base_url": "https://api.anthropic.com/v1", "model": "m", "return_progress": true}),
+        serde_json::json!({"kind": "openai-responses", "base_url": "https://api.openai.com/v1", "model": "m", "return_progress": true}),
+    ] {
+        assert!(!body(other.clone()).contains("return_progress"), "{other}");
+    }
+}

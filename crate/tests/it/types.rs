@@ -219,7 +219,7 @@ fn the_configs_and_tool_specs_are_declared_as_they_are() {
     let provider: ProviderConfig = serde_json::from_value(json!({
         "kind": "openai-chat", "base_url": "u", "model": "m", "headers": {}, "n_ctx": 1, "max_tokens": 1,
         "temperature": 0.5, "reasoning_effort": "low", "thinking_budget": 1,
-        "max_output_tokens": 1, "input_modalities": ["text"], "tool_use": false, "edit_blocks": true,
+        "max_output_tokens": 1, "input_modalities": ["text"], "tool_use": false, "edit_blocks": true, "return_progress": true,
     }))
     .unwrap_or_else(|e| panic!("{e}"));
     let provider = serde_json::to_value(provider).unwrap_or_default();
