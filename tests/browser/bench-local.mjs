@@ -2,12 +2,13 @@
 // model load cold (download + sha256 + first load) and warm (from OPFS, a new worker), time to
 // first token and tokens/s for the same prompts multi-threaded (palaver serve: cross-origin
 // isolated) and single-threaded (a plain static host: not isolated), the page's long tasks while an
-// answer streams into the app, and — where llama-cpp-python is installed — the same model and
-// prompts natively, side by side.
-// node tests/browser/bench-local.mjs   (after build_pkg, ensure_default_model and `cargo build`)
+// answer streams into the app, a chat's next turn with the prompt cache kept, and the same model
+// and prompts natively on llama.cpp's own llama-server (PALAVER_LLAMA_SERVER) on 2 and 1 threads
+// — and with llama-cpp-python where it is installed — side by side.
+// bash scripts/bench-local.sh   (it builds and sets up what this needs)
 import http from 'node:http';
 import { createReadStream, statSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { homedir } from 'node:os';
 import { join, extname, normalize } from 'node:path';
 import { startServe, launch, tempDir, cleanup, root, waitIdle } from './harness.mjs';
@@ -16,7 +17,7 @@ const MODEL_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 const MODELS = process.env.PALAVER_MODELS ?? join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'palaver', 'models');
 const PROMPTS = [
   ['short (a question)', 'What is the capital of France?'],
-  ['long (about 250 tokens of text)', `${Array.from({ length: 25 }, (_, i) => `Line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n')}\nHow many lines are there?`],
+  ['long (426 tokens with the chat template)', `${Array.from({ length: 25 }, (_, i) => `Line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n')}\nHow many lines are there?`],
 ];
 const MAX_TOKENS = 48;
 const row = (name, value) => console.log(`${name.padEnd(58)} ${value}`);
@@ -45,10 +46,10 @@ async function startStaticHost() {
 }
 
 /** One chat completion through the app's transport: wall time to the first token, and llama.cpp's own timings. */
-async function complete(page, content) {
-  return page.evaluate(async ({ content, max_tokens, model }) => {
-    // No prompt cache: every prompt is read whole, as a new chat's first turn is.
-    const body = { model, messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens, cache_prompt: false };
+async function complete(page, content, { cached = false } = {}) {
+  return page.evaluate(async ({ content, max_tokens, model, cached }) => {
+    // No prompt cache unless `cached`: every prompt is read whole, as a new chat's first turn is.
+    const body = { model, messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true }, temperature: 0, max_tokens, cache_prompt: cached };
     const started = performance.now();
     const response = await globalThis.palaverApp.localModel().transport('local://this-browser/chat/completions', { body: JSON.stringify(body) }, { n_ctx: 4096 });
     const reader = response.body.getReader();
@@ -63,8 +64,8 @@ async function complete(page, content) {
     }
     const chunks = text.split('\n\n').filter((c) => c.startsWith('data: {')).map((c) => JSON.parse(c.slice(6)));
     const timings = chunks.findLast((c) => c.timings)?.timings ?? {};
-    return { ttft: first, total: performance.now() - started, prompt_n: timings.prompt_n, pp: timings.prompt_per_second, gen_n: timings.predicted_n, tg: timings.predicted_per_second };
-  }, { content, max_tokens: MAX_TOKENS, model: MODEL_FILE });
+    return { ttft: first, total: performance.now() - started, prompt_n: timings.prompt_n, cache_n: timings.cache_n, pp: timings.prompt_per_second, gen_n: timings.predicted_n, tg: timings.predicted_per_second };
+  }, { content, max_tokens: MAX_TOKENS, model: MODEL_FILE, cached });
 }
 
 async function measure(label, origin, url) {
@@ -87,6 +88,12 @@ async function measure(label, origin, url) {
       const r = await complete(page, content);
       row(`${label}: ${name}`, `TTFT ${ms(r.ttft)}, prompt ${r.prompt_n} tok at ${r.pp?.toFixed(1)} tok/s, ${r.gen_n} tok generated at ${r.tg?.toFixed(1)} tok/s`);
     }
+    // A chat's next turn: the same prompt with a question added, the KV cache kept (as a chat's
+    // requests are sent): only the new tokens are read.
+    const [, longPrompt] = PROMPTS.at(-1);
+    await complete(page, longPrompt, { cached: true });
+    const next = await complete(page, `${longPrompt}\nAnd how many words are on each line?`, { cached: true });
+    row(`${label}: the next turn (prompt cache kept)`, `TTFT ${ms(next.ttft)}, ${next.cache_n} tok reused, ${next.prompt_n} tok read`);
     // Warm: a new page (a new worker), the model from OPFS.
     await page.reload();
     await page.getByTestId('composer').waitFor();
@@ -111,6 +118,37 @@ async function measure(label, origin, url) {
   } finally {
     await context.close();
     await cleanup(profile);
+  }
+}
+
+/**
+ * The same model and prompts on llama.cpp's own `llama-server` (`PALAVER_LLAMA_SERVER`), native, on
+ * 1 and 2 threads: the same request body as the page's, its own timings.
+ */
+async function llamaServer() {
+  const server = process.env.PALAVER_LLAMA_SERVER;
+  if (!server) return row('llama-server', 'not run (set PALAVER_LLAMA_SERVER; bench-local.sh does)');
+  for (const threads of [2, 1]) {
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const child = spawn(server, ['-m', join(MODELS, MODEL_FILE), '-c', '4096', '-np', '1', '-t', String(threads), '--host', '127.0.0.1', '--port', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      await new Promise((ok, fail) => {
+        let log = '';
+        child.stderr.on('data', (chunk) => { log += chunk; if (/listening on http/.test(log)) ok(); });
+        child.on('exit', (code) => fail(new Error(`llama-server exited (${code})`)));
+      });
+      for (const [name, content] of PROMPTS) {
+        const body = { messages: [{ role: 'user', content }], stream: false, temperature: 0, max_tokens: MAX_TOKENS, cache_prompt: false };
+        const ask = () => fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json());
+        await ask(); // warm-up, as in the page
+        const { timings: t = {} } = await ask();
+        row(`llama-server, ${threads} thread(s): ${name}`, `prompt ${t.prompt_n} tok at ${t.prompt_per_second?.toFixed(1)} tok/s, ${t.predicted_n} tok generated at ${t.predicted_per_second?.toFixed(1)} tok/s`);
+      }
+    } catch (error) {
+      row(`llama-server, ${threads} thread(s)`, `failed: ${error.message}`);
+    } finally {
+      child.kill('SIGKILL');
+    }
   }
 }
 
@@ -154,6 +192,7 @@ try {
   console.log(`machine: ${execFileSync('nproc', { encoding: 'utf8' }).trim()} cores; model ${MODEL_FILE}, ${MAX_TOKENS} tokens at most, temperature 0`);
   await measure('page, palaver serve', serve.origin, serve.printed);
   await measure('page, static host', host.origin, `${host.origin}/`);
+  await llamaServer();
   native();
 } finally {
   serve.child.kill('SIGTERM');
