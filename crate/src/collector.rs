@@ -16,7 +16,8 @@ pub struct Collector {
     pub done: bool,
     /// The model the provider said answered, if it said.
     pub model: Option<String>,
-    /// How far the server last said it had read the prompt (before the answer's first token).
+    /// How far the server last said it had read the prompt; gone once the answer has anything
+    /// (text, reasoning, a tool call): the prompt is read by then.
     pub prompt_progress: Option<PromptProgress>,
 }
 
@@ -27,6 +28,7 @@ impl Collector {
         for item in items {
             match item {
                 DecodeItem::Op(op) => {
+                    self.prompt_progress = None;
                     self.visible |= op.is_visible_content();
                     push_batched(&mut ops, op);
                 }

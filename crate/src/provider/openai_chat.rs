@@ -260,10 +260,10 @@ impl State {
 
     fn decode_chunk(&mut self, chunk: &Value, items: &mut Vec<DecodeItem>) {
         self.say_model(chunk.get("model").and_then(Value::as_str), items);
-        let progress = chunk.get("prompt_progress").cloned();
+        let progress = chunk.get("prompt_progress");
         items.extend(
             progress
-                .and_then(|p| serde_json::from_value::<TypedProgress>(p).ok())
+                .and_then(|p| TypedProgress::deserialize(p).ok())
                 .as_ref()
                 .and_then(TypedProgress::item),
         );

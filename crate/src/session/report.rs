@@ -59,16 +59,14 @@ impl ChatSession {
         }
     }
 
-    /// How far the server has read the prompt, until the answer shows (then the answer is the
-    /// progress); the page shows it instead of a bare "thinking…".
+    /// How far the server has read the prompt, until the answer has anything (the collector
+    /// drops it then); the page shows it instead of a bare "thinking…".
     fn prompt_progress(&self) -> Option<crate::provider::PromptProgress> {
         match &self.state {
-            SessionState::Generating(g) if g.compaction.is_none() && !self.draft_has_text() => {
-                match &g.phase {
-                    StreamPhase::Streaming(streaming) => streaming.collected.prompt_progress,
-                    _ => None,
-                }
-            }
+            SessionState::Generating(g) if g.compaction.is_none() => match &g.phase {
+                StreamPhase::Streaming(streaming) => streaming.collected.prompt_progress,
+                _ => None,
+            },
             _ => None,
         }
     }

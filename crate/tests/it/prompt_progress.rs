@@ -79,6 +79,21 @@ fn progress_shows_while_thinking_and_goes_when_the_answer_starts() {
     assert!(runtime(&h).get("prompt_progress").is_none());
 }
 
+/// An answer that is only a tool call has no text: the line must not stay at "426 of 426" while
+/// the call's arguments stream.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_tool_call_ends_the_progress_too() {
+    let mut h = chat();
+    h.stream(chunk(progress(426, 426), None).as_bytes());
+    assert_eq!(runtime(&h)["prompt_progress"]["processed"], 426);
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+        "type": "function", "function": {"name": "read_file", "arguments": "{\"pa"}}]}}]});
+    let step = h.stream(format!("data: {call}\n\n").as_bytes());
+    assert_eq!(updates(&step), [Value::Null], "the call replaces it");
+    assert_eq!(runtime(&h)["phase"], "thinking");
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_servers_odd_progress_is_bounded_or_ignored() {
