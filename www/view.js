@@ -9,6 +9,7 @@ import * as notes from './views/notes.js';
 import * as changeReport from './views/change-report.js';
 import * as proposals from './views/proposals.js';
 import { el, button, textOf } from './elements.js';
+import { count, moment } from './format.js';
 
 /** Messages in the DOM at most, and how far one step at an edge moves the window. */
 export const SIZE = 60;
@@ -157,7 +158,7 @@ export class TranscriptView {
     // The role label (and the model of an answer) and the time on hover, beside the text.
     const label = { user: 'You', assistant: message.model ? `Assistant · ${message.model.split('/').pop()}` : 'Assistant', error: 'Error' }[role];
     if (label) base['data-label'] = label;
-    if (message.created_at_ms) base.title = new Date(message.created_at_ms).toLocaleString();
+    if (message.created_at_ms) base.title = moment(message.created_at_ms);
     if (role === 'user' && message.subagent_answers) {
       // The answers of the subagents a wait_agents waited for: the engine's, not the user's words.
       return el('details', { ...base, class: 'message subagent-answers', testid: 'subagent-answers' },
@@ -281,7 +282,7 @@ export function phaseText(phase, progress) {
   if (phase === 'done') return '';
   if (phase === 'thinking' && progress?.total) {
     const percent = Math.floor((progress.processed / progress.total) * 100);
-    return `reading the prompt… ${progress.processed.toLocaleString('en')} of ${progress.total.toLocaleString('en')} tokens (${percent} %)`;
+    return `reading the prompt… ${count(progress.processed)} of ${count(progress.total)} tokens (${percent} %)`;
   }
   return `${phase}…`;
 }
@@ -366,7 +367,7 @@ function resultNode(text) {
   const pre = el('pre', { class: 'result', testid: 'tool-result', text });
   const lines = text.split('\n').length;
   if (lines <= LONG_RESULT_LINES) return pre;
-  return el('details', { class: 'long-result' }, el('summary', { text: `Output: ${lines.toLocaleString('en')} lines, ${text.length.toLocaleString('en')} characters` }), pre);
+  return el('details', { class: 'long-result' }, el('summary', { text: `Output: ${count(lines)} lines, ${count(text.length)} characters` }), pre);
 }
 const LONG_RESULT_LINES = 12;
 

@@ -70,6 +70,12 @@ async function newcomer(page) {
   check(await page.getAttribute('[data-testid=turn-phase]', 'data-phase') === 'done', 'the turn ends in phase done');
   const usage = await page.getAttribute('[data-testid=context-usage]', 'data-estimated');
   check(Number(usage) > 0, `the context gauge shows an estimate (${usage} tokens)`);
+  // What a person reads: counts with thousands separators, the time a message was sent on hover.
+  const gauge = await page.locator('[data-testid=context-usage] span').first().textContent();
+  check(/^≈ \d{1,3}(,\d{3})* of \d{1,3}(,\d{3})+ tokens/.test(gauge), `the gauge reads as a person writes counts (${gauge})`);
+  const sentAt = await page.locator('[data-testid=message][data-role=user]').first().getAttribute('title');
+  const today = await page.evaluate(() => { const d = new Date(); return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`; });
+  check(new RegExp(`^${today} \\d\\d:\\d\\d$`).test(sentAt ?? ''), `hovering the message shows when it was sent (${sentAt})`);
   await page.waitForTimeout(300);
   const before = engineFetches.length;
   await page.reload();

@@ -2,11 +2,12 @@
 // each one's task, status, model, tokens and time, one click to open its chat, and the tool calls
 // it waits on approving, answered here or in its own chat (the same command to the child).
 import { el, button, summarizeArgs } from '../view.js';
+import { count } from '../format.js';
 
 const seconds = (child, now) => Math.max(0, Math.round(((child.ended_at_ms ?? now) - child.started_at_ms) / 1000));
 
 function childNode(child, now) {
-  const facts = [child.model, child.tokens ? `${child.tokens.toLocaleString('en')} tokens` : null, `${seconds(child, now)} s`].filter(Boolean).join(' · ');
+  const facts = [child.model, child.tokens ? `${count(child.tokens)} tokens` : null, `${seconds(child, now)} s`].filter(Boolean).join(' · ');
   const approvals = (child.pause_reasons ?? []).length
     ? el('div', { class: 'child-approval', testid: 'subagent-approval' },
       el('span', { text: `Asks to run ${child.pause_reasons.map((r) => `${r.tool_name} ${summarizeArgs(r.args)}`).join(', ')}` }), ' ',

@@ -12,6 +12,7 @@ import * as contextView from '../views/context.js';
 import * as statusView from '../views/status.js';
 import * as mcp from '../mcp.js';
 import { $, html } from '../page/dom.js';
+import { count } from '../format.js';
 
 const OPEN_CHAT_KEY = 'palaver.open_chat';
 const scrollKey = (chatId) => `palaver.scroll.${chatId}`;
@@ -228,7 +229,7 @@ export function install(ctx) {
     const model = chat.runtime?.model?.model;
     const window = chat.runtime?.context_usage?.n_ctx;
     const name = String(model ?? '').split('/').pop();
-    $('chat-model').textContent = name ? `${name}${window ? ` · ${window.toLocaleString('en')} tokens` : ''}` : '';
+    $('chat-model').textContent = name ? `${name}${window ? ` · ${count(window)} tokens` : ''}` : '';
     $('chat-model').title = model ?? '';
   }
 

@@ -6,6 +6,7 @@
 import * as settingsStore from '../settings.js';
 import * as info from '../provider-info.js';
 import * as secrets from './secrets.js';
+import { count } from '../format.js';
 
 /** How long a first message waits for the provider's answer about its limits. */
 const ASK_TIMEOUT_MS = 3000;
@@ -52,8 +53,8 @@ export function install(ctx) {
     settingsStore.saveSettings(settings);
     // Said as soon as it is kept: the engine's own refusal at the new window may already show.
     ctx.say(typed > nCtx
-      ? `The server's window is ${nCtx.toLocaleString('en')} tokens, not ${typed.toLocaleString('en')}: Settings now say so.`
-      : `The server's window is ${nCtx.toLocaleString('en')} tokens: kept in Settings.`, false, { leadsError: true });
+      ? `The server's window is ${count(nCtx)} tokens, not ${count(typed)}: Settings now say so.`
+      : `The server's window is ${count(nCtx)} tokens: kept in Settings.`, false, { leadsError: true });
     await ctx.engine.configure();
   }
 

@@ -6,6 +6,7 @@ import * as settingsStore from '../settings.js';
 import * as secrets from '../page/secrets.js';
 import * as info from '../provider-info.js';
 import { el } from '../view.js';
+import { count } from '../format.js';
 
 const KINDS = [
   ['openai-chat', 'OpenAI-compatible chat (OpenAI, Ollama, OpenRouter, llama.cpp, vLLM, …)'],
@@ -174,7 +175,7 @@ async function testConnection(view) {
   status.className = '';
   try {
     view.models = await info.listModels(kind, baseUrl, key);
-    view.querySelector('#model-list').replaceChildren(...view.models.map((m) => new Option(m.n_ctx ? `${m.n_ctx.toLocaleString('en')} tokens` : '', m.id)));
+    view.querySelector('#model-list').replaceChildren(...view.models.map((m) => new Option(m.n_ctx ? `${count(m.n_ctx)} tokens` : '', m.id)));
     const typed = q(view, 'provider-model').value.trim();
     const missing = typed && view.models.length && !view.models.some((m) => m.id === typed);
     status.textContent = missing
@@ -206,7 +207,7 @@ function fillWindow(view) {
 function showWindow(view) {
   const said = view.said;
   const words = { provider: 'the server says', refusal: 'the server said when it refused a prompt', table: 'a guess from the model name: the server did not say', default: 'the default' };
-  q(view, 'provider-n-ctx').placeholder = said?.n_ctx ? `${said.n_ctx.toLocaleString('en')} (${words[said.from] ?? 'the server says'})` : 'asked of the server when you Save';
+  q(view, 'provider-n-ctx').placeholder = said?.n_ctx ? `${count(said.n_ctx)} (${words[said.from] ?? 'the server says'})` : 'asked of the server when you Save';
   showOutputDefault(view);
 }
 
@@ -216,6 +217,6 @@ function showOutputDefault(view) {
   const own = view.said?.max_output_tokens;
   const limit = window && view.outputTokens ? view.outputTokens(window, own) : own;
   q(view, 'provider-max-tokens').placeholder = limit
-    ? `${limit.toLocaleString('en')} (${own ? 'the model\'s own limit' : 'a quarter of the window'})`
+    ? `${count(limit)} (${own ? 'the model\'s own limit' : 'a quarter of the window'})`
     : 'a quarter of the window';
 }

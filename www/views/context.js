@@ -2,6 +2,8 @@
 // (`runtime.context_usage`), the provider's cache hits of the last answer, and how the engine
 // laid the last request out in stability tiers (`runtime.prompt_tiers`, seed 002's HUD).
 
+import { count } from '../format.js';
+
 export function render(node, chat) {
   const tiers = node.querySelector('#context-tiers');
   if (!chat) {
@@ -26,8 +28,8 @@ export function render(node, chat) {
   const total = estimated + streaming;
   node.dataset.streaming = String(streaming);
   node.querySelector('meter').value = budget ? Math.min(1, total / budget) : 0;
-  const cache = prompt ? ` · cache hits ${cacheRead.toLocaleString('en')} of ${prompt.toLocaleString('en')} prompt tokens (${Math.round((100 * cacheRead) / prompt)}%)` : '';
-  node.querySelector('span').textContent = `≈ ${total.toLocaleString('en')} of ${budget.toLocaleString('en')} tokens${streaming ? ' (with the answer streaming)' : ''}${cache}`;
+  const cache = prompt ? ` · cache hits ${count(cacheRead)} of ${count(prompt)} prompt tokens (${Math.round((100 * cacheRead) / prompt)}%)` : '';
+  node.querySelector('span').textContent = `≈ ${count(total)} of ${count(budget)} tokens${streaming ? ' (with the answer streaming)' : ''}${cache}`;
 
   renderTiers(tiers, chat.runtime.prompt_tiers);
 }

@@ -5,6 +5,7 @@
 // the images and files a message of the user carried.
 import { el, button, textOf } from '../elements.js';
 import { ERROR_LABELS, errorSentence } from './status.js';
+import { count } from '../format.js';
 
 const marker = (name, label) => el('span', { class: `marker ${name}`, testid: `marker-${name}`, text: label });
 
@@ -64,7 +65,7 @@ function details(testid, text, ids, lookup, total = ids.length) {
   const more = total - items.length;
   return el('details', { class: 'note', testid },
     el('summary', { text: `${text} Show which` }),
-    el('ul', {}, ...items, more > 0 ? el('li', { text: `… and ${more.toLocaleString('en')} more` }) : null));
+    el('ul', {}, ...items, more > 0 ? el('li', { text: `… and ${count(more)} more` }) : null));
 }
 
 /** The images and workspace files a message of the user carried, under its text. */
