@@ -223,14 +223,17 @@ pub const MODEL_WORKER_CSP: &str = "default-src 'none'; script-src 'self' 'wasm-
 /// The path of the model worker's script as `palaver serve` serves `www/`.
 pub const MODEL_WORKER_PATH: &str = "/local/worker.js";
 
+/// The service worker's script: it runs as a worker, so it carries the app's policy.
+pub const SERVICE_WORKER_PATH: &str = "/sw.js";
+
 pub async fn security_headers(request: Request, next: Next) -> Response {
-    let path = request.uri().path();
+    let path = request.uri().path().to_string();
     // The tools API and the MCP endpoint answer JSON or event streams, never a page.
     let is_api = ["/api", "/mcp"]
         .iter()
         .any(|root| path == *root || path.starts_with(&format!("{root}/")));
-    let is_model_worker = path == MODEL_WORKER_PATH;
     let mut response = next.run(request).await;
+    let runs = !is_api && runs_as_page_or_worker(&path, &response);
     let headers = response.headers_mut();
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -246,33 +249,57 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     );
     if is_api {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    } else {
-        let policy = if is_model_worker {
-            MODEL_WORKER_CSP
-        } else {
-            APP_CSP
-        };
-        headers.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(policy),
-        );
-        headers.insert(
-            "cross-origin-opener-policy",
-            HeaderValue::from_static("same-origin"),
-        );
-        // With COOP, cross-origin isolation: SharedArrayBuffer, so the model in the page runs
-        // on several threads. `credentialless` (not `require-corp`) keeps a remote image the user
-        // clicks to load working: it is fetched without cookies instead of refused.
-        headers.insert(
-            "cross-origin-embedder-policy",
-            HeaderValue::from_static("credentialless"),
-        );
-        headers.insert(
-            "permissions-policy",
-            HeaderValue::from_static(
-                "camera=(), microphone=(), geolocation=(), payment=(), usb=()",
-            ),
-        );
+    }
+    if runs {
+        page_policies(headers, path == MODEL_WORKER_PATH);
     }
     response
+}
+
+/// Whether a browser may run this answer as a page or a worker: a document (HTML, SVG or other
+/// XML, or an answer that does not say its type) or one of the two worker scripts. Only those
+/// obey CSP, COOP, COEP and Permissions-Policy; a module, a style sheet, a wasm module or an
+/// image obeys the page that loads it. Those ~700 bytes on each of the ~95 other answers were a
+/// tenth of what a first answer cost (issue 41).
+fn runs_as_page_or_worker(path: &str, response: &Response) -> bool {
+    if path == SERVICE_WORKER_PATH || path == MODEL_WORKER_PATH {
+        return true;
+    }
+    let Some(kind) = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return true;
+    };
+    let kind = kind.to_ascii_lowercase();
+    kind.starts_with("text/html") || kind.contains("xml")
+}
+
+/// The policies a page or a worker runs under.
+fn page_policies(headers: &mut HeaderMap, model_worker: bool) {
+    let policy = if model_worker {
+        MODEL_WORKER_CSP
+    } else {
+        APP_CSP
+    };
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(policy),
+    );
+    headers.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    // With COOP, cross-origin isolation: SharedArrayBuffer, so the model in the page runs
+    // on several threads. `credentialless` (not `require-corp`) keeps a remote image the user
+    // clicks to load working: it is fetched without cookies instead of refused.
+    headers.insert(
+        "cross-origin-embedder-policy",
+        HeaderValue::from_static("credentialless"),
+    );
+    headers.insert(
+        "permissions-policy",
+        HeaderValue::from_static("camera=(), microphone=(), geolocation=(), payment=(), usb=()"),
+    );
 }

@@ -259,3 +259,71 @@ fn a_built_files_brotli_is_sent_to_a_browser_that_takes_it() {
     assert!(!head.contains("content-encoding"), "{head}");
     assert!(body == wasm, "the file itself");
 }
+
+/// What runs as a page or a worker carries the policies it runs under; a module, a style sheet, a
+/// wasm module or a manifest obeys the page that loads it and carries only what guards it as a
+/// resource (issue 41: ~700 bytes on each of ~95 answers were a tenth of a first answer).
+#[test]
+fn only_pages_and_workers_carry_the_page_policies() {
+    let dir = temp_dir("policies");
+    for (path, text) in [
+        ("www/sw.js", "self.addEventListener('fetch', () => {});"),
+        ("www/local/worker.js", "onmessage = () => {};"),
+        ("www/style.css", "body { margin: 0 }"),
+        (
+            "www/icon.svg",
+            "<svg xmlns=\"http://www.w3.org/2000/svg\"/>",
+        ),
+        ("www/manifest.webmanifest", "{}"),
+    ] {
+        let file = dir.0.join(path);
+        std::fs::create_dir_all(file.parent().unwrap_or(&dir.0)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
+    let server = start_with(config_for(&dir, false), dir);
+    let host = format!("127.0.0.1:{}", server.port);
+    let page_only = [
+        "content-security-policy:",
+        "cross-origin-opener-policy: same-origin",
+        "cross-origin-embedder-policy: credentialless",
+        "permissions-policy:",
+    ];
+    for path in [
+        "/",
+        "/index.html",
+        "/sw.js",
+        "/local/worker.js",
+        "/icon.svg",
+    ] {
+        let (status, head, _) = get(server.port, path, &host);
+        assert_eq!(status, 200, "{path}: {head}");
+        for header in page_only {
+            assert!(
+                head.contains(header),
+                "{path} runs as a page or worker: {header} missing in {head}"
+            );
+        }
+    }
+    for path in [
+        "/app.js",
+        "/style.css",
+        "/pkg/palaver_bg.wasm",
+        "/manifest.webmanifest",
+    ] {
+        let (status, head, _) = get(server.port, path, &host);
+        assert_eq!(status, 200, "{path}: {head}");
+        for header in page_only {
+            assert!(
+                !head.contains(header),
+                "{path} is loaded by a page: {header} in {head}"
+            );
+        }
+        for header in [
+            "x-content-type-options: nosniff",
+            "cross-origin-resource-policy: same-origin",
+            "referrer-policy: no-referrer",
+        ] {
+            assert!(head.contains(header), "{path}: {header} missing in {head}");
+        }
+    }
+}
