@@ -1,6 +1,6 @@
 // The page's one way to build DOM: `el` (an element with properties, `data-*`/`aria-*`
-// attributes and children; text is always set as text), `button`, and `textOf` (a message's
-// text). A leaf: every view imports it, it imports nothing.
+// attributes and children; text is always set as text), `button`, `textOf` (a message's text)
+// and `placeInOrder`. A leaf: every view imports it, it imports nothing.
 
 /** An element with properties (`testid`, `text`, `class`, `data-*`, or any DOM property) and children. */
 export const el = (tag, props = {}, ...children) => {
@@ -24,3 +24,21 @@ export function textOf(content) {
 }
 
 export const button = (testid, label, action, extra = {}) => el('button', { type: 'button', testid, text: label, 'data-action': action, ...extra });
+
+/**
+ * Makes `nodes` the children of `parent`, in order, moving or adding only those not in place and
+ * removing the rest. `replaceChildren` takes every child out and puts it back: the whole list is
+ * laid out again, and a selection inside it is lost.
+ */
+export function placeInOrder(parent, nodes) {
+  let at = parent.firstChild;
+  for (const node of nodes) {
+    if (node === at) at = at.nextSibling;
+    else parent.insertBefore(node, at);
+  }
+  while (at) {
+    const next = at.nextSibling;
+    at.remove();
+    at = next;
+  }
+}

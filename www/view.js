@@ -8,7 +8,7 @@
 import * as notes from './views/notes.js';
 import * as changeReport from './views/change-report.js';
 import * as proposals from './views/proposals.js';
-import { el, button, textOf } from './elements.js';
+import { el, button, textOf, placeInOrder } from './elements.js';
 import { count, moment } from './format.js';
 
 /** Messages in the DOM at most, and how far one step at an edge moves the window. */
@@ -30,6 +30,7 @@ export class TranscriptView {
     this.openTurns = new Set();
     this.html = html;
     this.cache = new Map(); // key → node
+    this.turns = new Map(); // a turn's first call id → its tools block and report
     /** The first message drawn, or null: the window follows the chat's end. */
     this.from = null;
     this.draftNode = null;
@@ -39,6 +40,7 @@ export class TranscriptView {
 
   reset() {
     this.cache.clear();
+    this.turns.clear();
     this.changes = new Map();
     this.openTurns = new Set();
     this.from = null;
@@ -109,6 +111,7 @@ export class TranscriptView {
     const results = new Map();
     for (const m of messages) if (m.role === 'tool' && m.tool_call_id) results.set(m.tool_call_id, m);
     const keep = new Map();
+    const turnsKept = new Map();
     let turn = null;
     for (let i = from; i < to; i += 1) {
       const message = messages[i];
@@ -119,7 +122,7 @@ export class TranscriptView {
       const calls = message.role === 'assistant' ? [...(message.tool_calls ?? []), ...(message.incomplete_tool_calls ?? [])] : [];
       if (calls.length) {
         if (!turn) {
-          turn = { calls: [], node: this.activityNode(calls[0].id), report: el('div') };
+          turn = { calls: [], ...this.turnNodes(calls[0].id, turnsKept) };
           nodes.push(turn.node, turn.report);
         }
         turn.calls.push(...calls);
@@ -128,11 +131,20 @@ export class TranscriptView {
       }
     }
     this.cache = keep;
+    this.turns = turnsKept;
     if (to < messages.length) {
       nodes.push(el('div', { class: 'window-edge' }, button('show-later', `Show later messages (${messages.length - to} more)`, 'show-later'),
         button('jump-last', 'Jump to the last message', 'jump-last')));
     } else nodes.push(this.tail);
-    this.root.replaceChildren(...nodes);
+    // Only what changed moves: the rest keeps its layout, and a person's selection in it.
+    placeInOrder(this.root, nodes);
+  }
+
+  /** A turn's tools block and the report below it, the same nodes while the turn is drawn. */
+  turnNodes(key, kept) {
+    const nodes = this.turns.get(key) ?? { node: this.activityNode(key), report: el('div') };
+    kept.set(key, nodes);
+    return nodes;
   }
 
   /** A turn's tools block; one a person opened stays open when the transcript is drawn again. */

@@ -412,6 +412,25 @@ async function errorAndRetry(page) {
   check((await assistantTexts(page))[0].includes('Back on track.'), 'retry from the error marker runs the turn again');
 }
 
+/** A person selects words of an earlier answer while the next one streams: the transcript drawn
+ *  again as the answer lands keeps the selection (each message stays in place). */
+async function selectionKept(page) {
+  await page.click('[data-testid=new-chat]');
+  await scriptedProvider(page, 'select', [
+    { body: openaiStream({ text: 'Words a person copies.' }) },
+    { body: openaiStream({ text: longText, pieces: 100 }), chunk_bytes: 300, delay_ms: 30 },
+  ]);
+  await person(page).send('First');
+  await waitIdle(page, 1);
+  await person(page).send('Second');
+  await page.waitForSelector('[data-testid=message][data-streaming=true]', { timeout: 10_000 });
+  await page.locator('[data-testid=message][data-role=assistant] p').first().click({ clickCount: 3 });
+  const selected = await page.evaluate(() => getSelection().toString().trim());
+  await waitIdle(page, 2, 30_000);
+  const after = await page.evaluate(() => getSelection().toString().trim());
+  check(selected === 'Words a person copies.' && after === selected, `a selection in an earlier answer outlives the next answer landing (${JSON.stringify(selected)} → ${JSON.stringify(after)})`);
+}
+
 async function exportImportDelete(page) {
   await chatMenu(page, 'rename-chat');
   await page.fill('[data-testid=rename-input]', 'Renamed chat ✓');
@@ -988,7 +1007,7 @@ async function searchInMessages(page) {
 try {
   const page = await newPage();
   for (const [name, run] of [['newcomer', newcomer], ['fragment', fragmentPrefill], ['tools', toolTurns], ['revert one file', revertOneFile], ['stop/queue/regenerate/edit/branch', stopQueueRegenerate],
-    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['long chat', longChat], ['search in messages', searchInMessages], ['offline', offline]]) {
+    ['plan, ask-user, steer now', planAskAndSteer], ['error and retry', errorAndRetry], ['selection kept', selectionKept], ['export/import/delete', exportImportDelete], ['b22 navigation', b22Navigation], ['draft', draftSurvivesReload], ['hostile output', hostileOutput], ['csp', cspAndTrustedTypes], ['keys', keys], ['e1 link hijack', linkHijack], ['two tabs', twoTabs], ['long chat', longChat], ['search in messages', searchInMessages], ['offline', offline]]) {
     // PALAVER_SECTIONS='a;b' runs the newcomer's path and only those sections (while developing).
     if (process.env.PALAVER_SECTIONS && name !== 'newcomer' && !process.env.PALAVER_SECTIONS.split(';').includes(name)) continue;
     console.log(`-- ${name}`);
