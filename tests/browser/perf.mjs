@@ -147,6 +147,46 @@ try {
   await item.click();
   await page.waitForFunction(() => globalThis.__open.usable > 0, null, { timeout: 60_000 });
   row('open the 5 000-message chat again: click → usable (warm)', `${(await page.evaluate(() => globalThis.__open.usable)).toFixed(0)} ms (loaded in this tab before)`);
+  // To its first message, as a person gets there: "Jump to the first message", then back at the
+  // end, 120 steps of the wheel up. The long tasks over both are counted.
+  const watchLong = () => page.evaluate(() => {
+    globalThis.__long = [];
+    new PerformanceObserver((list) => globalThis.__long.push(...list.getEntries().map((e) => e.duration))).observe({ type: 'longtask' });
+  });
+  const longTasks = async () => {
+    const all = await page.evaluate(() => globalThis.__long);
+    return `${all.filter((d) => d > 50).length} long tasks over 50 ms (longest ${Math.max(0, ...all).toFixed(0)} ms)`;
+  };
+  await watchLong();
+  await page.evaluate(() => {
+    globalThis.__jump = { clicked: 0, shown: 0 };
+    addEventListener('pointerdown', () => { globalThis.__jump.clicked = performance.now(); }, { capture: true, once: true });
+    const watch = new MutationObserver(() => {
+      // The chat's start: messages drawn, none earlier left to show (its first, a system prompt, is not drawn).
+      const atStart = document.querySelector('#transcript [data-testid=message]') && !document.querySelector('[data-testid=show-earlier]') && !document.querySelector('[data-testid=loading-earlier]');
+      if (globalThis.__jump.shown || !atStart) return;
+      watch.disconnect();
+      requestAnimationFrame(() => requestAnimationFrame(() => { globalThis.__jump.shown = performance.now(); }));
+    });
+    watch.observe(document.getElementById('transcript'), { childList: true, subtree: true });
+  });
+  await person(page).click('jump-first');
+  await page.waitForFunction(() => globalThis.__jump.shown > 0, null, { timeout: 30_000 });
+  const jumped = await page.evaluate(() => globalThis.__jump.shown - globalThis.__jump.clicked);
+  const firstDrawn = await page.evaluate(() => document.querySelector('#transcript [data-testid=message]').dataset.index);
+  row('the 5 000-message chat: "Jump to the first message" → shown', `${jumped.toFixed(0)} ms (message ${firstDrawn} at the top), ${await longTasks()}`);
+  await person(page).click('jump-last');
+  await page.locator('#transcript').hover();
+  await watchLong();
+  const scrolled = Date.now();
+  for (let tick = 0; tick < 120; tick += 1) {
+    await page.mouse.wheel(0, -400);
+    await page.waitForTimeout(50);
+  }
+  const topIndex = await page.evaluate(() => Number(document.querySelector('[data-testid=message]')?.dataset.index ?? -1));
+  row('the 5 000-message chat: scrolling up, 120 wheel steps', `${await longTasks()}; ${((Date.now() - scrolled) / 1000).toFixed(1)} s, from message 4 999 up to ${topIndex.toLocaleString('en')} drawn`);
+  // Back at the end, where the reloads below find it.
+  await person(page).click('to-latest');
   // A reload with that chat open — navigation → the whole chat usable. The tab keeps its memory
   // cache across a reload: most files come from it. `reloaded` is read at the end of each.
   await context.addInitScript(watchReload);
