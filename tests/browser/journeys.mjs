@@ -98,7 +98,9 @@ async function keylessThenSend(speed) {
   await you.seeText('held', 'sends when');
   const held = await you.read('held');
   if (speed === 'slowed') await audit(page, 'a message held while the model downloads');
-  await you.click('cancel-held');
+  // Pressed and released as a person does, ~150 ms apart, while the download moves on.
+  await you.click('cancel-held', { delay: 150 });
+  await page.waitForFunction(() => document.querySelector('[data-testid=composer]').value !== '', null, { timeout: 5_000 }).catch(() => {});
   const back = await page.inputValue('[data-testid=composer]');
   check(/downloading|loaded/.test(held) && back === 'What is the capital of France?', `keyless: a message sent during the download is held and says why (${JSON.stringify(held)}); Cancel gives the words back`);
   const ms = await sendAndTime(you, 'What is the capital of France?', 240_000);

@@ -133,15 +133,22 @@ export function install(ctx) {
     return id;
   }
 
-  /** The held message and its Cancel, from the page's state. */
+  /** The held message and its Cancel, from the page's state. The row is built once and its words
+   *  changed in place: the sentence moves with every step of a download, and a Cancel drawn anew
+   *  between a person's press and release lost their click. */
   function showHeld(state) {
     const node = $('held');
     node.hidden = !state.held;
     if (!state.held) return node.replaceChildren();
-    node.replaceChildren(
-      el('span', { class: 'preview', text: state.held.message.text || '(attachments)' }),
-      el('span', { testid: 'held-sentence', text: ` — ${heldSentence(state)} ` }),
-      button('cancel-held', 'Cancel', 'cancel-held', { onclick: () => ctx.store.dispatch({ type: 'cancel_held' }) }));
+    if (!node.querySelector('[data-testid=cancel-held]')) {
+      node.replaceChildren(el('span', { class: 'preview' }), el('span', { testid: 'held-sentence' }),
+        button('cancel-held', 'Cancel', 'cancel-held', { onclick: () => ctx.store.dispatch({ type: 'cancel_held' }) }));
+    }
+    const words = [['.preview', state.held.message.text || '(attachments)'], ['[data-testid=held-sentence]', ` — ${heldSentence(state)} `]];
+    for (const [selector, text] of words) {
+      const part = node.querySelector(selector);
+      if (part.textContent !== text) part.textContent = text;
+    }
     return undefined;
   }
 
