@@ -373,21 +373,81 @@ fn turn_fraction(message_id: &str) -> f64 {
 }
 
 /// A trajectory as JSON text, as a host reads it from storage: the engine reads it once, straight
-/// into the message model (`load_text`), instead of through a `Value` tree (issue 20).
-#[derive(Serialize, Deserialize, Clone, Debug)]
-#[serde(transparent)]
-pub struct TrajectoryText(pub Box<RawValue>);
+/// into the message model (`load_text`), instead of through a `Value` tree (issue 20). The text
+/// is not checked when it is made: `load_text` reads it once, and says so when it is not JSON
+/// (checking it first was a whole extra pass over a long chat's text as it opened; issue 41).
+#[derive(Clone, Debug)]
+pub struct TrajectoryText(Box<str>);
 
 impl TrajectoryText {
     pub fn get(&self) -> &str {
-        self.0.get()
+        &self.0
+    }
+
+    /// A trajectory given as text, as a host read it.
+    pub fn from_text(text: String) -> Self {
+        TrajectoryText(text.into_boxed_str())
     }
 
     /// A trajectory given as a value (tests, the facade's callers).
     pub fn from_value(value: &Value) -> Self {
-        TrajectoryText(
-            serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()),
-        )
+        TrajectoryText::from_text(serde_json::to_string(value).unwrap_or_else(|_| "null".into()))
+    }
+
+    /// A stored chat's trajectory text from its parts, as `serde_json` would write the object
+    /// `{…thread, "id", "messages", "draft"}` (the thread's own `id`, `messages` and `draft` left
+    /// out, the draft only when it is an object): the messages' texts are copied as they are,
+    /// into one buffer of the text's size (issue 41: a buffer grown by doubling left a 4 MB and
+    /// an 8 MB one alive at once as a 5 MB chat opened, and linear memory never shrinks).
+    pub fn of_parts(
+        thread: &Value,
+        id: &str,
+        messages: &[&RawValue],
+        draft: &Value,
+    ) -> Result<Self, serde_json::Error> {
+        let mut head = String::from("{");
+        let reserved = |key: &str| matches!(key, "id" | "messages" | "draft");
+        for (key, value) in thread.as_object().into_iter().flatten() {
+            if !reserved(key) {
+                head.push_str(&serde_json::to_string(key)?);
+                head.push(':');
+                head.push_str(&serde_json::to_string(value)?);
+                head.push(',');
+            }
+        }
+        head.push_str("\"id\":");
+        head.push_str(&serde_json::to_string(id)?);
+        head.push_str(",\"messages\":[");
+        let tail = match draft.is_object() {
+            true => format!("],\"draft\":{}}}", serde_json::to_string(draft)?),
+            false => "]}".to_string(),
+        };
+        let body: usize = messages.iter().map(|m| m.get().len() + 1).sum();
+        let mut text = String::with_capacity(head.len() + body + tail.len());
+        text.push_str(&head);
+        for (i, message) in messages.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(message.get());
+        }
+        text.push_str(&tail);
+        Ok(TrajectoryText::from_text(text))
+    }
+}
+
+/// Written as the JSON value it is (a step recorded, the facade).
+impl Serialize for TrajectoryText {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let raw = RawValue::from_string(self.0.to_string()).map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for TrajectoryText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Ok(TrajectoryText(Box::<str>::from(raw)))
     }
 }
 

@@ -58,33 +58,6 @@ struct Row<'a> {
     message: Option<&'a RawValue>,
 }
 
-/// A chat as trajectory JSON text: its thread params, its id, its messages as stored, its draft.
-struct StoredTrajectory<'a> {
-    thread: &'a Value,
-    id: &'a str,
-    messages: Vec<&'a RawValue>,
-    draft: &'a Value,
-}
-
-impl serde::Serialize for StoredTrajectory<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        let reserved = |key: &str| matches!(key, "id" | "messages" | "draft");
-        for (key, value) in self.thread.as_object().into_iter().flatten() {
-            if !reserved(key) {
-                map.serialize_entry(key, value)?;
-            }
-        }
-        map.serialize_entry("id", self.id)?;
-        map.serialize_entry("messages", &self.messages)?;
-        if self.draft.is_object() {
-            map.serialize_entry("draft", self.draft)?;
-        }
-        map.end()
-    }
-}
-
 /// Reads a chat's record and messages back into trajectory JSON text (messages in stored
 /// order) and where each message is stored. The rows cross from JS as text — the chat's packed
 /// copy and the few records written since when it has one (`packed.rs`), else every record
@@ -132,32 +105,14 @@ pub(super) async fn load_trajectory(
         });
         messages.push(row.message.unwrap_or(null));
     }
-    let trajectory = trajectory_text(&StoredTrajectory {
-        thread: &record["thread"],
-        id: chat_id,
-        messages,
-        draft: &record["draft"],
-    })
-    .map_err(|e| error("StorageError", &format!("cannot read chat {chat_id}: {e}")))?;
+    let trajectory =
+        TrajectoryText::of_parts(&record["thread"], chat_id, &messages, &record["draft"])
+            .map_err(|e| error("StorageError", &format!("cannot read chat {chat_id}: {e}")))?;
     shared
         .borrow_mut()
         .chats
         .insert(chat_id.to_string(), record);
-    Ok((TrajectoryText(trajectory), stored))
-}
-
-/// The trajectory's text, written into a buffer of its size: grown by doubling, a 5 MB chat's
-/// text had a 4 MB and an 8 MB buffer alive at once beside the rows it was written from, the
-/// highest the wasm memory went while a long chat opened (issue 41; linear memory never shrinks).
-fn trajectory_text(trajectory: &StoredTrajectory) -> Result<Box<RawValue>, serde_json::Error> {
-    let messages: usize = trajectory.messages.iter().map(|m| m.get().len() + 1).sum();
-    let around = serde_json::to_string(trajectory.thread)?.len()
-        + serde_json::to_string(trajectory.draft)?.len()
-        + trajectory.id.len();
-    let mut out = Vec::with_capacity(messages + around + 64);
-    serde_json::to_writer(&mut out, trajectory)?;
-    let text = String::from_utf8(out).map_err(serde::ser::Error::custom)?;
-    RawValue::from_string(text)
+    Ok((trajectory, stored))
 }
 
 fn row_id(row: &Row) -> String {

@@ -291,3 +291,50 @@ fn a_made_up_id_is_never_another_messages() {
     assert_eq!(ids[0], "c-m1");
     assert_eq!(ids[4], "c-m3");
 }
+
+/// Issue 41: a stored chat's text is written from its parts (`TrajectoryText::of_parts`) as
+/// `serde_json` writes the same object — the thread's own `id`, `messages` and `draft` left out,
+/// the draft only when it is an object — and it loads as that object does. A text that is not
+/// JSON is not checked when made: the load refuses it, typed.
+#[test]
+fn a_stored_chat_text_from_its_parts_is_the_object_serde_writes() {
+    use palaver::trajectory::TrajectoryText;
+    use serde_json::value::RawValue;
+    let messages = [
+        r#"{"role":"user","content":"Hé \"quoted\" \u00e9","message_id":"m1"}"#,
+        r#"{"role":"assistant","content":"ok","message_id":"m2"}"#,
+    ];
+    let raw: Vec<Box<RawValue>> = messages
+        .iter()
+        .map(|m| RawValue::from_string(m.to_string()).expect("raw"))
+        .collect();
+    let borrowed: Vec<&RawValue> = raw.iter().map(|m| m.as_ref()).collect();
+    let thread = json!({"model": "gpt-4o", "title": "A \"title\"", "id": "not this", "messages": [1], "draft": 2, "temperature": 0.5});
+    let draft = json!({"role": "assistant", "content": "half", "message_id": "d1"});
+    for (draft, with_draft) in [
+        (draft.clone(), true),
+        (json!(null), false),
+        (json!("x"), false),
+    ] {
+        let text =
+            TrajectoryText::of_parts(&thread, "chat \"1\"", &borrowed, &draft).expect("text");
+        let mut object = json!({"model": "gpt-4o", "title": "A \"title\"", "temperature": 0.5, "id": "chat \"1\""});
+        object["messages"] = json!("@messages");
+        if with_draft {
+            object["draft"] = draft.clone();
+        }
+        // The messages' texts as stored, byte for byte (`\u00e9` stays as it was written).
+        let expected = serde_json::to_string(&object)
+            .expect("text")
+            .replace("\"@messages\"", &format!("[{}]", messages.join(",")));
+        assert_eq!(text.get(), expected);
+        assert_eq!(
+            load_text("c", text.get()),
+            load("c", &serde_json::from_str(&expected).expect("json"))
+        );
+    }
+    let none = TrajectoryText::of_parts(&json!(null), "c", &[], &json!(null)).expect("text");
+    assert_eq!(none.get(), r#"{"id":"c","messages":[]}"#);
+    let broken = TrajectoryText::from_text("{\"messages\": [".into());
+    assert!(load_text("c", broken.get()).is_err());
+}

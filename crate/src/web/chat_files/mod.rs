@@ -93,7 +93,7 @@ async fn current_text(shared: &Handle, chat_id: &str) -> Result<String, String> 
     let (text, _) = super::storage::load_trajectory(shared, chat_id)
         .await
         .map_err(|_| format!("chat {chat_id} cannot be read from this browser's storage"))?;
-    let stored: Value = serde_json::from_str(text.0.get()).map_err(|e| e.to_string())?;
+    let stored: Value = serde_json::from_str(text.get()).map_err(|e| e.to_string())?;
     let mut flat = match &stored["thread"] {
         Value::Object(map) => map.clone(),
         _ => serde_json::Map::new(),
