@@ -51,7 +51,7 @@ ctx.afterEngineOpen = async (palaver) => {
   else ctx.empty.show();
   ctx.workspace.offerRestore().catch(() => {});
   checkStorage(palaver);
-  registerServiceWorker();
+  offerOffline();
 };
 
 /** B17/B18: storage nearly full, or the browser dropped our data since the last visit. */
@@ -60,6 +60,24 @@ async function checkStorage(palaver) {
   if (storage?.data_lost) say('The browser deleted this site\'s stored chats since your last visit. Import an export file to restore them.', true);
   else if (storage?.near_quota) say(`Storage is ${Math.round((100 * storage.usage) / storage.quota)}% full: export chats you want to keep, then delete them here.`, true);
   else if (storage?.tabs_note) say(storage.tabs_note);
+}
+
+/**
+ * The offline cache. A page no worker serves yet stores it after an answer ends in this tab (or a
+ * minute after the engine opened): the worker's ~70 requests stay out of the way while a person
+ * waits for the first words (issue 41). A page a worker serves checks for an update at once.
+ */
+function offerOffline() {
+  if (navigator.serviceWorker?.controller) return registerServiceWorker();
+  let registered = false;
+  const register = () => {
+    if (registered) return;
+    registered = true;
+    clearTimeout(timer);
+    registerServiceWorker();
+  };
+  const timer = setTimeout(register, 60_000);
+  ctx.answerEnded = register;
 }
 
 function registerServiceWorker() {

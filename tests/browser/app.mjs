@@ -60,8 +60,16 @@ async function newcomer(page) {
   await second.goto(`${serve.origin}/`);
   const csp = response.headers()['content-security-policy'] ?? '';
   check(csp.includes("frame-ancestors 'none'") && csp.includes("require-trusted-types-for 'script'"), 'C18: the page comes with its CSP header');
-  await setProvider(page, { baseUrl: `${double.url}/wire/openai-chat/text_gpt4o`, key: CANARY });
-  await sendAndWait(page, 'Hello there', 1);
+  // The first answer streams for about two seconds (the recorded bytes, in pieces).
+  const firstUrl = await double.script('first', [{ wire: 'openai-chat/text_gpt4o', chunk_bytes: 600, delay_ms: 150 }]);
+  await setProvider(page, { baseUrl: firstUrl, key: CANARY });
+  await person(page).send('Hello there');
+  // Issue 41: the offline cache is stored after the first answer, not while a person waits for it.
+  await page.locator('[data-testid=message][data-role=assistant][data-streaming]').filter({ hasText: /\w/ }).first().waitFor({ timeout: 15_000 });
+  const workerWhileAnswering = await page.evaluate(async () => Boolean(await navigator.serviceWorker.getRegistration()));
+  await waitIdle(page, 1);
+  const offlineAfter = await person(page).see('offline-ready', 20_000).then(() => true, () => false);
+  check(!workerWhileAnswering && offlineAfter, `a first visit stores the offline cache after its first answer (a worker while it streamed: ${workerWhileAnswering}; "works offline" after it: ${offlineAfter})`);
   await second.waitForSelector('[data-testid=chat-item]', { timeout: 10_000 }).catch(() => null);
   check(await second.locator('[data-testid=chat-item]').count() === 1, 'a second tab of the first visit lists the chat the first one stored');
   await second.close();

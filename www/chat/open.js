@@ -127,6 +127,7 @@ export function install(ctx) {
       if (envelope.type === 'runtime_updated' && usage?.learned) ctx.limits.learned(chat.runtime.model, usage.n_ctx).catch(() => {});
       // Screen readers hear that an answer ended, not every streamed word.
       if (envelope.type === 'stream_finished') $('announce').textContent = envelope.finish_reason === 'abort' ? 'Answer stopped.' : 'Answer complete.';
+      if (envelope.type === 'stream_finished') ctx.answerEnded?.(); // a first visit's offline cache waits for it
       schedule();
     }, undefined, WHOLE);
   }
