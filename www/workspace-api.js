@@ -20,7 +20,7 @@ async function proxyFetch(proxy, path, init = {}) {
   } catch {
     body = { content: text, is_error: true };
   }
-  return { ok: response.ok, status: response.status, body };
+  return { ok: response.ok, status: response.status, body, headers: response.headers };
 }
 
 /**
@@ -81,10 +81,12 @@ export async function workspaceTools(proxy) {
     return { tools: [], problem: 'The model has no workspace tools: run `palaver serve` in your project and open the address it prints (or paste it in Settings) to pair this page.' };
   }
   try {
-    const { ok, status, body } = await proxyFetch(proxy, '/api/tools');
+    const { ok, status, body, headers } = await proxyFetch(proxy, '/api/tools');
     if (status === 401) return { tools: [], problem: 'The workspace tools refused this page: the pairing token is wrong or from an earlier run of `palaver serve`. Open the address it prints again.' };
     if (!ok || !Array.isArray(body)) return { tools: [], problem: `The workspace tools answered HTTP ${status}; the model gets none this time.` };
-    return { tools: body, problem: null };
+    // The MCP tools version they were listed at: the events stream's first `hello` of it is no change.
+    const version = Number(headers.get('x-palaver-tools-version') ?? NaN);
+    return { tools: body, problem: null, version: Number.isFinite(version) ? version : null };
   } catch {
     return { tools: [], problem: `palaver serve does not answer at ${proxy.url}: start it again and reload this page; until then the model has no workspace tools.` };
   }

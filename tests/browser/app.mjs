@@ -86,9 +86,13 @@ async function newcomer(page) {
   check(new RegExp(`^${today} \\d\\d:\\d\\d$`).test(sentAt ?? ''), `hovering the message shows when it was sent (${sentAt})`);
   await page.waitForTimeout(300);
   const before = engineFetches.length;
+  const toolLists = () => requests.filter((r) => r.method() === 'GET' && new URL(r.url()).pathname === '/api/tools').length;
+  const listsBefore = toolLists();
   await page.reload();
   await person(page).see('chat-item');
   check(engineFetches.length === before + 1 && await hasDatabase(), 'with chats stored, the engine opens at the start');
+  await page.waitForTimeout(1000); // the MCP events stream's first event comes, which says the same tools version
+  check(toolLists() === listsBefore + 1, `a start lists the workspace tools once (${toolLists() - listsBefore} requests)`);
   await page.click('[data-testid=chat-item]');
   await page.waitForSelector('[data-testid=message][data-role=assistant]');
   check((await assistantTexts(page))[0] === reply, 'after a reload the chat is there, byte for byte');

@@ -19,7 +19,7 @@ export function install(ctx) {
    *  promise of them). */
   async function read(instructionFiles = []) {
     const paired = proxy();
-    const [{ tools, problem }, context] = await Promise.all([
+    const [{ tools, problem, version }, context] = await Promise.all([
       agent.workspaceTools(paired),
       agent.workspaceContext(paired, instructionFiles).catch(() => ({ date: today() })),
     ]);
@@ -27,22 +27,23 @@ export function install(ctx) {
     $('tools-status').textContent = problem ?? '';
     $('tools-status').hidden = !problem;
     $('attach-resource').hidden = !tools.some((t) => t.mcp);
-    watch(paired);
+    watch(paired, version);
   }
 
   /**
    * Follows palaver serve's MCP changes: when a server's tools change the engine gets the new
    * list. Changes coming in a burst make one request (F10: 20 000 list_changed are not 20 000
-   * fetches of /api/tools).
+   * fetches of /api/tools). `version` is the one the tools just read were listed at: the stream's
+   * first event says it again unless they changed since.
    */
-  function watch(paired) {
+  function watch(paired, version = null) {
     const key = paired ? `${paired.url} ${paired.token}` : '';
     if (watching?.key === key) return;
     watching?.controller.abort();
     watching = null;
     if (!paired) return;
     const controller = new AbortController();
-    watching = { key, controller, seen: null, timer: 0 };
+    watching = { key, controller, seen: version, timer: 0 };
     const current = watching;
     mcp.watch(paired, (event) => {
       if (event.type !== 'reconnected' && event.tools_version === current.seen) return;

@@ -191,7 +191,7 @@ fn with_cors(mut response: Response, origin: Option<&str>) -> Response {
         headers.insert(
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
             HeaderValue::from_static(
-                "mcp-session-id, mcp-protocol-version, content-length, content-range",
+                "mcp-session-id, mcp-protocol-version, content-length, content-range, x-palaver-tools-version",
             ),
         );
     }

@@ -616,6 +616,23 @@ fn a_tool_list_change_reaches_api_tools_and_the_events_stream() {
     );
     let reply = tool(port, "mcp__changes__late", json!({}));
     assert_eq!(reply.body["content"], "late tool");
+    // The list says the version it was listed at, as the events stream's `hello` does: the page
+    // need not fetch it again for that first event (issue 41).
+    let listed = request(
+        port,
+        "GET",
+        "/api/tools",
+        &format!("Authorization: Bearer {TOKEN}\r\n"),
+        "",
+    );
+    assert!(
+        listed
+            .head
+            .to_ascii_lowercase()
+            .contains(&format!("x-palaver-tools-version: {after}\r\n")),
+        "GET /api/tools says tools version {after}: {}",
+        listed.head
+    );
 }
 
 /// M4–M8: `/mcp` (Palaver's tools for any MCP client) refuses what `/api` refuses; with the

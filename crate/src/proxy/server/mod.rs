@@ -390,11 +390,18 @@ async fn vault_secret(State(api): State<Arc<Api>>) -> Response {
     }
 }
 
-async fn list_tools(State(api): State<Arc<Api>>) -> Json<Vec<serde_json::Value>> {
+/// The tools, with the MCP tools version they were listed at (`x-palaver-tools-version`, read
+/// before the list: a change while it is made leaves it older, never newer). The page's events
+/// stream starts with that version's `hello`, which it then need not fetch this list again for.
+async fn list_tools(State(api): State<Arc<Api>>) -> Response {
+    let version = api.mcp.tools_version();
     let mut specs = tools::specs(&api.tools.capabilities);
     specs.extend(api.mcp.tool_specs());
-    Json(specs)
+    ([(TOOLS_VERSION, version.to_string())], Json(specs)).into_response()
 }
+
+/// The header `GET /api/tools` says its tools version in (exposed to an allowed origin).
+pub const TOOLS_VERSION: &str = "x-palaver-tools-version";
 
 async fn call_tool(
     State(api): State<Arc<Api>>,
