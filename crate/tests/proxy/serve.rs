@@ -221,6 +221,15 @@ fn a4_a5_tokens_are_fresh_per_run_and_a_shared_token_file_is_refused() {
     );
 }
 
+/// `GET path` taking the encodings given (an `Accept-Encoding` line, or nothing). HTTP/1.0: a
+/// compressed answer comes whole, not in chunks.
+fn get_encoded(port: u16, path: &str, encodings: &str) -> (u16, String, Vec<u8>) {
+    raw(
+        port,
+        &format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n{encodings}\r\n"),
+    )
+}
+
 /// Issue 41: a built file's brotli written beside it (`.br`) is what a browser that takes brotli
 /// gets, unchanged and with the file's own type; one that takes only gzip gets the file gzipped
 /// on the fly, and one that names no encoding gets the file itself.
@@ -234,14 +243,7 @@ fn a_built_files_brotli_is_sent_to_a_browser_that_takes_it() {
         std::fs::write(pkg.join(name), bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     let server = start_with(config_for(&dir, false), dir);
-    let ask = |encodings: &str| {
-        let request = format!(
-            // HTTP/1.0: a compressed answer comes whole, not in chunks.
-            "GET /pkg/palaver_bg.wasm HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n{encodings}\r\n",
-            server.port
-        );
-        raw(server.port, &request)
-    };
+    let ask = |encodings: &str| get_encoded(server.port, "/pkg/palaver_bg.wasm", encodings);
     let (status, head, body) = ask("Accept-Encoding: gzip, deflate, br, zstd\r\n");
     assert_eq!(status, 200, "{head}");
     assert!(head.contains("content-encoding: br"), "{head}");
@@ -270,13 +272,7 @@ fn the_page_files_go_as_brotli_made_on_the_fly() {
         .unwrap_or_else(|e| panic!("www/view.js: {e}"));
     std::fs::write(dir.0.join("www").join("view.js"), &view).unwrap_or_else(|e| panic!("{e}"));
     let server = start_with(config_for(&dir, false), dir);
-    let ask = |encodings: &str| {
-        let request = format!(
-            "GET /view.js HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n{encodings}\r\n",
-            server.port
-        );
-        raw(server.port, &request)
-    };
+    let ask = |encodings: &str| get_encoded(server.port, "/view.js", encodings);
     let (status, head, brotli) = ask("Accept-Encoding: gzip, deflate, br, zstd\r\n");
     assert_eq!(status, 200, "{head}");
     assert!(head.contains("content-encoding: br"), "{head}");
