@@ -178,7 +178,7 @@ impl Draft {
         message.thinking_blocks = non_empty(self.thinking_blocks);
         message.citations = non_empty(self.citations);
         message.server_content_blocks = non_empty(self.server_content_blocks);
-        message.usage = self.usage;
+        message.usage = self.usage.map(Box::new);
         message.finish_reason = finish_reason;
         message.created_at_ms = Some(created_at_ms);
         message.extra = self.extra;
