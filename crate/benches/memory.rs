@@ -179,34 +179,40 @@ mod native {
                 );
             }
         }
-        // The same messages opened from storage in a second engine: what the messages alone
-        // cost once typed, against what the session that wrote them holds.
+        // Its last quarter, last half and all of its messages opened from storage in a new engine:
+        // what the messages alone cost once typed, against what the session that wrote them
+        // holds. Later turns weigh more: once the history limit shortens old tool results, each
+        // request adds a `history_limited` note whose ids are a `serde_json::Value` tree.
         let messages = session
             .engine
             .snapshot("c")
             .and_then(|s| serde_json::to_value(&s).ok())
             .and_then(|v| find_messages(&v))
             .unwrap_or_default();
-        let text = TrajectoryText::from_value(&json!({"id": "c", "messages": messages}));
-        let stored = text.get().len();
-        drop(messages);
-        let before = LIVE.load(Relaxed);
-        let mut reopened = Engine::new(EngineConfig::default());
-        reopened.handle(
-            0,
-            Input::OpenChat {
-                chat_id: "c".into(),
-                trajectory: Some(text),
-                stored: None,
-            },
-        );
-        let typed = LIVE.load(Relaxed) - before;
-        println!(
-            "the same {:.2} MB of messages opened in a new engine: {:.2} MB live ({:.2}x)",
-            mb(stored),
-            mb(typed),
-            typed as f64 / stored.max(1) as f64
-        );
+        let all = messages.as_array().cloned().unwrap_or_default();
+        for part in [4, 2, 1] {
+            let some = &all[all.len() - all.len() / part..];
+            let text = TrajectoryText::from_value(&json!({"id": "c", "messages": some}));
+            let stored = text.get().len();
+            let before = LIVE.load(Relaxed);
+            let mut reopened = Engine::new(EngineConfig::default());
+            reopened.handle(
+                0,
+                Input::OpenChat {
+                    chat_id: "c".into(),
+                    trajectory: Some(text),
+                    stored: None,
+                },
+            );
+            let typed = LIVE.load(Relaxed) - before;
+            println!(
+                "{} of its messages ({:.2} MB) opened in a new engine: {:.2} MB live ({:.2}x)",
+                some.len(),
+                mb(stored),
+                mb(typed),
+                typed as f64 / stored.max(1) as f64
+            );
+        }
     }
 
     fn find_messages(value: &Value) -> Option<Value> {
