@@ -6,7 +6,7 @@ import { writeFile, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup,
-  openaiStream, setProvider, sendAndWait, waitIdle, openChatId, chatMenu,
+  openaiStream, setProvider, sendAndWait, waitIdle, openChatId, chatMenu, importFile,
 } from './harness.mjs';
 import { person } from './person.mjs';
 import { readRequest } from '../double/decide.mjs';
@@ -329,6 +329,36 @@ async function stopQueueAndMarkers(page) {
   check(markdown.includes('[cut at the output token limit'), 'the Markdown export marks the cut answer');
 }
 
+/**
+ * A chat longer than its window: the gauge says how much the last request left out, and the chat
+ * holds one marker where the limit began, not one a request (issue 41: 121 markers in 150 turns).
+ */
+async function historyLimitMarked(page) {
+  // The provider cannot summarise (compaction fails), so the history limit is what fits the chat.
+  const refusal = { status: 400, body: JSON.stringify({ error: { message: 'summaries are not served here', type: 'invalid_request_error' } }), headers: { 'content-type': 'application/json' } };
+  const answer = (n) => ({ body: openaiStream({ text: `Answer ${n} past the window.` }), headers: SSE });
+  // Compaction is tried on the first turn only: after it the double's usage (120 prompt tokens)
+  // anchors the estimate under the threshold.
+  const url = await double.script('limited', [refusal, answer(1), answer(2), answer(3)]);
+  await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
+  const you = person(page);
+  await you.openSettings('provider');
+  await you.type('provider-n-ctx', '4096');
+  await you.click('save-settings');
+  await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
+  const long = 'a long pasted paragraph about the harbour, the ships and the weather. '.repeat(30);
+  const messages = Array.from({ length: 24 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `${i}: ${long}` }));
+  await importFile(page, JSON.stringify(messages), 'long.json');
+  for (const [turn, replies] of [[1, 13], [2, 14], [3, 15]]) await sendAndWait(page, `Question ${turn} after the import`, replies);
+  const gauge = await page.locator('[data-testid=context-usage] span').first().textContent();
+  const markers = await page.getByTestId('history-limited').allTextContents();
+  check(/\d+ earlier messages left out/.test(gauge), `the gauge says how many messages the last request left out (${gauge})`);
+  check(markers.length === 1 && /earlier messages are left out of what the model sees/.test(markers[0]), `one marker where the limit began, not one a request (${markers.length}: ${markers.join(' | ').slice(0, 200)})`);
+  if (process.env.PALAVER_SHOTS) await page.screenshot({ path: join(process.env.PALAVER_SHOTS, 'history-limit.png') });
+  const sent = (await posts('limited')).at(-1)?.body.messages ?? [];
+  check(sent.length > 2 && sent.length < 24 && sent.at(-1).content === 'Question 3 after the import', `the request holds what fits (${sent.length} messages)`);
+}
+
 async function keepsItsPlace(page) {
   const url = await double.script('place', [{ body: openaiStream({ text: Array.from({ length: 400 }, (_, i) => `Line ${i}.`).join('\n\n') }), headers: SSE }]);
   await setProvider(page, { baseUrl: url, key: KEY, model: 'gpt-4o' });
@@ -414,7 +444,7 @@ async function attachments(page) {
 
 try {
   const page = await newPage();
-  for (const [name, run] of [['the model decides', modelDecides], ['a tool round trip for every kind', toolRoundTripEveryKind], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress], ['stop, queue and markers', stopQueueAndMarkers], ['attachments', attachments], ['keeps its place', keepsItsPlace]]) {
+  for (const [name, run] of [['the model decides', modelDecides], ['a tool round trip for every kind', toolRoundTripEveryKind], ['unpaired', unpaired], ['model lists and the request contract', modelListsAndRequestContract], ['model list failures', modelListFailures], ['tool progress', toolProgress], ['stop, queue and markers', stopQueueAndMarkers], ['attachments', attachments], ['history limit marked', historyLimitMarked], ['keeps its place', keepsItsPlace]]) {
     console.log(`-- ${name}`);
     try {
       await run(page);

@@ -29,9 +29,17 @@ export function render(node, chat) {
   node.dataset.streaming = String(streaming);
   node.querySelector('meter').value = budget ? Math.min(1, total / budget) : 0;
   const cache = prompt ? ` · cache hits ${count(cacheRead)} of ${count(prompt)} prompt tokens (${Math.round((100 * cacheRead) / prompt)}%)` : '';
-  node.querySelector('span').textContent = `≈ ${count(total)} of ${count(budget)} tokens${streaming ? ' (with the answer streaming)' : ''}${cache}`;
+  node.querySelector('span').textContent = `≈ ${count(total)} of ${count(budget)} tokens${streaming ? ' (with the answer streaming)' : ''}${leftOut(usage.left_out)}${cache}`;
 
   renderTiers(tiers, chat.runtime.prompt_tiers);
+}
+
+/** ` · 120 earlier messages left out, 3 tool results shortened` — the last request's, from the engine. */
+function leftOut({ dropped = 0, shortened = 0 } = {}) {
+  const parts = [];
+  if (dropped) parts.push(`${count(dropped)} earlier message${dropped === 1 ? '' : 's'} left out`);
+  if (shortened) parts.push(`${count(shortened)} tool result${shortened === 1 ? '' : 's'} shortened`);
+  return parts.length ? ` · ${parts.join(', ')}` : '';
 }
 
 const TIERS = [['l0', 'L0'], ['l1', 'L1'], ['l2', 'L2'], ['l3', 'L3'], ['active', 'active']];

@@ -8,8 +8,8 @@ mod runtime;
 pub use crate::queue::QueuedItemSummary;
 use crate::tagged::{self, Fields};
 pub use runtime::{
-    ContextUsage, ErrorInfo, ErrorSource, PauseReason, PromptTiers, RetryStatus, Runtime,
-    SubagentView, ToolCallView,
+    ContextUsage, ErrorInfo, ErrorSource, LeftOutCounts, PauseReason, PromptTiers, RetryStatus,
+    Runtime, SubagentView, ToolCallView,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};

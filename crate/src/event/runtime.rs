@@ -74,6 +74,27 @@ pub struct ContextUsage {
     /// The answer's limit the next request carries, kept free in the window.
     #[serde(default)]
     pub output_tokens: u64,
+    /// What the history limit left out of the last request sent (the gauge says it).
+    #[serde(default, skip_serializing_if = "LeftOutCounts::is_empty")]
+    pub left_out: LeftOutCounts,
+}
+
+/// How many messages the history limit left out of a request, and how many tool results it
+/// sent shortened.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeftOutCounts {
+    pub dropped: usize,
+    pub shortened: usize,
+}
+
+impl LeftOutCounts {
+    pub fn is_empty(&self) -> bool {
+        self.dropped == 0 && self.shortened == 0
+    }
+
+    pub fn total(&self) -> usize {
+        self.dropped + self.shortened
+    }
 }
 
 /// A tool call of the current turn and where it stands (`ChatSession::tool_calls`).

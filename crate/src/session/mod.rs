@@ -9,6 +9,7 @@ mod commands;
 mod compaction;
 mod failure;
 mod late_result;
+mod left_out;
 mod proposals;
 mod report;
 pub mod state;
@@ -79,8 +80,8 @@ pub struct ChatSession {
     /// How much larger than estimated the provider counts this chat's prompts (≥ 1; learned
     /// from a refusal the window should have held).
     estimate_scale: f64,
-    /// What the last `history_limited` marker said (counts and the last message left out).
-    left_out_shown: Option<(usize, usize, Option<String>)>,
+    /// What the history limit left out of the last request, and what the last marker said.
+    left_out: left_out::LeftOutShown,
     /// What the engine tools asked of the engine (spawn, wait); drained after each input.
     agent_requests: Vec<crate::tools::AgentRequest>,
     /// This chat's subagents as they stand (set by the engine; shown in the runtime).
@@ -145,7 +146,7 @@ impl ChatSession {
             draft_checkpoint_at: 0,
             learned_n_ctx: None,
             estimate_scale: 1.0,
-            left_out_shown: None,
+            left_out: Default::default(),
             agent_requests: Vec::new(),
             subagents: Vec::new(),
             waiting_for_agents: Vec::new(),

@@ -93,6 +93,7 @@ impl ChatSession {
             draft_tokens: self.draft_tokens(),
             learned: self.learned_n_ctx == Some(n_ctx),
             output_tokens: self.output_tokens(config),
+            left_out: self.left_out.last,
         }
     }
 

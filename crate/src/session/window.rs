@@ -97,69 +97,6 @@ impl ChatSession {
     }
 }
 
-impl ChatSession {
-    /// When the history limit leaves messages out of what the model sees (or shortens them),
-    /// the chat says so where it happens — once for each change of what is left out — with the
-    /// counts and which messages (a `history_limited` event the page shows, never sent).
-    pub(super) fn show_left_out(&mut self, ctx: &mut Ctx, left_out: &crate::request::LeftOut) {
-        let shown = (
-            left_out.dropped.len(),
-            left_out.shortened.len(),
-            left_out.dropped.last().cloned(),
-        );
-        if left_out.is_empty() || self.left_out_shown.as_ref() == Some(&shown) {
-            return;
-        }
-        self.left_out_shown = Some(shown);
-        let (dropped, shortened) = (left_out.dropped.len(), left_out.shortened.len());
-        let mut text = String::new();
-        if dropped > 0 {
-            text.push_str(&format!(
-                "{dropped} earlier message{} {} left out of what the model sees, to fit its window",
-                if dropped == 1 { "" } else { "s" },
-                if dropped == 1 { "is" } else { "are" },
-            ));
-        }
-        if shortened > 0 {
-            text.push_str(&format!(
-                "{}{shortened} tool result{} {} sent shortened",
-                if dropped > 0 { "; " } else { "" },
-                if shortened == 1 { "" } else { "s" },
-                if shortened == 1 { "is" } else { "are" },
-            ));
-        }
-        text.push('.');
-        let mut marker = self.new_message(
-            ctx,
-            crate::message::Role::Event,
-            crate::message::Content::Text(text),
-        );
-        // The first few of each, with the counts: a marker stays small in a 5,000-message chat
-        // (it is stored and synced like any message).
-        let first = |ids: &[String]| {
-            ids.iter()
-                .take(LEFT_OUT_LISTED)
-                .cloned()
-                .collect::<Vec<_>>()
-        };
-        marker.set_event(
-            "history_limited",
-            "engine",
-            serde_json::json!({
-                "dropped": first(&left_out.dropped),
-                "dropped_count": dropped,
-                "shortened": first(&left_out.shortened),
-                "shortened_count": shortened,
-            }),
-        );
-        marker.mark_ui_only();
-        self.push_message(marker);
-    }
-}
-
-/// How many of the messages left out a marker names (the page lists them; the rest are counted).
-const LEFT_OUT_LISTED: usize = 50;
-
 /// `9532` → `9,532`: the numbers a person reads, grouped as the page groups them.
 fn grouped(n: u64) -> String {
     let digits = n.to_string();

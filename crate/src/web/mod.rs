@@ -73,7 +73,7 @@ export interface Runtime {
   queued_items: { client_request_id: string; type: string; priority: boolean; preview?: string }[];
   queue_held?: boolean;
   /** The gauge: the history's estimate, the window, and the answer streaming now (`draft_tokens`, also in `stream_delta`). */
-  context_usage: { estimated_tokens: number; n_ctx: number; message_count: number; pressure: number; draft_tokens: number; learned?: boolean; output_tokens: number };
+  context_usage: { estimated_tokens: number; n_ctx: number; message_count: number; pressure: number; draft_tokens: number; learned?: boolean; output_tokens: number; left_out?: { dropped: number; shortened: number } };
   is_compressing: boolean;
   compression_phase?: "checking" | "running" | "applied" | "skipped" | "failed";
   compression_reason?: string;

@@ -174,6 +174,10 @@ fn full_runtime() -> Runtime {
     }];
     runtime.prompt_profile = Some(palaver::thread::PromptProfile::Chat);
     runtime.prompt_tiers = Some(palaver::event::PromptTiers::default());
+    runtime.context_usage.left_out = palaver::event::LeftOutCounts {
+        dropped: 1,
+        shortened: 2,
+    };
     runtime.prompt_progress = Some(palaver::provider::PromptProgress {
         processed: 1,
         total: 2,

@@ -204,6 +204,36 @@ fn the_left_out_marker_stays_small_in_a_long_chat() {
     assert!(text.contains("dropped_count"), "{text}");
 }
 
+/// A long chat past its window is marked where the limit begins and where it has doubled or halved,
+/// not at every request (it was a marker a request, each naming the same first 50 messages);
+/// the gauge carries the last request's counts.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_long_chat_holds_a_handful_of_markers_and_the_gauge_says_the_counts() {
+    let mut h = harness(llama(json!({"n_ctx": 4096})));
+    for i in 0..150 {
+        say(&mut h, &format!("note {i}: {}", "pasted text ".repeat(20)));
+        answer(&mut h, &format!("answer {i}"));
+    }
+    let markers: Vec<Value> = messages(&h)
+        .into_iter()
+        .filter(|m| m.to_string().contains("history_limited"))
+        .collect();
+    assert!(
+        (2..=10).contains(&markers.len()),
+        "{} markers in 150 turns",
+        markers.len()
+    );
+    let left_out = &runtime(&h)["context_usage"]["left_out"];
+    let dropped = left_out["dropped"].as_u64().unwrap_or(0);
+    let said = markers.last().map(|m| m.to_string()).unwrap_or_default();
+    assert!(dropped > 100, "the gauge: {left_out}");
+    assert!(
+        said.contains("\"dropped_count\""),
+        "the last marker: {said}"
+    );
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_answer_cut_by_the_window_says_so_and_one_cut_by_its_limit_too() {
