@@ -179,10 +179,9 @@ mod native {
                 );
             }
         }
-        // Its last quarter, last half and all of its messages opened from storage in a new engine:
-        // what the messages alone cost once typed, against what the session that wrote them
-        // holds. Later turns weigh more: once the history limit shortens old tool results, each
-        // request adds a `history_limited` note whose ids are a `serde_json::Value` tree.
+        // Its messages by role, then its last quarter, last half and all of them opened from
+        // storage in a new engine: what the messages alone cost once typed, against what the
+        // session that wrote them holds (the same, when nothing else grows).
         let messages = session
             .engine
             .snapshot("c")
@@ -190,11 +189,14 @@ mod native {
             .and_then(|v| find_messages(&v))
             .unwrap_or_default();
         let all = messages.as_array().cloned().unwrap_or_default();
+        by_role(&all);
         for part in [4, 2, 1] {
             let some = &all[all.len() - all.len() / part..];
+            // Counted from before the text: opening parses it and lets it go, and that must not
+            // be subtracted from what the messages hold.
+            let before = LIVE.load(Relaxed);
             let text = TrajectoryText::from_value(&json!({"id": "c", "messages": some}));
             let stored = text.get().len();
-            let before = LIVE.load(Relaxed);
             let mut reopened = Engine::new(EngineConfig::default());
             reopened.handle(
                 0,
@@ -211,6 +213,36 @@ mod native {
                 mb(stored),
                 mb(typed),
                 typed as f64 / stored.max(1) as f64
+            );
+        }
+    }
+
+    /// What a message of each role costs once typed, against its JSON: the fixed part (the
+    /// struct, its id, its notes) weighs most in the short ones.
+    fn by_role(all: &[Value]) {
+        for role in ["user", "assistant", "tool", "event"] {
+            let some: Vec<Value> = all.iter().filter(|m| m["role"] == role).cloned().collect();
+            if some.is_empty() {
+                continue;
+            }
+            let before = LIVE.load(Relaxed);
+            let text = TrajectoryText::from_value(&json!({"id": "c", "messages": some}));
+            let stored = text.get().len();
+            let mut reopened = Engine::new(EngineConfig::default());
+            reopened.handle(
+                0,
+                Input::OpenChat {
+                    chat_id: "c".into(),
+                    trajectory: Some(text),
+                    stored: None,
+                },
+            );
+            let typed = LIVE.load(Relaxed) - before;
+            println!(
+                "{role}: {} messages, {} B JSON each, {} B typed each",
+                some.len(),
+                stored / some.len(),
+                typed / some.len()
             );
         }
     }

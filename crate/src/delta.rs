@@ -181,7 +181,7 @@ impl Draft {
         message.usage = self.usage.map(Box::new);
         message.finish_reason = finish_reason;
         message.created_at_ms = Some(created_at_ms);
-        message.extra = self.extra;
+        message.extra = self.extra.into();
         message
     }
 }

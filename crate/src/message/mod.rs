@@ -4,9 +4,11 @@
 //! `extra` and is written back flattened, as Refact trajectories carry them. A nested `"extra"`
 //! object found on load is folded into `extra` so both spellings read the same.
 
+mod extra;
+pub use extra::Extra;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::fmt;
 
 /// Who speaks. Hidden roles (`event`, `plan`, `compression_report`, `error`) are stored and
@@ -225,17 +227,19 @@ pub struct ChatMessage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_at_ms: Option<u64>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// The unknown keys of a message, a nested `"extra": {...}` object folded into them.
-fn fold_nested_extra(mut map: Map<String, Value>) -> Map<String, Value> {
-    if let Some(Value::Object(nested)) = map.remove("extra") {
+fn fold_nested_extra(mut extra: Extra) -> Extra {
+    if let Some(Value::Object(nested)) = extra.remove("extra") {
         for (key, value) in nested {
-            map.entry(key).or_insert(value);
+            if !extra.contains_key(&key) {
+                extra.insert(key, value);
+            }
         }
     }
-    map
+    extra
 }
 
 impl<'de> Deserialize<'de> for ChatMessage {
@@ -315,7 +319,7 @@ impl<'de> Visitor<'de> for MessageVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ChatMessage, A::Error> {
         let mut message = ChatMessage::new(String::new(), Role::User, Content::default());
         let mut role = None;
-        let mut extra = Map::new();
+        let mut extra = Extra::new();
         while let Some(key) = map.next_key::<MessageKey>()? {
             match key {
                 MessageKey::MessageId => message.message_id = map.next_value()?,
@@ -363,7 +367,7 @@ impl ChatMessage {
             usage: None,
             finish_reason: None,
             created_at_ms: None,
-            extra: Map::new(),
+            extra: Extra::new(),
         }
     }
 
