@@ -192,21 +192,7 @@ mod native {
         by_role(&all);
         for part in [4, 2, 1] {
             let some = &all[all.len() - all.len() / part..];
-            // Counted from before the text: opening parses it and lets it go, and that must not
-            // be subtracted from what the messages hold.
-            let before = LIVE.load(Relaxed);
-            let text = TrajectoryText::from_value(&json!({"id": "c", "messages": some}));
-            let stored = text.get().len();
-            let mut reopened = Engine::new(EngineConfig::default());
-            reopened.handle(
-                0,
-                Input::OpenChat {
-                    chat_id: "c".into(),
-                    trajectory: Some(text),
-                    stored: None,
-                },
-            );
-            let typed = LIVE.load(Relaxed) - before;
+            let (stored, typed) = opened(some);
             println!(
                 "{} of its messages ({:.2} MB) opened in a new engine: {:.2} MB live ({:.2}x)",
                 some.len(),
@@ -225,19 +211,7 @@ mod native {
             if some.is_empty() {
                 continue;
             }
-            let before = LIVE.load(Relaxed);
-            let text = TrajectoryText::from_value(&json!({"id": "c", "messages": some}));
-            let stored = text.get().len();
-            let mut reopened = Engine::new(EngineConfig::default());
-            reopened.handle(
-                0,
-                Input::OpenChat {
-                    chat_id: "c".into(),
-                    trajectory: Some(text),
-                    stored: None,
-                },
-            );
-            let typed = LIVE.load(Relaxed) - before;
+            let (stored, typed) = opened(&some);
             println!(
                 "{role}: {} messages, {} B JSON each, {} B typed each",
                 some.len(),
@@ -245,6 +219,27 @@ mod native {
                 typed / some.len()
             );
         }
+    }
+
+    /// `messages` stored as a chat and opened in a new engine: their JSON's size and what the
+    /// engine holds once they are open. Counted from before the text: opening parses it and
+    /// lets it go, and that must not be subtracted from what the messages hold.
+    fn opened(messages: &[Value]) -> (usize, usize) {
+        let before = LIVE.load(Relaxed);
+        let text = TrajectoryText::from_value(&json!({"id": "c", "messages": messages}));
+        let stored = text.get().len();
+        let mut engine = Engine::new(EngineConfig::default());
+        engine.handle(
+            0,
+            Input::OpenChat {
+                chat_id: "c".into(),
+                trajectory: Some(text),
+                stored: None,
+            },
+        );
+        let typed = LIVE.load(Relaxed) - before;
+        drop(engine);
+        (stored, typed)
     }
 
     fn find_messages(value: &Value) -> Option<Value> {

@@ -12,8 +12,16 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Extra(Vec<(String, Value)>);
+
+/// Equal when they hold the same keys with equal values, in any order, as two maps are: a
+/// message read from another device with its keys in another order is the same message.
+impl PartialEq for Extra {
+    fn eq(&self, other: &Extra) -> bool {
+        self.0.len() == other.0.len() && self.0.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
 
 impl Extra {
     pub fn new() -> Self {
@@ -140,6 +148,13 @@ mod tests {
             ["provider", "model"]
         );
         assert_eq!(extra["missing"], Value::Null);
+        let reversed: Extra = serde_json::from_value::<Map<String, Value>>(
+            json!({"model": "m", "provider": "openai-chat"}),
+        )
+        .unwrap_or_default()
+        .into();
+        assert_eq!(extra, reversed, "equal in any order, as maps are");
+        assert_ne!(extra, Extra::new());
         assert_eq!(extra.insert("model".into(), json!("n")), Some(json!("m")));
     }
 }
