@@ -173,11 +173,11 @@ impl Draft {
             Role::Assistant,
             Content::Text(self.content),
         );
-        message.reasoning_content = non_empty_string(self.reasoning_content);
+        message.set_reasoning_content(non_empty_string(self.reasoning_content));
         message.tool_calls = non_empty(self.tool_calls);
-        message.thinking_blocks = non_empty(self.thinking_blocks);
-        message.citations = non_empty(self.citations);
-        message.server_content_blocks = non_empty(self.server_content_blocks);
+        message.set_thinking_blocks(non_empty(self.thinking_blocks));
+        message.set_citations(non_empty(self.citations));
+        message.set_server_content_blocks(non_empty(self.server_content_blocks));
         message.usage = self.usage.map(Box::new);
         message.finish_reason = finish_reason;
         message.created_at_ms = Some(created_at_ms);

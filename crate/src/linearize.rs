@@ -69,8 +69,8 @@ impl<'a> Linear<'a> {
         out.tool_calls = self.tool_calls.map(<[ToolCall]>::to_vec);
         out.tool_call_id = self.tool_call_id.map(str::to_string);
         out.tool_failed = self.tool_failed;
-        out.thinking_blocks = self.thinking_blocks.map(<[Value]>::to_vec);
-        out.reasoning_content = self.reasoning_content.map(str::to_string);
+        out.set_thinking_blocks(self.thinking_blocks.map(<[Value]>::to_vec));
+        out.set_reasoning_content(self.reasoning_content.map(str::to_string));
         out
     }
 }
@@ -84,11 +84,17 @@ pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> V
 }
 
 /// The history → provider-neutral messages, borrowing from it (the request builders' input).
+/// How many messages a request's layout may add to the linearized history (two per tier of the
+/// repository map, two for the volatile listing).
+pub const ROOM_FOR_TIERS: usize = 8;
+
 pub fn linear<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> Vec<Linear<'_>> {
     let suppressed = summarized_sources(history);
     let summary_at = summary_positions(history);
     let last_user = history.iter().rposition(|m| m.borrow().role == Role::User);
-    let mut out: Vec<Linear> = Vec::with_capacity(history.len());
+    // Room for the few messages a request adds (the stability tiers' map and listing): growing
+    // later would copy the vector, both copies alive at once (issue 41).
+    let mut out: Vec<Linear> = Vec::with_capacity(history.len() + ROOM_FOR_TIERS);
     let mut pending_context: Vec<String> = Vec::new();
     for (index, message) in history.iter().enumerate() {
         let message: &ChatMessage = message.borrow();
@@ -184,8 +190,8 @@ fn assistant(message: &ChatMessage, keep_thinking: bool) -> Linear<'_> {
     let mut out = plain(message, Role::Assistant);
     out.tool_calls = message.tool_calls.as_deref();
     if keep_thinking {
-        out.thinking_blocks = message.thinking_blocks.as_deref();
-        out.reasoning_content = message.reasoning_content.as_deref();
+        out.thinking_blocks = message.thinking_blocks();
+        out.reasoning_content = message.reasoning_content();
     }
     out
 }

@@ -110,7 +110,7 @@ pub(super) fn order_calls_and_results(messages: &[LimitedMessage<'_>]) -> Order 
             placed.push(Placed::Kept(i));
         } else if !keep.is_empty()
             || !message.content.is_empty()
-            || message.thinking_blocks.is_some()
+            || message.thinking_blocks().is_some()
         {
             placed.push(Placed::WithCalls(i, keep.clone()));
         } else {
@@ -135,10 +135,7 @@ pub(super) fn with_calls(message: LimitedMessage<'_>, keep: &[usize]) -> ChatMes
         .filter_map(|&c| message.tool_calls().get(c).cloned())
         .collect();
     let mut message = match message {
-        LimitedMessage::Stored(stored) => ChatMessage {
-            tool_calls: None,
-            ..stored.with_content(stored.content.clone())
-        },
+        LimitedMessage::Stored(stored) => stored.with_content(stored.content.clone()),
         LimitedMessage::Changed(changed) => *changed,
     };
     message.tool_calls = (!calls.is_empty()).then_some(calls);

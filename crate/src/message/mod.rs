@@ -5,7 +5,9 @@
 //! object found on load is folded into `extra` so both spellings read the same.
 
 mod extra;
+mod rare;
 pub use extra::Extra;
+use rare::Rare;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -212,14 +214,11 @@ pub struct ChatMessage {
     pub tool_call_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_failed: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reasoning_content: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub thinking_blocks: Option<Vec<Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub citations: Option<Vec<RawJson>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub server_content_blocks: Option<Vec<RawJson>>,
+    /// Reasoning, thinking blocks, citations, server content blocks: written in their place
+    /// (flattened), held behind one pointer (`Rare`). Read and set through the methods of the
+    /// same names, which keep it `None` when all four are.
+    #[serde(flatten)]
+    rare: Option<Box<Rare>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Box<Usage>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -330,11 +329,11 @@ impl<'de> Visitor<'de> for MessageVisitor {
                 MessageKey::ToolCalls => message.tool_calls = map.next_value()?,
                 MessageKey::ToolCallId => message.tool_call_id = map.next_value()?,
                 MessageKey::ToolFailed => message.tool_failed = map.next_value()?,
-                MessageKey::ReasoningContent => message.reasoning_content = map.next_value()?,
-                MessageKey::ThinkingBlocks => message.thinking_blocks = map.next_value()?,
-                MessageKey::Citations => message.citations = map.next_value()?,
+                MessageKey::ReasoningContent => message.set_reasoning_content(map.next_value()?),
+                MessageKey::ThinkingBlocks => message.set_thinking_blocks(map.next_value()?),
+                MessageKey::Citations => message.set_citations(map.next_value()?),
                 MessageKey::ServerContentBlocks => {
-                    message.server_content_blocks = map.next_value()?
+                    message.set_server_content_blocks(map.next_value()?)
                 }
                 MessageKey::Usage => message.usage = map.next_value()?,
                 MessageKey::FinishReason => message.finish_reason = map.next_value()?,
@@ -360,10 +359,7 @@ impl ChatMessage {
             tool_calls: None,
             tool_call_id: None,
             tool_failed: None,
-            reasoning_content: None,
-            thinking_blocks: None,
-            citations: None,
-            server_content_blocks: None,
+            rare: None,
             usage: None,
             finish_reason: None,
             created_at_ms: None,
@@ -401,10 +397,7 @@ impl ChatMessage {
             tool_calls: self.tool_calls.clone(),
             tool_call_id: self.tool_call_id.clone(),
             tool_failed: self.tool_failed,
-            reasoning_content: self.reasoning_content.clone(),
-            thinking_blocks: self.thinking_blocks.clone(),
-            citations: self.citations.clone(),
-            server_content_blocks: self.server_content_blocks.clone(),
+            rare: self.rare.clone(),
             usage: self.usage.clone(),
             finish_reason: self.finish_reason.clone(),
             created_at_ms: self.created_at_ms,

@@ -18,15 +18,12 @@ use std::borrow::Cow;
 
 pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) -> ProviderRequest {
     let layout = laid_out(input, history, Thinking::Off);
-    let linear = &layout.messages;
-    let mut messages = Vec::with_capacity(linear.len() + 1);
-    if let Some(system) = layout.system.as_deref() {
-        messages.push(Message::text("system", system));
-    }
-    messages.extend(with_tool_images_after(&linear));
     let body = Body {
         model: model_of(input),
-        messages,
+        messages: Messages {
+            system: layout.system.as_deref(),
+            history: &layout.messages,
+        },
         tools: input.tools.iter().map(Tool::of).collect(),
         temperature: input.thread.temperature,
         max_tokens: input.thread.max_tokens,
@@ -57,7 +54,7 @@ pub(super) fn openai_chat(input: &RequestInput, history: &[LimitedMessage<'_>]) 
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: Vec<Message<'a>>,
+    messages: Messages<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,6 +72,26 @@ struct Body<'a> {
 #[derive(Serialize)]
 struct StreamOptions {
     include_usage: bool,
+}
+
+/// The system prompt and the history in OpenAI's shape, each message written as it is made:
+/// a vector of them beside the history, alive until the body was written, added its length to
+/// the high-water mark a long chat's wasm memory keeps (issue 41).
+struct Messages<'a> {
+    system: Option<&'a str>,
+    history: &'a [Linear<'a>],
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(None)?;
+        if let Some(system) = self.system {
+            seq.serialize_element(&Message::text("system", system))?;
+        }
+        each_with_tool_images_after(self.history, |message| seq.serialize_element(&message))?;
+        seq.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -164,12 +181,14 @@ impl<'a> Tool<'a> {
 
 /// The messages in OpenAI's shape. A tool message carries text only (the API takes no images
 /// there): the images of a step's results follow its last result as one user message.
-fn with_tool_images_after<'a>(history: &'a [Linear<'a>]) -> Vec<Message<'a>> {
-    let mut out = Vec::with_capacity(history.len());
+fn each_with_tool_images_after<'a, E>(
+    history: &'a [Linear<'a>],
+    mut out: impl FnMut(Message<'a>) -> Result<(), E>,
+) -> Result<(), E> {
     let mut images: Vec<&'a Value> = Vec::new();
     for message in history {
         if message.role != Role::Tool && !images.is_empty() {
-            out.push(tool_images_message(std::mem::take(&mut images)));
+            out(tool_images_message(std::mem::take(&mut images)))?;
         }
         let content = match message.content.as_ref() {
             Content::Parts(_) if message.role == Role::Tool => {
@@ -179,17 +198,17 @@ fn with_tool_images_after<'a>(history: &'a [Linear<'a>]) -> Vec<Message<'a>> {
             Content::Parts(parts) => MessageContent::Parts(parts),
             Content::Text(text) => MessageContent::Text(Cow::Borrowed(text)),
         };
-        out.push(Message {
+        out(Message {
             role: role_name(message.role),
             content,
             tool_calls: message.tool_calls.filter(|calls| !calls.is_empty()),
             tool_call_id: message.tool_call_id,
-        });
+        })?;
     }
-    if !images.is_empty() {
-        out.push(tool_images_message(images));
+    match images.is_empty() {
+        true => Ok(()),
+        false => out(tool_images_message(images)),
     }
-    out
 }
 
 fn role_name(role: Role) -> &'static str {

@@ -114,29 +114,38 @@ pub(super) fn tiered<'a>(
     let history_tiers: Vec<Tier> = (exchanges.iter())
         .map(|(key, _)| key.as_deref().map_or(Tier::Active, |k| tracker.tier_of(k)))
         .collect();
-    let mut messages: Vec<Linear<'a>> = Vec::with_capacity(history.len() + 8);
+    // The tiers' few messages go into the history's own vector: a second vector of its length,
+    // alive beside it while the request is built, raised the high-water mark a long chat's wasm
+    // memory keeps (issue 41).
+    let mut messages = history;
+    let added = 2
+        * (blocks[1..4].iter().filter(|b| !b.is_empty()).count()
+            + usize::from(!blocks[4].is_empty() || !listing.is_empty()));
+    messages.reserve_exact(added);
     let mut tier_ends = Vec::new();
-    let mut history = history.into_iter();
+    // The first history message not yet placed in a tier.
+    let mut next = 0;
     for tier in [Tier::L0, Tier::L1, Tier::L2, Tier::L3] {
         let at = slot(tier);
         if tier != Tier::L0 && !blocks[at].is_empty() {
             let text = format!("{SYMBOLS_HEADER}{}", blocks[at].join("\n"));
             tokens[at] += estimate(&text);
-            messages.push(Linear::written(Role::User, text));
-            messages.push(Linear::written(Role::Assistant, OK.into()));
+            next = insert_pair(&mut messages, next, text);
         }
         let count: usize = (exchanges.iter().zip(&history_tiers))
             .filter(|(_, t)| **t == tier)
             .map(|((_, len), _)| *len)
             .sum();
-        for message in history.by_ref().take(count) {
-            tokens[at] += estimate_message(&message);
-            messages.push(message);
-        }
+        let end = (next + count).min(messages.len());
+        tokens[at] += messages[next..end]
+            .iter()
+            .map(estimate_message)
+            .sum::<u64>();
+        next = end;
         if tier == Tier::L0 && !system_text.is_empty() {
             tier_ends.push(TierEnd::System);
         }
-        if let Some(last) = messages.len().checked_sub(1) {
+        if let Some(last) = next.checked_sub(1) {
             let end = TierEnd::Message(last);
             if tokens[at] > 0 && !tier_ends.contains(&end) && (tier != Tier::L0 || count > 0) {
                 tier_ends.push(end);
@@ -154,13 +163,9 @@ pub(super) fn tiered<'a>(
     if !volatile.is_empty() {
         let text = volatile.join("\n\n");
         tokens[4] += estimate(&text);
-        messages.push(Linear::written(Role::User, text));
-        messages.push(Linear::written(Role::Assistant, OK.into()));
+        next = insert_pair(&mut messages, next, text);
     }
-    for message in history {
-        tokens[4] += estimate_message(&message);
-        messages.push(message);
-    }
+    tokens[4] += messages[next..].iter().map(estimate_message).sum::<u64>();
     Layout {
         system: (!system_text.is_empty()).then_some(Cow::Owned(system_text)),
         messages,
@@ -171,6 +176,14 @@ pub(super) fn tiered<'a>(
             tokens,
         })),
     }
+}
+
+/// `text` as a user message and the model's short acknowledgement, at `at`; where the next
+/// message goes after them.
+fn insert_pair<'a>(messages: &mut Vec<Linear<'a>>, at: usize, text: String) -> usize {
+    messages.insert(at, Linear::written(Role::User, text));
+    messages.insert(at + 1, Linear::written(Role::Assistant, OK.into()));
+    at + 2
 }
 
 fn slot(tier: Tier) -> usize {

@@ -464,8 +464,8 @@ impl ChatSession {
             self.patch_thread(patch, next);
         }
         for mut message in source.messages {
-            message.thinking_blocks = None;
-            message.reasoning_content = None;
+            message.set_thinking_blocks(None);
+            message.set_reasoning_content(None);
             self.push_message(message);
         }
     }

@@ -522,7 +522,7 @@ pub(super) fn foreign_thinking_dropped(
 ) -> std::borrow::Cow<'_, [ChatMessage]> {
     let ours = json!(provider);
     let foreign = |m: &ChatMessage| {
-        m.thinking_blocks.is_some() && m.answered_by().is_some_and(|p| *p != ours)
+        m.thinking_blocks().is_some() && m.answered_by().is_some_and(|p| *p != ours)
     };
     if !messages.iter().any(foreign) {
         return std::borrow::Cow::Borrowed(messages);
@@ -533,7 +533,7 @@ pub(super) fn foreign_thinking_dropped(
             .map(|m| {
                 let mut m = m.clone();
                 if foreign(&m) {
-                    m.thinking_blocks = None;
+                    m.set_thinking_blocks(None);
                 }
                 m
             })
