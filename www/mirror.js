@@ -17,6 +17,7 @@ export class ChatMirror {
     this.preview = false; // see `preview`
     this.offset = 0; // messages before `messages[0]` not held (only in a preview)
     this.fetch = null; // (from, to) → whole messages, for those a snapshot sent light
+    this.keepWhole = Infinity; // how many last messages are held whole (with `fetch`)
   }
 
   /** Applies one event envelope; returns false when a gap in `seq` makes a fresh snapshot necessary. */
@@ -80,6 +81,15 @@ export class ChatMirror {
     return this.messages[index];
   }
 
+  /** The message an added one pushed out of the last `keepWhole` goes light, as a snapshot
+   *  sends it (`fill` makes it whole again when it is drawn): a long session's page held every
+   *  text the engine holds, most of its JS heap's growth (issue 41). */
+  lightenPast() {
+    const at = this.messages.length - this.keepWhole - 1;
+    const message = this.messages[at];
+    if (this.fetch && message && !message.light) this.messages[at] = light(message);
+  }
+
   bump(messageId) {
     this.versions.set(messageId, (this.versions.get(messageId) ?? 0) + 1);
     this.dirty.messages = true;
@@ -89,6 +99,18 @@ export class ChatMirror {
   get busy() {
     return Boolean(this.runtime.busy);
   }
+}
+
+/** A message without its texts, as the engine's snapshot writes one (`LightMessage`): what
+ *  finds and places it. */
+function light(m) {
+  const out = { message_id: m.message_id, role: m.role };
+  if (m.tool_calls) out.tool_calls = m.tool_calls.map((c) => ({ id: c.id, function: { name: c.function?.name } }));
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+  if (m.usage !== undefined) out.usage = m.usage;
+  if (m.created_at_ms !== undefined) out.created_at_ms = m.created_at_ms;
+  out.light = true;
+  return out;
 }
 
 const DELTA_OPS = {
@@ -133,6 +155,7 @@ const HANDLERS = {
   message_added(chat, e) {
     chat.messages.splice(Math.min(e.index, chat.messages.length), 0, e.message);
     chat.bump(e.message.message_id);
+    chat.lightenPast();
   },
   message_updated(chat, e) {
     const index = chat.messages.findIndex((m) => m.message_id === e.message_id);

@@ -944,25 +944,28 @@ async function longChat(page) {
   await page.waitForTimeout(200);
   check(await lastOne.isVisible() && await page.getByTestId('to-latest').isHidden(), 'a chat read at its end reopens at its end after a reload, in a narrower window too');
   await page.setViewportSize(wide);
-  await you.click('jump-first');
-  await firstShown.waitFor();
-  // Each message's words as shown, without its buttons, window after window.
-  const shown = new Map();
-  const collect = async () => {
-    for (const [index, text] of await page.locator('[data-testid=message]').evaluateAll((nodes) => nodes.map((node) => {
-      const copy = node.cloneNode(true);
-      copy.querySelectorAll('.actions').forEach((a) => a.remove());
-      return [Number(node.dataset.index), copy.textContent.trim()];
-    }))) shown.set(index, text);
-  };
-  await collect();
-  while (await page.getByTestId('show-later').isVisible()) {
-    const last = await page.evaluate(() => [...document.querySelectorAll('[data-testid=message]')].pop().dataset.index);
-    await you.click('show-later');
-    await page.waitForFunction((n) => [...document.querySelectorAll('[data-testid=message]')].pop().dataset.index !== n, last);
+  // Each message's words as shown, without its buttons, window after window from the first.
+  const shownTexts = async () => {
+    await you.click('jump-first');
+    await firstShown.waitFor();
+    const shown = new Map();
+    const collect = async () => {
+      for (const [index, text] of await page.locator('[data-testid=message]').evaluateAll((nodes) => nodes.map((node) => {
+        const copy = node.cloneNode(true);
+        copy.querySelectorAll('.actions').forEach((a) => a.remove());
+        return [Number(node.dataset.index), copy.textContent.trim()];
+      }))) shown.set(index, text);
+    };
     await collect();
-  }
-  const texts = [...shown.keys()].sort((a, b) => a - b).map((k) => shown.get(k));
+    while (await page.getByTestId('show-later').isVisible()) {
+      const last = await page.evaluate(() => [...document.querySelectorAll('[data-testid=message]')].pop().dataset.index);
+      await you.click('show-later');
+      await page.waitForFunction((n) => [...document.querySelectorAll('[data-testid=message]')].pop().dataset.index !== n, last);
+      await collect();
+    }
+    return [...shown.keys()].sort((a, b) => a - b).map((k) => shown.get(k));
+  };
+  const texts = await shownTexts();
   const expected = messages.map((m) => m.content).filter((_, i) => i !== 3 && i !== 5);
   check(JSON.stringify(texts) === JSON.stringify(expected), `early removals are kept in order after a reload (${texts.length} messages, [2..4] = ${JSON.stringify(texts.slice(2, 4))})`);
   // Sending while far back: the view follows your own message to the chat's end.
@@ -978,6 +981,11 @@ async function longChat(page) {
   });
   check(inPane, 'a message sent while reading the chat’s start is shown where it went, at the end');
   await you.waitAnswers(1, 30_000).catch(() => {});
+  // The page holds a long chat's last messages whole; those a new message pushes out of them go
+  // light and are made whole again when drawn: every earlier message still reads as it did.
+  const later = await shownTexts();
+  check(JSON.stringify(later.slice(0, expected.length)) === JSON.stringify(expected) && later.includes('follow me to the end'),
+    `after new messages, every earlier message still shows its words (${later.length} messages; [297..300] = ${JSON.stringify(later.slice(297, 300))})`);
 }
 
 /**

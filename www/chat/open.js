@@ -111,6 +111,7 @@ export function install(ctx) {
   function subscribe() {
     const chat = current.mirror;
     chat.fetch = (from, to) => palaver()?.messages(chat.id, from, to);
+    chat.keepWhole = WHOLE;
     current.subscription = palaver().subscribe(chat.id, (envelope) => {
       if (current.mirror !== chat) return;
       if (!chat.apply(envelope)) {
