@@ -83,11 +83,11 @@ pub fn linearize<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> V
         .collect()
 }
 
-/// The history → provider-neutral messages, borrowing from it (the request builders' input).
 /// How many messages a request's layout may add to the linearized history (two per tier of the
 /// repository map, two for the volatile listing).
-pub const ROOM_FOR_TIERS: usize = 8;
+const ROOM_FOR_TIERS: usize = 8;
 
+/// The history → provider-neutral messages, borrowing from it (the request builders' input).
 pub fn linear<M: Borrow<ChatMessage>>(history: &[M], thinking: Thinking) -> Vec<Linear<'_>> {
     let suppressed = summarized_sources(history);
     let summary_at = summary_positions(history);
