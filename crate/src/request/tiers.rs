@@ -114,14 +114,10 @@ pub(super) fn tiered<'a>(
     let history_tiers: Vec<Tier> = (exchanges.iter())
         .map(|(key, _)| key.as_deref().map_or(Tier::Active, |k| tracker.tier_of(k)))
         .collect();
-    // The tiers' few messages go into the history's own vector (`linear` left room for them): a
-    // second vector of its length, alive beside it while it was filled, was a copy for nothing
-    // (issue 41).
+    // The tiers' few messages go into the history's own vector, which `linear` made with room
+    // for them: a second vector of its length, alive beside it while it was filled, was a copy
+    // for nothing (issue 41).
     let mut messages = history;
-    let added = 2
-        * (blocks[1..4].iter().filter(|b| !b.is_empty()).count()
-            + usize::from(!blocks[4].is_empty() || !listing.is_empty()));
-    messages.reserve_exact(added);
     let mut tier_ends = Vec::new();
     // The first history message not yet placed in a tier.
     let mut next = 0;
