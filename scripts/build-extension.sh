@@ -18,7 +18,7 @@ cp "$ROOT"/extension/manifest.json "$ROOT"/extension/background.js "$OUT/"
 # The service worker is the site's offline cache; an extension's files are already local.
 cp -r "$ROOT/www/." "$OUT/www/"
 rm -f "$OUT/www/sw.js"
-cp "$ROOT/pkg/palaver.js" "$ROOT/pkg/palaver_bg.wasm" "$OUT/pkg/"
+cp "$ROOT/pkg/app.js" "$ROOT/pkg/palaver_bg.wasm" "$OUT/pkg/"
 mkdir -p "$OUT/pkg/render"
 cp "$ROOT/pkg/render/palaver_render.js" "$ROOT/pkg/render/palaver_render_bg.wasm" "$OUT/pkg/render/"
 # highlight.js for code blocks (the model in the page cannot run in an extension: not copied).

@@ -47,6 +47,7 @@ ensure_chromium() {
 # Files the page loads only when used, from npm, pinned by scripts/vendor/package-lock.json (npm ci
 # checks every file's hash; node_modules is reinstalled only when the lock changes), copied into
 # pkg/vendor/: llama.cpp in wasm (@wllama/wllama) for the model in the page, highlight.js for code.
+# The same lock pins esbuild, which scripts/bundle.mjs runs to make pkg/app.js.
 build_vendor() {
   local dir="$ROOT/scripts/vendor"
   if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.palaver-lock" 2>/dev/null; then
@@ -183,6 +184,7 @@ build_pkg() {
     "$ROOT/target/wasm32-unknown-unknown/wasm/palaver_render.wasm"
   node "$ROOT/scripts/check-wasm.mjs" "$ROOT/pkg/palaver_bg.wasm" "$ROOT/pkg/render/palaver_render_bg.wasm"
   build_vendor
+  node "$ROOT/scripts/bundle.mjs" "$ROOT"
   node "$ROOT/scripts/shell-list.mjs" "$ROOT"
   node "$ROOT/scripts/precompress.mjs" "$ROOT/pkg"
 }

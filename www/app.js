@@ -173,7 +173,7 @@ async function main() {
     }
     // Another tab stored the first chat: this one opens its engine and lists it.
     addEventListener('storage', (event) => {
-      if (event.key === `palaver.has_data.${engine.DB_NAME}` && !ctx.engine.palaver) ctx.engine.ensure().catch(() => {});
+      if (event.key === engine.HAS_DATA_KEY && !ctx.engine.palaver) ctx.engine.ensure().catch(() => {});
     });
   }
   performance.mark('palaver-interactive');

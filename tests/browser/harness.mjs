@@ -6,6 +6,7 @@ import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,6 +53,19 @@ export function start(command, args, pattern, env = process.env) {
 
 export const tempDir = (prefix) => mkdtemp(join(tmpdir(), prefix));
 
+/** The page runs pkg/app.js, bundled from www/ by the build: a test of www/ edited since would
+ * test the old page. */
+function refuseStaleBundle() {
+  const bundle = join(root, 'pkg/app.js');
+  if (!existsSync(bundle)) throw new Error('pkg/app.js is missing: build first (scripts/dev.sh, or build_pkg in scripts/lib.sh)');
+  const built = statSync(bundle).mtimeMs;
+  const newer = readdirSync(join(root, 'www'), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.js'))
+    .map((entry) => join(entry.parentPath ?? entry.path, entry.name))
+    .filter((file) => statSync(file).mtimeMs > built);
+  if (newer.length) throw new Error(`pkg/app.js is older than ${newer[0]}: build again (node scripts/bundle.mjs . && node scripts/shell-list.mjs . && node scripts/precompress.mjs pkg)`);
+}
+
 export async function startDouble() {
   const { child, match } = await start('node', [join(root, 'tests/double/server.mjs')], /"url":"([^"]+)"/);
   const url = match[1];
@@ -72,6 +86,7 @@ export async function startDouble() {
 
 /** `palaver serve` on `workspace` (any free port unless `port` is given: a restart keeps its own). */
 export async function startServe(workspace, extra = [], { port = 0 } = {}) {
+  refuseStaleBundle();
   const palaver = process.env.PALAVER_BIN ?? join(root, 'target/debug/palaver');
   const { child, match } = await start(palaver, ['serve', '--port', String(port), '--workspace', workspace,
     '--www', join(root, 'www'), '--pkg', join(root, 'pkg'), ...extra], /(http:\/\/127\.0\.0\.1:(\d+)\/#token=(\S+))/,

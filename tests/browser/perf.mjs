@@ -4,7 +4,7 @@
 // app's transfer size (as served, and gzipped). It acts through `person.mjs`, as the page tests do;
 // performance marks are read after an action, never waited on before one.
 // node tests/browser/perf.mjs [--tokens N]   (after build_pkg and `cargo build`)
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { gzipSync, gunzipSync, brotliCompressSync, constants as zlib } from 'node:zlib';
 import { join } from 'node:path';
 import { person } from './person.mjs';
@@ -68,11 +68,12 @@ try {
   await page.waitForFunction(() => document.querySelector('[data-testid=tool-policy] select'));
   const settingsMs = Date.now() - used;
   await person(page).click('cancel-settings');
-  const shell = [...readdirSync(join(root, 'www'), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath ?? e.path, e.name)),
-    ...['palaver.js', 'palaver_bg.wasm', 'render/palaver_render.js', 'render/palaver_render_bg.wasm'].map((f) => join(root, 'pkg', f))];
+  // The app's files: the service worker's shell list (the page's HTML, style and bundle, the
+  // engine, the renderer, the model's worker; the service worker itself too).
+  const shell = [join(root, 'www/sw.js'), ...shellFiles().filter((f) => f !== './').map((f) => join(root, 'www', f))];
   const gz = shell.reduce((sum, f) => sum + gzipSync(readFileSync(f), { level: 9 }).length, 0);
   const wasmGz = gzipSync(readFileSync(join(root, 'pkg/palaver_bg.wasm')), { level: 9 }).length;
-  row('app transfer size, gzipped (www/ + pkg/, the renderer too)', `${gz.toLocaleString('en')} B (wasm ${wasmGz.toLocaleString('en')} B)`);
+  row('app transfer size, gzipped (the offline shell: page, bundle, engine, renderer, worker)', `${gz.toLocaleString('en')} B (wasm ${wasmGz.toLocaleString('en')} B)`);
   // What palaver serve sends a browser that takes brotli: pkg/'s files as the build wrote them,
   // www/'s made on the fly at quality 6.
   const onTheFly = (f) => brotliCompressSync(readFileSync(f), { params: { [zlib.BROTLI_PARAM_QUALITY]: 6 } }).length;
@@ -237,6 +238,12 @@ try {
   serve.child.kill();
   double.child.kill();
   await cleanup(profile, workspace);
+}
+
+/** The files the service worker keeps for offline use, as pkg/shell.js lists them (paths from www/). */
+function shellFiles() {
+  const text = readFileSync(join(root, 'pkg/shell.js'), 'utf8');
+  return JSON.parse(text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1)).files;
 }
 
 /** Records, from navigation, the first frame with messages and the chat usable (the whole chat

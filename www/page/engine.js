@@ -13,13 +13,17 @@ import * as proposals from '../views/proposals.js';
 
 /** The engine's IndexedDB database (its host's `palaver.has_data.{name}` marker says data was saved). */
 export const DB_NAME = 'palaver';
+/** That marker (boot.js reads it too, before this module runs). */
+export const HAS_DATA_KEY = `palaver.has_data.${DB_NAME}`;
 
 export function install(ctx) {
   const engine = { palaver: null, module: null, opening: null, memory: null };
 
-  /** The wasm, fetched and compiled once. */
+  /** The wasm, fetched and compiled once (boot.js may have begun its compile with the page). */
   function loadModule() {
-    engine.module ??= init().then((exports) => {
+    // boot.js's compile if it began one; if it has not run yet, it now never starts one.
+    const early = (globalThis.palaverBoot ??= { engine: null }).engine;
+    engine.module ??= Promise.resolve(early).then((module) => init(module ? { module_or_path: module } : undefined)).then((exports) => {
       engine.memory = exports.memory;
       $('engine-version').textContent = Engine.version();
       proposals.setReader((text) => Engine.editBlocks(text));
@@ -50,13 +54,22 @@ export function install(ctx) {
       await module;
       const settings = settingsStore.loadSettings();
       const proxy = ctx.workspace.proxy();
-      await reading;
-      const palaver = await Palaver.open(configOf(settings), DB_NAME, (message) => ctx.say(message, true));
+      // Its database opens while the workspace is still being read: the engine opens with what
+      // is known of the workspace so far and takes its whole configuration below, before any use.
+      const opening = Palaver.open(configOf(settings), DB_NAME, (message) => ctx.say(message, true));
+      opening.catch(() => {}); // awaited below, after the reading: the first failure is the one said
+      // An engine opened for a start that failed is closed, not left holding the database.
+      await reading.catch((error) => {
+        opening.then((opened) => opened.close(), () => {});
+        throw error;
+      });
+      const palaver = await opening;
       palaver.setLocalTransport((url, init) => ctx.local.transport(url, init));
       engine.palaver = palaver;
-      // Settings saved while it opened (Save found no engine to configure) hold from now on.
+      // The workspace as read, and Settings saved while it opened (Save found no engine to
+      // configure), hold from now on.
       const latest = settingsStore.loadSettings();
-      if (JSON.stringify(latest) !== JSON.stringify(settings)) palaver.configure(configOf(latest));
+      palaver.configure(configOf(latest));
       await applySecrets(palaver, latest, proxy);
       if (proxy) palaver.setProxy(proxy.url, proxy.token);
       await ctx.afterEngineOpen(palaver);
@@ -143,7 +156,7 @@ export function install(ctx) {
    */
   async function neededAtStart() {
     const settings = settingsStore.loadSettings();
-    if (localStorage.getItem(`palaver.has_data.${DB_NAME}`) || settings.sync?.url) return true;
+    if (localStorage.getItem(HAS_DATA_KEY) || settings.sync?.url) return true;
     const databases = await indexedDB.databases?.().catch(() => null);
     if (!databases || databases.some((d) => d.name === DB_NAME)) return true;
     const proxy = ctx.workspace.proxy();
