@@ -15,15 +15,26 @@ OUT="$ROOT/target/extension"
 rm -rf "$OUT"
 mkdir -p "$OUT/www" "$OUT/pkg"
 cp "$ROOT"/extension/manifest.json "$ROOT"/extension/background.js "$OUT/"
-# The service worker is the site's offline cache; an extension's files are already local.
-cp -r "$ROOT/www/." "$OUT/www/"
-rm -f "$OUT/www/sw.js"
+# www/'s files the page runs, as the offline shell lists them (its modules are in pkg/app.js); the
+# service worker itself is the site's offline cache, and an extension's files are already local.
+node -e '
+  const fs = require("fs"), path = require("path");
+  const [root, out] = process.argv.slice(1);
+  const text = fs.readFileSync(path.join(root, "pkg/shell.js"), "utf8");
+  for (const file of JSON.parse(text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1)).files) {
+    if (file === "./" || file.startsWith("../")) continue;
+    fs.mkdirSync(path.dirname(path.join(out, "www", file)), { recursive: true });
+    fs.copyFileSync(path.join(root, "www", file), path.join(out, "www", file));
+  }' "$ROOT" "$OUT"
 cp "$ROOT/pkg/app.js" "$ROOT/pkg/palaver_bg.wasm" "$OUT/pkg/"
 mkdir -p "$OUT/pkg/render"
 cp "$ROOT/pkg/render/palaver_render.js" "$ROOT/pkg/render/palaver_render_bg.wasm" "$OUT/pkg/render/"
 # highlight.js for code blocks (the model in the page cannot run in an extension: not copied).
 mkdir -p "$OUT/pkg/vendor"
 cp -r "$ROOT/pkg/vendor/highlight" "$OUT/pkg/vendor/"
+# jsdiff, for the diff an approval card shows before a write; brotli copies are palaver serve's.
+cp -r "$ROOT/pkg/vendor/diff" "$OUT/pkg/vendor/"
+find "$OUT/pkg" -name '*.br' -delete
 if command -v zip >/dev/null; then
   (cd "$OUT" && zip -qr "$ROOT/target/palaver-extension.zip" .)
 fi
