@@ -17,14 +17,15 @@ mkdir -p "$OUT/www" "$OUT/pkg"
 cp "$ROOT"/extension/manifest.json "$ROOT"/extension/background.js "$OUT/"
 # www/'s files the page runs, as the offline shell lists them (its modules are in pkg/app.js); the
 # service worker itself is the site's offline cache, and an extension's files are already local.
-node -e '
-  const fs = require("fs"), path = require("path");
+node --input-type=module -e '
+  import { copyFileSync, mkdirSync } from "node:fs";
+  import { dirname, join } from "node:path";
   const [root, out] = process.argv.slice(1);
-  const text = fs.readFileSync(path.join(root, "pkg/shell.js"), "utf8");
-  for (const file of JSON.parse(text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1)).files) {
+  const { shellFiles } = await import(join(root, "scripts/shell-files.mjs"));
+  for (const file of shellFiles(root)) {
     if (file === "./" || file.startsWith("../")) continue;
-    fs.mkdirSync(path.dirname(path.join(out, "www", file)), { recursive: true });
-    fs.copyFileSync(path.join(root, "www", file), path.join(out, "www", file));
+    mkdirSync(dirname(join(out, "www", file)), { recursive: true });
+    copyFileSync(join(root, "www", file), join(out, "www", file));
   }' "$ROOT" "$OUT"
 cp "$ROOT/pkg/app.js" "$ROOT/pkg/palaver_bg.wasm" "$OUT/pkg/"
 mkdir -p "$OUT/pkg/render"

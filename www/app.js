@@ -1,4 +1,5 @@
-// The page's wiring: plain ES modules, no framework, no bundler. Each concern is a module that
+// The page's wiring: plain ES modules, no framework (the build bundles them into pkg/app.js, the
+// file the page runs). Each concern is a module that
 // installs itself on one shared context (`ctx`) — the page's lifecycle (`page/lifecycle.js`, one
 // transition function, through `page/store.js`), the engine, the workspace, the model in this
 // browser, sync, the chat list and the open chat, the composer, what is done in the transcript

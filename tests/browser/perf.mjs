@@ -8,6 +8,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { gzipSync, gunzipSync, brotliCompressSync, constants as zlib } from 'node:zlib';
 import { join } from 'node:path';
 import { person } from './person.mjs';
+import { shellFiles } from '../../scripts/shell-files.mjs';
 import { startDouble, startServe, launch, tempDir, cleanup, root, openaiStream, setProvider, waitIdle, importFile } from './harness.mjs';
 
 // Requests a service worker makes are reported too (Playwright's Chromium-only switch): what a
@@ -70,7 +71,7 @@ try {
   await person(page).click('cancel-settings');
   // The app's files: the service worker's shell list (the page's HTML, style and bundle, the
   // engine, the renderer, the model's worker; the service worker itself too).
-  const shell = [join(root, 'www/sw.js'), ...shellFiles().filter((f) => f !== './').map((f) => join(root, 'www', f))];
+  const shell = [join(root, 'www/sw.js'), ...shellFiles(root).filter((f) => f !== './').map((f) => join(root, 'www', f))];
   const gz = shell.reduce((sum, f) => sum + gzipSync(readFileSync(f), { level: 9 }).length, 0);
   const wasmGz = gzipSync(readFileSync(join(root, 'pkg/palaver_bg.wasm')), { level: 9 }).length;
   row('app transfer size, gzipped (the offline shell: page, bundle, engine, renderer, worker)', `${gz.toLocaleString('en')} B (wasm ${wasmGz.toLocaleString('en')} B)`);
@@ -238,12 +239,6 @@ try {
   serve.child.kill();
   double.child.kill();
   await cleanup(profile, workspace);
-}
-
-/** The files the service worker keeps for offline use, as pkg/shell.js lists them (paths from www/). */
-function shellFiles() {
-  const text = readFileSync(join(root, 'pkg/shell.js'), 'utf8');
-  return JSON.parse(text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1)).files;
 }
 
 /** Records, from navigation, the first frame with messages and the chat usable (the whole chat
