@@ -99,6 +99,16 @@ proptest! {
         agrees_on_string(&text);
     }
 
+    /// Texts dense in escapes, good and bad, and quotes that end a string early (random bytes
+    /// rarely make them): read exactly when serde_json reads them, to the same text.
+    #[test]
+    fn escapes_read_as_serde_json_reads_them(
+        inner in r#"(\\[\\"/bfnrtvx0]|\\u[0-9a-fA-FdD]{0,4}|[a-z "\\é👋]){0,24}"#,
+    ) {
+        let text = format!("\"{inner}\"");
+        prop_assert_eq!(cursor_string(&text), serde_json::from_str::<String>(&text).ok(), "{:?}", text);
+    }
+
     #[test]
     fn any_index_reads_as_serde_json_reads_it(text in "[-0-9.eE+]{0,24}") {
         if let Some(ours) = cursor_index(&text) {
