@@ -87,6 +87,9 @@ export function install(ctx) {
     if (!found || current.mirror?.id !== id) return;
     const byCall = new Map();
     for (const change of found.changes ?? []) byCall.set(change.call_id, [...(byCall.get(change.call_id) ?? []), change]);
+    // Most chats have no recorded writes: drawing the transcript again for none would be a
+    // second full render of a chat just opened (issue 41: a long chat's first usable frame).
+    if (byCall.size === 0 && view.changes.size === 0) return;
     view.changes = byCall;
     current.mirror.dirty.messages = true;
     schedule();
