@@ -99,6 +99,15 @@ export class ChatMirror {
   get busy() {
     return Boolean(this.runtime.busy);
   }
+
+  /** The hash of `path` when the model last read it whole in this chat (read_file's result). */
+  lastReadHash(path) {
+    for (let i = this.messages.length - 1; i >= 0; i -= 1) {
+      const data = this.messages[i].data;
+      if (this.messages[i].role === 'tool' && data?.path === path && data.hash && data.line_start === 1) return data.hash;
+    }
+    return null;
+  }
 }
 
 /** A message without its texts, as the engine's snapshot writes one (`LightMessage`): what

@@ -220,7 +220,7 @@ export function install(ctx) {
       html,
       toolServer: (name) => mcp.serverOf(ctx.workspace.tools(), name),
       readFile: (path) => ctx.workspace.tool('read_file', { path }),
-      readHashOf: (path) => lastReadHash(chat, path),
+      readHashOf: (path) => chat.lastReadHash(path),
     });
     queueView.render($('queue'), runtime);
     contextView.render($('context-usage'), chat);
@@ -391,13 +391,4 @@ export function install(ctx) {
 /** How far the pane's end is below what it shows, in pixels. */
 function gapBelow(pane) {
   return pane.scrollHeight - pane.scrollTop - pane.clientHeight;
-}
-
-/** The hash of `path` when the model last read it whole in this chat (read_file's result). */
-function lastReadHash(chat, path) {
-  for (let i = chat.messages.length - 1; i >= 0; i -= 1) {
-    const data = chat.messages[i].data;
-    if (chat.messages[i].role === 'tool' && data?.path === path && data.hash && data.line_start === 1) return data.hash;
-  }
-  return null;
 }
