@@ -58,6 +58,23 @@ pub(super) fn joined(pieces: Vec<Box<str>>) -> JsValue {
     whole.map_or_else(|| JsValue::from_str(""), JsValue::from)
 }
 
+/// A text made in JS a piece at a time, then encoded as UTF-8 bytes there: a long text (a chat's
+/// packed copy) is never whole in the wasm memory.
+#[derive(Default)]
+pub(super) struct JsText(Option<js_sys::JsString>);
+
+impl JsText {
+    pub(super) fn push(&mut self, piece: &str) {
+        self.0 = Some(appended(self.0.take(), piece));
+    }
+
+    /// The text as UTF-8 bytes; `None` without a `TextEncoder`.
+    pub(super) fn utf8(self) -> Option<js_sys::Uint8Array> {
+        let encoder = Utf8Encoder::new().ok()?;
+        Some(encoder.encode(&self.0.unwrap_or_else(|| js_sys::JsString::from(""))))
+    }
+}
+
 /// `piece` crossed to JS and put after `before`.
 fn appended(before: Option<js_sys::JsString>, piece: &str) -> js_sys::JsString {
     let piece = js_sys::JsString::from(piece);

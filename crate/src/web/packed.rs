@@ -4,13 +4,16 @@
 //!
 //! The records stay the truth and the unit of saving and sync; the copy is trusted only as the
 //! chat's record vouches for it. A load that reads the records writes the copy and, in the same
-//! transaction, `packed_changes: []` on the chat's record. Each save then lists on that record the
+//! transaction, `packed_changes: []` on the chat's record; so does a save that writes the whole
+//! chat (an import), from the rows it writes, so a long chat's first load reads one record too. Each save then lists on that record the
 //! messages it wrote or removed (the record is written by every save anyway), and a load reads
 //! the copy plus those few records. A chat's record without the list, a list past
 //! `CHANGES_MAX`, a sync pull into the chat or its deletion: the copy goes, and the next load
 //! reads the records and packs again.
 
+use super::crossing::JsText;
 use super::idb;
+use crate::trajectory::TrajectorySave;
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
 use web_sys::{IdbDatabase, IdbTransaction};
@@ -108,18 +111,63 @@ pub(super) async fn read_and_pack(
     let (rows, text) = read_records(&tx, chat_id).await?;
     let text = super::text_of(&text.into()).unwrap_or_default();
     if rows.length() as usize >= PACK_FROM && record.is_object() {
-        if let Ok(packed) = idb::store(&tx, idb::PACKED) {
-            let copy = js_sys::Object::new();
-            js_sys::Reflect::set(&copy, &"chat_id".into(), &JsValue::from_str(chat_id))?;
-            let bytes = js_sys::Uint8Array::from(text.as_bytes());
-            js_sys::Reflect::set(&copy, &"rows".into(), &bytes)?;
+        // Not awaited: the chat opens while the copy is written.
+        if put_copy(&tx, chat_id, &js_sys::Uint8Array::from(text.as_bytes()))? {
             js_sys::Reflect::set(&record, &CHANGES.into(), &js_sys::Array::new())?;
-            // Not awaited: the chat opens while the copy is written.
-            packed.put(&copy)?;
             chats.put(&record)?;
         }
     }
     Ok((record, text))
+}
+
+/// Puts `rows` (the chat's message records in order, as JSON text in UTF-8 bytes) as the chat's
+/// copy in `tx`; false when the database has no store for copies (an older schema). The caller
+/// has the chat's record vouch for it, with no changes since.
+fn put_copy(
+    tx: &IdbTransaction,
+    chat_id: &str,
+    rows: &js_sys::Uint8Array,
+) -> Result<bool, JsValue> {
+    let Ok(packed) = idb::store(tx, idb::PACKED) else {
+        return Ok(false);
+    };
+    let copy = js_sys::Object::new();
+    js_sys::Reflect::set(&copy, &"chat_id".into(), &JsValue::from_str(chat_id))?;
+    js_sys::Reflect::set(&copy, &"rows".into(), rows)?;
+    packed.put(&copy)?;
+    Ok(true)
+}
+
+/// Whether a save writes the whole chat — every message, in stored order, none removed — and
+/// so can write the chat's copy beside its records (an import, a branch, a long chat pulled in),
+/// so that its first load reads one record too.
+pub(super) fn save_covers_chat(save: &TrajectorySave) -> bool {
+    save.upserts.len() >= PACK_FROM
+        && save.upserts.len() == save.message_count
+        && save.removed.is_empty()
+        && save
+            .upserts
+            .windows(2)
+            .all(|pair| pair[0].position < pair[1].position)
+}
+
+/// The copy a save that covers the chat wrote (its rows in order, as text made in JS): put in
+/// `tx`, and `record` vouches for it. Without a copy store or a `TextEncoder`, the save goes
+/// on as any other ([`note_written`]).
+pub(super) fn write_whole<'a>(
+    tx: &IdbTransaction,
+    chat_id: &str,
+    record: &mut Value,
+    rows: JsText,
+    ids: impl Iterator<Item = &'a String>,
+) -> Result<(), JsValue> {
+    match rows.utf8() {
+        Some(bytes) if put_copy(tx, chat_id, &bytes)? => {
+            record[CHANGES] = json!([]);
+            Ok(())
+        }
+        _ => note_written(tx, chat_id, record, ids),
+    }
 }
 
 /// A chat's message records in order, and the same as one JSON text.

@@ -2,6 +2,7 @@
 //! retried); loading a chat's trajectory; waiting for saves; asking the browser to persist storage.
 
 use super::browser::*;
+use super::crossing::JsText;
 use super::idb;
 use super::packed;
 use super::shared::*;
@@ -268,8 +269,24 @@ pub(super) async fn write_save(
     let tx = idb::write_transaction(&db)?;
     let chats = idb::store(&tx, idb::CHATS)?;
     let messages = idb::store(&tx, idb::MESSAGES)?;
-    if !save.upserts.is_empty() || !save.removed.is_empty() {
-        let written = save.upserts.iter().map(|u| &u.message.message_id);
+    // A save of the whole chat also writes its packed copy, made of the same rows.
+    let mut copy = packed::save_covers_chat(save).then(JsText::default);
+    let mut bytes = 0;
+    for (i, upsert) in save.upserts.iter().enumerate() {
+        let row = json!({"chat_id": save.chat_id, "message_id": upsert.message.message_id, "position": upsert.position, "message": upsert.message});
+        let text = row.to_string();
+        bytes += text.len() as u64;
+        if let Some(copy) = copy.as_mut() {
+            copy.push(if i == 0 { "[" } else { "," });
+            copy.push(&text);
+        }
+        messages.put(&idb::to_js(&row)?)?;
+    }
+    let written = save.upserts.iter().map(|u| &u.message.message_id);
+    if let Some(mut copy) = copy {
+        copy.push("]");
+        packed::write_whole(&tx, &save.chat_id, &mut record, copy, written)?;
+    } else if !save.upserts.is_empty() || !save.removed.is_empty() {
         packed::note_written(
             &tx,
             &save.chat_id,
@@ -278,12 +295,7 @@ pub(super) async fn write_save(
         )?;
     }
     chats.put(&idb::to_js(&record)?)?;
-    let mut bytes = record.to_string().len() as u64;
-    for upsert in &save.upserts {
-        let row = json!({"chat_id": save.chat_id, "message_id": upsert.message.message_id, "position": upsert.position, "message": upsert.message});
-        bytes += row.to_string().len() as u64;
-        messages.put(&idb::to_js(&row)?)?;
-    }
+    bytes += record.to_string().len() as u64;
     for removed in &save.removed {
         messages.delete(&idb::message_key(&save.chat_id, removed))?;
     }

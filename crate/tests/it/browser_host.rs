@@ -1473,23 +1473,50 @@ async fn a_long_chat_opens_from_its_packed_copy_and_the_records_written_since() 
         .as_string()
         .expect("id");
     wait_for(&host, &chat, 5_000, |s| saved(s)).await;
+    // A short chat's save writes no copy.
+    let short = promised(
+        host.import_chat(
+            json!([{"role": "user", "content": "hi"}])
+                .to_string()
+                .into(),
+        ),
+    )
+    .await
+    .as_string()
+    .expect("id");
+    wait_for(&host, &short, 5_000, |s| saved(s)).await;
     sleep(300).await;
     host.close();
-    assert_eq!(
-        packed_copy(&db, &chat).await,
-        None,
-        "saves write records only"
-    );
-
-    let first = opened(&db, &chat).await;
+    // The import saved the whole chat at once, and its copy with its records: the first load
+    // reads one record too.
     let copy = packed_copy(&db, &chat)
         .await
-        .expect("the load packed the chat");
+        .expect("the import's save packed the chat");
     let rows: Vec<Value> = serde_json::from_str(&copy).expect("rows");
     assert_eq!(rows.len(), count);
     assert_eq!(
         raw_get(&db, idb::CHATS, &chat).await["packed_changes"],
         json!([])
+    );
+
+    let first = opened(&db, &chat).await;
+    let contents: Vec<&Value> = first
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| &m["content"])
+        .collect();
+    assert_eq!(contents.len(), count);
+    assert_eq!(contents[count - 1], &json!(format!("m{}", count - 1)));
+    assert_eq!(
+        packed_copy(&db, &chat).await.as_deref(),
+        Some(copy.as_str()),
+        "read from the copy, not packed again"
+    );
+    assert_eq!(
+        packed_copy(&db, &short).await,
+        None,
+        "no copy under PACK_FROM"
     );
     let ids: Vec<String> = first
         .as_array()
