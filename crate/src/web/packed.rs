@@ -5,9 +5,9 @@
 //! The records stay the truth and the unit of saving and sync; the copy is trusted only as the
 //! chat's record vouches for it. A load that reads the records writes the copy and, in the same
 //! transaction, `packed_changes: []` on the chat's record; so does a save that writes the whole
-//! chat (an import), from the rows it writes, so a long chat's first load reads one record too. Each save then lists on that record the
-//! messages it wrote or removed (the record is written by every save anyway), and a load reads
-//! the copy plus those few records. A chat's record without the list, a list past
+//! chat (an import), from the rows it writes, so a long chat's first load reads one record too.
+//! Each save then lists on that record the messages it wrote or removed (the record is written
+//! by every save anyway), and a load reads the copy plus those few records. A chat's record without the list, a list past
 //! `CHANGES_MAX`, a sync pull into the chat or its deletion: the copy goes, and the next load
 //! reads the records and packs again.
 
@@ -139,8 +139,8 @@ fn put_copy(
 }
 
 /// Whether a save writes the whole chat — every message, in stored order, none removed — and
-/// so can write the chat's copy beside its records (an import, a branch, a long chat pulled in),
-/// so that its first load reads one record too.
+/// so can write the chat's copy beside its records (an import), so that its first load reads
+/// one record too.
 pub(super) fn save_covers_chat(save: &TrajectorySave) -> bool {
     save.upserts.len() >= PACK_FROM
         && save.upserts.len() == save.message_count
