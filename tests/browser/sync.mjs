@@ -84,6 +84,27 @@ const couchRequest = (method, path, body) => couchServerHere.request(method, pat
 
 // --- the page ---
 
+
+/** The chat's packed copy in `page`'s IndexedDB (issue 41: a long chat is read from one record),
+ * with what its chat record lists as written since; `null` without one (an assertion on storage). */
+function packedIn(page, chat) {
+  return page.evaluate((chat) => new Promise((ok) => {
+    const open = indexedDB.open('palaver');
+    open.onsuccess = () => {
+      const db = open.result;
+      if (!db.objectStoreNames.contains('packed_messages')) return ok(null);
+      const tx = db.transaction(['packed_messages', 'chats']);
+      const copy = tx.objectStore('packed_messages').get(chat);
+      const record = tx.objectStore('chats').get(chat);
+      tx.oncomplete = () => {
+        const changes = record.result?.packed_changes;
+        ok(copy.result && Array.isArray(changes) ? { changes } : null);
+        db.close();
+      };
+    };
+    open.onerror = () => ok(null);
+  }), chat);
+}
 async function browser(profile) {
   const context = await launch(profile);
   contexts.push(context);
@@ -313,18 +334,7 @@ try {
   await b.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat, id, { timeout: 20_000 }).catch(() => {});
   await b.reload();
   await setSync(b); // B's password was not remembered
-  const packedInB = await b.evaluate((chat) => new Promise((ok) => {
-    // An assertion on storage: the copy issue 41 reads a long chat from.
-    const open = indexedDB.open('palaver');
-    open.onsuccess = () => {
-      const names = open.result.objectStoreNames;
-      if (!names.contains('packed_messages')) return ok(false);
-      const get = open.result.transaction('packed_messages').objectStore('packed_messages').get(chat);
-      get.onsuccess = () => { ok(Boolean(get.result)); open.result.close(); };
-    };
-    open.onerror = () => ok(false);
-  }), longId);
-  check(packedInB, 'B opened the long chat and keeps a packed copy of it');
+  check(await packedIn(b, longId), 'B opened the long chat and keeps a packed copy of it');
   await a.locator(`[data-testid=chat-item][data-chat-id="${longId}"]`).click();
   await a.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat && !document.querySelector('[data-testid=loading-earlier]'), longId, { timeout: 20_000 });
   const assistants = await a.locator('[data-testid=message][data-role=assistant]').count();
@@ -346,6 +356,10 @@ try {
   // B pulls the turn; its copy of the long chat went with the pull: opened now, the chat ends
   // with the new turn.
   await waitStored(b, longId, (m) => m.some((text) => text.includes('One more turn')), 'B to pull the new turn');
+  // The pull listed the turn's messages for B's copy, as a save does, and kept it: B opens the
+  // long chat from one record plus the two pulled ones, not from its 5 000 records again.
+  const kept = await packedIn(b, longId);
+  check(kept && kept.changes.length >= 2, `B's packed copy of the long chat stayed through the pull, which listed the turn (${kept ? `${kept.changes.length} messages listed` : 'the copy went'})`);
   await b.locator(`[data-testid=chat-item][data-chat-id="${longId}"]`).click();
   await b.getByText('One more turn').first().waitFor({ timeout: 20_000 }).catch(() => {});
   const lastInB = await b.locator('[data-testid=message][data-role=user]').last().textContent().catch(() => '');

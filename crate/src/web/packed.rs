@@ -6,10 +6,10 @@
 //! chat's record vouches for it. A load that reads the records writes the copy and, in the same
 //! transaction, `packed_changes: []` on the chat's record; so does a save that writes the whole
 //! chat (an import), from the rows it writes, so a long chat's first load reads one record too.
-//! Each save then lists on that record the messages it wrote or removed (the record is written
-//! by every save anyway), and a load reads the copy plus those few records. A chat's record without the list, a list past
-//! `CHANGES_MAX`, a sync pull into the chat or its deletion: the copy goes, and the next load
-//! reads the records and packs again.
+//! Each save, and each sync pull into the chat, then lists on that record the messages it wrote
+//! or removed (the record is written by every save and pull anyway), and a load reads the copy
+//! plus those few records. A chat's record without the list, a list past `CHANGES_MAX`, or the
+//! chat's deletion: the copy goes, and the next load reads the records and packs again.
 
 use super::crossing::JsText;
 use super::idb;

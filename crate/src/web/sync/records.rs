@@ -161,6 +161,8 @@ pub(super) async fn store(
     ordered.sort_by_key(|p| !p.id.starts_with("chat:"));
     // Chats that get an existing message or their own document (others are not made up).
     let mut alive: BTreeSet<String> = BTreeSet::new();
+    // Each chat's messages this pull wrote or removed: listed for its packed copy.
+    let mut written: HashMap<String, Vec<String>> = HashMap::new();
     let mark = next_mark(shared);
     for p in ordered {
         revs.put(&rev_record(&p.id, &p.info)?)?;
@@ -185,6 +187,7 @@ pub(super) async fn store(
                     MessageFate::Put(record) => {
                         messages.put(&idb::to_js(&record)?)?;
                         alive.insert(chat_id.clone());
+                        written.entry(chat_id.clone()).or_default().push(message_id);
                     }
                     MessageFate::KeepAndPushAgain => {
                         outbox.put(&outbox_record(&chat_id, Some(&message_id), mark)?)?;
@@ -194,6 +197,7 @@ pub(super) async fn store(
                     }
                     MessageFate::Remove => {
                         messages.delete(&idb::message_key(&chat_id, &message_id))?;
+                        written.entry(chat_id.clone()).or_default().push(message_id);
                     }
                 };
                 changed.chats.insert(chat_id);
@@ -250,8 +254,11 @@ pub(super) async fn store(
         )
         .await?;
         record["message_count"] = json!(count.as_f64().unwrap_or(0.0));
-        // Pulled messages are not listed for the chat's packed copy: it goes.
-        crate::web::packed::forget(&tx, chat_id, &mut record)?;
+        // The pulled messages are listed for the chat's packed copy, as a save's are: a few
+        // messages from another device keep a long chat quick to open here; many, or a chat
+        // with no copy, and the copy goes (the next load reads the records and packs again).
+        let pulled_here = written.get(chat_id).map(Vec::as_slice).unwrap_or_default();
+        crate::web::packed::note_written(&tx, chat_id, &mut record, pulled_here.iter())?;
         chats.put(&idb::to_js(&record)?)?;
         shared.borrow_mut().chats.insert(chat_id.clone(), record);
     }
