@@ -360,8 +360,13 @@ try {
   // long chat from one record plus the two pulled ones, not from its 5 000 records again.
   const kept = await packedIn(b, longId);
   check(kept && kept.changes.length >= 2, `B's packed copy of the long chat stayed through the pull, which listed the turn (${kept ? `${kept.changes.length} messages listed` : 'the copy went'})`);
+  const clicked = Date.now();
   await b.locator(`[data-testid=chat-item][data-chat-id="${longId}"]`).click();
   await b.getByText('One more turn').first().waitFor({ timeout: 20_000 }).catch(() => {});
+  const onScreen = Date.now() - clicked;
+  // Usable: the whole chat in the engine and drawn ("show earlier" offered, nothing loading).
+  await b.waitForFunction(() => document.querySelector('[data-testid=show-earlier]') && !document.querySelector('[data-testid=loading-earlier]'), null, { timeout: 20_000 }).catch(() => {});
+  console.log(`  B: click on the long chat → A's new turn on screen ${onScreen} ms, the chat usable ${Date.now() - clicked} ms`);
   const lastInB = await b.locator('[data-testid=message][data-role=user]').last().textContent().catch(() => '');
   check(lastInB.includes('One more turn'), `B opens the long chat with A's new turn, not its packed copy from before (${lastInB.slice(0, 60)})`);
 
