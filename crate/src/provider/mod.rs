@@ -85,6 +85,26 @@ pub struct PromptProgress {
     pub total: u64,
 }
 
+/// The answer's text of one delta, joined to the item before it when that is the answer's text
+/// too: a chunk of many small deltas makes one op instead of an allocation each (the collector
+/// would join them anyway; issue 41).
+pub(crate) fn push_content(items: &mut Vec<DecodeItem>, more: &str) {
+    match items.last_mut() {
+        Some(DecodeItem::Op(DeltaOp::AppendContent { text })) => text.push_str(more),
+        _ => items.push(DecodeItem::Op(DeltaOp::AppendContent { text: more.into() })),
+    }
+}
+
+/// The reasoning's text of one delta, joined as [`push_content`] joins the answer's.
+pub(crate) fn push_reasoning(items: &mut Vec<DecodeItem>, more: &str) {
+    match items.last_mut() {
+        Some(DecodeItem::Op(DeltaOp::AppendReasoning { text })) => text.push_str(more),
+        _ => items.push(DecodeItem::Op(DeltaOp::AppendReasoning {
+            text: more.into(),
+        })),
+    }
+}
+
 /// A stream decoder for one provider kind.
 #[derive(Debug)]
 pub enum StreamDecoder {

@@ -284,14 +284,10 @@ impl State {
 
     fn decode_delta(&mut self, delta: Delta<'_>, items: &mut Vec<DecodeItem>) {
         for text in delta.reasoning.into_iter().flatten() {
-            items.push(DecodeItem::Op(DeltaOp::AppendReasoning {
-                text: text.to_string(),
-            }));
+            super::push_reasoning(items, &text);
         }
         if let Some(text) = delta.content {
-            items.push(DecodeItem::Op(DeltaOp::AppendContent {
-                text: text.to_string(),
-            }));
+            super::push_content(items, &text);
         }
         if let Some(text) = delta.refusal {
             self.decode_refusal(text, items);

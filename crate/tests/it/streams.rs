@@ -300,3 +300,53 @@ fn gemini_finish_reasons_in_the_engine_vocabulary() {
     );
     assert_eq!(finish_reason("New_Reason_2"), "new_reason_2");
 }
+
+/// Issue 41: the deltas of one chunk make one op per run of the same text (no allocation per
+/// token), in the order the stream said them; text and reasoning are never joined together.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_chunk_of_deltas_makes_one_op_per_run_of_text() {
+    use palaver::delta::DeltaOp;
+    use palaver::provider::{DecodeItem, StreamDecoder};
+    let ops = |kind: ProviderKind, chunk: &str| -> Vec<DeltaOp> {
+        let mut decoder = StreamDecoder::for_kind(kind).expect("a decoder");
+        let items = decoder.feed(chunk.as_bytes()).expect("decoded");
+        items
+            .into_iter()
+            .filter_map(|item| match item {
+                DecodeItem::Op(op) => Some(op),
+                _ => None,
+            })
+            .collect()
+    };
+    let text = |t: &str| DeltaOp::AppendContent { text: t.into() };
+    let reasoning = |t: &str| DeltaOp::AppendReasoning { text: t.into() };
+    let delta = |kind: &str, field: &str, t: &str| {
+        format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"{kind}\",\"{field}\":\"{t}\"}}}}\n\n")
+    };
+    let anthropic = [
+        delta("thinking_delta", "thinking", "hm"),
+        delta("thinking_delta", "thinking", "m"),
+        delta("text_delta", "text", "Hel"),
+        delta("text_delta", "text", "lo"),
+        delta("text_delta", "text", " \\\"you\\\""),
+    ]
+    .concat();
+    assert_eq!(
+        ops(ProviderKind::Anthropic, &anthropic),
+        vec![reasoning("hmm"), text("Hello \"you\"")]
+    );
+    let chunk =
+        |delta: &str| format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{delta}}}]}}\n\n");
+    let openai = [
+        chunk(r#"{"content":"a"}"#),
+        chunk(r#"{"content":"b"}"#),
+        chunk(r#"{"reasoning_content":"r"}"#),
+        chunk(r#"{"content":"c"}"#),
+    ]
+    .concat();
+    assert_eq!(
+        ops(ProviderKind::OpenaiChat, &openai),
+        vec![text("ab"), reasoning("r"), text("c")]
+    );
+}

@@ -278,7 +278,7 @@ impl State {
 
     fn append_text(&mut self, text: Option<&str>, items: &mut Vec<DecodeItem>) {
         if let Some(text) = text {
-            items.push(op(DeltaOp::AppendContent { text: text.into() }));
+            super::push_content(items, text);
         }
     }
 
@@ -315,7 +315,7 @@ impl State {
             .entry(index)
             .or_default()
             .push_str(text);
-        items.push(op(DeltaOp::AppendReasoning { text: text.into() }));
+        super::push_reasoning(items, text);
     }
 
     fn signature(&mut self, index: u64, signature: &str, items: &mut Vec<DecodeItem>) {
