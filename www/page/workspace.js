@@ -56,6 +56,7 @@ export function install(ctx) {
         $('attach-resource').hidden = !tools.some((t) => t.mcp);
         ctx.engine.toolsChanged();
         ctx.settings?.refresh('workspace');
+        ctx.settings?.refresh('agent');
       }, 150);
     }, controller.signal);
   }

@@ -17,14 +17,12 @@ export default {
   },
   fill(settings, view, ctx) {
     q(view, 'system-prompt').value = settings.system_prompt ?? '';
-    // What the engine's module knows (its default prompt, the tools' default rules).
-    ctx.engine.defaults().then(({ prompt, rules }) => {
-      q(view, 'system-prompt').placeholder = prompt;
-      const policy = settingsStore.toolRules(settings, rules);
-      q(view, 'tool-policy').replaceChildren(el('legend', { text: 'Tool rules (a chat can only make them stricter)' }), ...Object.keys(policy).map((tool) => el('label', { class: 'inline' },
-        el('select', { testid: `policy-${tool}`, 'data-tool': tool }, ...['auto', 'ask', 'deny'].map((rule) => new Option(rule, rule, false, policy[tool] === rule))),
-        ` ${tool}`)));
-    }, (error) => ctx.say(String(error?.message ?? error), true));
+    drawRules(settings, view, ctx);
+  },
+  /** The workspace's tools changed (an MCP server became ready): its tools are listed too, and
+   * the rules already chosen in the open dialog stay as chosen. */
+  refresh(view, ctx) {
+    drawRules(this.collect(settingsStore.loadSettings(), view), view, ctx);
   },
   collect(settings, view) {
     const tool_policy = { ...(settings.tool_policy ?? {}) };
@@ -32,3 +30,16 @@ export default {
     return { ...settings, system_prompt: q(view, 'system-prompt').value.trim(), tool_policy };
   },
 };
+
+/** The system prompt's placeholder and a rule for each tool offered now (what the engine's module
+ * knows: its default prompt, the tools' default rules), each set as `settings` choose. */
+function drawRules(settings, view, ctx) {
+  ctx.engine.defaults().then(({ prompt, rules }) => {
+    q(view, 'system-prompt').placeholder = prompt;
+    const policy = settingsStore.toolRules(settings, rules);
+    q(view, 'tool-policy').replaceChildren(el('legend', { text: 'Tool rules (a chat can only make them stricter)' }), ...Object.keys(policy).map((tool) => el('label', { class: 'inline' },
+      el('select', { testid: `policy-${tool}`, 'data-tool': tool }, ...['auto', 'ask', 'deny'].map((rule) => new Option(rule, rule, false, policy[tool] === rule))),
+      ` ${tool}`)));
+  }, (error) => ctx.say(String(error?.message ?? error), true));
+}
+
