@@ -69,7 +69,8 @@ try {
   // the save's write transaction waits until that transaction ends (IndexedDB orders them), so a
   // probe still pending when the browser dies proves the write was under way.
   await page.evaluate(async () => {
-    const messages = Array.from({ length: 10000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `message ${i} `.padEnd(200, 'x') }));
+    // 1,000 characters each (10 MB): with 200 the whole save once ended before the kill landed.
+    const messages = Array.from({ length: 10000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `message ${i} `.padEnd(1000, 'x') }));
     window.palaver.importChat(JSON.stringify(messages)).catch(() => {});
     window.probe = 'not opened';
     await new Promise((r) => setTimeout(r, 0));
