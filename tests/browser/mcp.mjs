@@ -50,6 +50,7 @@ try {
   check(await page.locator('[data-testid="policy-mcp__memory__create_entities"]').inputValue() === 'ask', 'an MCP tool asks by default');
   check(await page.locator('[data-testid="policy-mcp__memory__read_graph"]').inputValue() === 'ask', 'a tool its server calls read-only still asks when the config does not trust that server (F8)');
   check(await page.locator('[data-testid="policy-mcp__everything__trigger-long-running-operation"]').inputValue() === 'auto', 'and runs without asking when it does (trust_annotations)');
+  await inThemes(page, 'Settings → Agent with MCP tools', 'mcp-agent-rules');
   await page.click('[data-testid=cancel-settings]');
 
   // The model calls a tool of the memory server: the card names the server; approved, it runs.
