@@ -104,7 +104,19 @@ try {
   check(progress, 'the call\'s progress shows in the activity block while it runs');
   await waitIdle(page, 3, 30_000);
 
-  // A tool the server adds later (tools/list_changed) reaches the engine without a reload.
+  // A tool the server adds later (tools/list_changed) reaches the engine without a reload, and
+  // Settings → Agent, open while it arrives, lists it beside the rules drawn before, which stay
+  // the same elements (a select a person has open stays open) with what the person chose.
+  check(!(await apiTools()).some((t) => t.name === 'mcp__changes__late'), 'the late tool is not listed yet when Settings → Agent opens (else raise FAULTY_DELAY_MS)');
+  await page.click('[data-testid=settings]');
+  await page.click('[data-testid=settings-tab-agent]');
+  const chosen = page.locator('[data-testid=policy-read_file]');
+  await chosen.selectOption('deny');
+  const chosenHandle = await chosen.elementHandle();
+  const listedLate = await page.waitForSelector('[data-testid="policy-mcp__changes__late"]', { timeout: 40_000 }).then(() => true, () => false);
+  check(listedLate, 'Settings → Agent, open, lists the tool the server added');
+  check(await chosenHandle.evaluate((select) => select.isConnected && select.value === 'deny'), 'the rule chosen before stays the same select, still set as chosen');
+  await page.click('[data-testid=cancel-settings]');
   const late = await (async () => {
     for (let i = 0; i < 60; i += 1) {
       if ((await apiTools()).some((t) => t.name === 'mcp__changes__late')) return true;

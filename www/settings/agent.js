@@ -32,14 +32,30 @@ export default {
 };
 
 /** The system prompt's placeholder and a rule for each tool offered now (what the engine's module
- * knows: its default prompt, the tools' default rules), each set as `settings` choose. */
+ * knows: its default prompt, the tools' default rules), each set as `settings` choose. A rule
+ * already drawn stays the same element, so a select a person has open stays open when an MCP
+ * server's tools arrive. */
 function drawRules(settings, view, ctx) {
   ctx.engine.defaults().then(({ prompt, rules }) => {
     q(view, 'system-prompt').placeholder = prompt;
     const policy = settingsStore.toolRules(settings, rules);
-    q(view, 'tool-policy').replaceChildren(el('legend', { text: 'Tool rules (a chat can only make them stricter)' }), ...Object.keys(policy).map((tool) => el('label', { class: 'inline' },
-      el('select', { testid: `policy-${tool}`, 'data-tool': tool }, ...['auto', 'ask', 'deny'].map((rule) => new Option(rule, rule, false, policy[tool] === rule))),
-      ` ${tool}`)));
+    const fieldset = q(view, 'tool-policy');
+    const drawn = new Map([...fieldset.querySelectorAll('[data-tool]')].map((select) => [select.dataset.tool, select.closest('label')]));
+    for (const [tool, label] of drawn) if (!(tool in policy)) label.remove();
+    if (!fieldset.querySelector('legend')) fieldset.prepend(el('legend', {}));
+    fieldset.querySelector('legend').textContent = 'Tool rules (a chat can only make them stricter)';
+    let previous = fieldset.querySelector('legend');
+    for (const tool of Object.keys(policy)) {
+      const label = drawn.get(tool) ?? ruleLabel(tool);
+      label.querySelector('select').value = policy[tool];
+      if (previous.nextElementSibling !== label) previous.after(label);
+      previous = label;
+    }
   }, (error) => ctx.say(String(error?.message ?? error), true));
 }
 
+function ruleLabel(tool) {
+  return el('label', { class: 'inline' },
+    el('select', { testid: `policy-${tool}`, 'data-tool': tool }, ...['auto', 'ask', 'deny'].map((rule) => new Option(rule, rule))),
+    ` ${tool}`);
+}
