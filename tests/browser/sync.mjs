@@ -312,6 +312,11 @@ try {
   const done = await waitStored(b, longId, (m) => m.length === total, `B to hold all ${total} messages`, 120_000);
   const pulledAfter = (await waitSync(b, live, 'B live')).pulled - pulledBefore;
   check(done.length === total, `the ${total}-message chat replicated (${done.length})`);
+  // Once caught up, B packs the long chat it pulled (not between batches, each of which would
+  // undo the copy): its first opening reads one record, not 5 000.
+  let packedAfterPull = null;
+  for (let i = 0; i < 100 && !(packedAfterPull = await packedIn(b, longId)); i++) await new Promise((r) => setTimeout(r, 100));
+  check(packedAfterPull?.changes.length === 0, `B packed the long chat it pulled, before anyone opened it (${packedAfterPull ? 'a copy, nothing written since' : 'no copy'})`);
   const resumedFrom = traffic.since[listedBefore];
   // Only B pulls in this step (A has nothing new to fetch): a revision delivered before the cut
   // and asked for again after the restart was fetched twice. B's count of pulled documents is no
@@ -328,8 +333,10 @@ try {
   // 5. One new turn in the long chat: bytes of a turn, not of the chat.
   // B opened the long chat once (its packed copy written then), went back to the first one and
   // reloaded: the long chat is not in B's engine when B pulls the turn into its records.
+  const firstClick = Date.now();
   await b.locator(`[data-testid=chat-item][data-chat-id="${longId}"]`).click();
-  await b.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat && !document.querySelector('[data-testid=loading-earlier]'), longId, { timeout: 20_000 }).catch(() => {});
+  await b.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat && document.querySelector('[data-testid=show-earlier]') && !document.querySelector('[data-testid=loading-earlier]'), longId, { timeout: 20_000 }).catch(() => {});
+  console.log(`  B: the first click on the long chat it pulled → usable ${Date.now() - firstClick} ms`);
   await b.locator(`[data-testid=chat-item][data-chat-id="${id}"]`).click();
   await b.waitForFunction((chat) => document.querySelector('[data-testid=chat-item][aria-current=true]')?.dataset.chatId === chat, id, { timeout: 20_000 }).catch(() => {});
   await b.reload();

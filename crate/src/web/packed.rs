@@ -5,7 +5,8 @@
 //! The records stay the truth and the unit of saving and sync; the copy is trusted only as the
 //! chat's record vouches for it. A load that reads the records writes the copy and, in the same
 //! transaction, `packed_changes: []` on the chat's record; so does a save that writes the whole
-//! chat (an import), from the rows it writes, so a long chat's first load reads one record too.
+//! chat (an import), from the rows it writes, so a long chat's first load reads one record too;
+//! a long chat that sync brought from another device is packed once the replication caught up.
 //! Each save, and each sync pull into the chat, then lists on that record the messages it wrote
 //! or removed (the record is written by every save and pull anyway), and a load reads the copy
 //! plus those few records. A chat's record without the list, a list past `CHANGES_MAX`, or the
@@ -118,6 +119,32 @@ pub(super) async fn read_and_pack(
         }
     }
     Ok((record, text))
+}
+
+/// Packs a long chat whose record vouches for no copy (one a sync pull brought from another
+/// device), so that its first opening here reads one record too; a chat packed meanwhile (opened,
+/// or its workspace copy written) or gone is left as it is.
+pub(super) async fn pack_unvouched(db: &IdbDatabase, chat_id: &str) -> Result<(), JsValue> {
+    let tx = idb::write_transaction(db)?;
+    let chats = idb::store(&tx, idb::CHATS)?;
+    let record = idb::request_done(&chats.get(&JsValue::from_str(chat_id))?).await?;
+    if !record.is_object() || vouches(&idb::from_js(&record).unwrap_or_default()) {
+        return Ok(());
+    }
+    let (rows, text) = read_records(&tx, chat_id).await?;
+    if rows.length() as usize >= PACK_FROM {
+        let text = super::text_of(&text.into()).unwrap_or_default();
+        if put_copy(&tx, chat_id, &js_sys::Uint8Array::from(text.as_bytes()))? {
+            js_sys::Reflect::set(&record, &CHANGES.into(), &js_sys::Array::new())?;
+            chats.put(&record)?;
+        }
+    }
+    idb::transaction_done(&tx).await
+}
+
+/// Whether a chat's record vouches for a packed copy (the copy and the changes it lists since).
+pub(super) fn vouches(record: &Value) -> bool {
+    listed_changes(record).is_some()
 }
 
 /// Puts `rows` (the chat's message records in order, as JSON text in UTF-8 bytes) as the chat's

@@ -17,6 +17,8 @@ pub(in crate::web) struct SyncState {
     pub(in crate::web) checkpoint_key: String,
     /// Chats whose pulled changes wait for them to be idle and saved.
     pub(in crate::web) reload_later: BTreeSet<String>,
+    /// Long chats pulled here with no packed copy: packed once the replication caught up.
+    pub(in crate::web) pack_later: BTreeSet<String>,
 }
 
 #[derive(Default)]

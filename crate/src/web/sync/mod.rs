@@ -78,6 +78,7 @@ pub(super) async fn configure(shared: &Handle, config: Option<SyncConfig>) -> Re
             generation,
             checkpoint_key,
             reload_later: BTreeSet::new(),
+            pack_later: BTreeSet::new(),
         });
         generation
     };
@@ -266,7 +267,12 @@ fn perform(shared: &Handle, generation: u64, effect: SyncEffect) {
             })
             .forget();
         }
-        SyncEffect::Status(status) => emit_status(&shared, &status),
+        SyncEffect::Status(status) => {
+            emit_status(&shared, &status);
+            if status.state == "live" {
+                pack_pulled(&shared);
+            }
+        }
     }
 }
 

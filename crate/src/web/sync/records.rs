@@ -138,6 +138,8 @@ pub(super) struct Changed {
     pub(super) deleted: BTreeSet<String>,
     /// Chats deleted on another device but added to here: kept, and the page says so.
     pub(super) kept: BTreeSet<String>,
+    /// Long chats this pull wrote to that have no packed copy (`packed.rs`).
+    pub(super) unpacked: BTreeSet<String>,
 }
 
 /// Pulled documents into the chats' stores and pushed ones recorded — one transaction.
@@ -259,6 +261,11 @@ pub(super) async fn store(
         // with no copy, and the copy goes (the next load reads the records and packs again).
         let pulled_here = written.get(chat_id).map(Vec::as_slice).unwrap_or_default();
         crate::web::packed::note_written(&tx, chat_id, &mut record, pulled_here.iter())?;
+        if !crate::web::packed::vouches(&record)
+            && count.as_f64().unwrap_or(0.0) >= crate::web::packed::PACK_FROM as f64
+        {
+            changed.unpacked.insert(chat_id.clone());
+        }
         chats.put(&idb::to_js(&record)?)?;
         shared.borrow_mut().chats.insert(chat_id.clone(), record);
     }
@@ -317,6 +324,10 @@ pub(super) async fn after_pull(shared: &Handle, generation: u64, changed: Change
     }
     if let Some(state) = shared.borrow_mut().sync.state.as_mut() {
         state.reload_later.extend(changed.chats.iter().cloned());
+        state.pack_later.extend(changed.unpacked.iter().cloned());
+        for chat_id in &changed.deleted {
+            state.pack_later.remove(chat_id);
+        }
     }
     emit(
         shared,
@@ -332,6 +343,28 @@ pub(super) async fn after_pull(shared: &Handle, generation: u64, changed: Change
     if !changed.kept.is_empty() {
         local_change(shared);
     }
+}
+
+/// The long chats pulled without a packed copy are packed, one after another, once the
+/// replication has caught up — not between its batches, each of which would undo the copy — so
+/// a chat that came from another device opens from one record, as one saved here does. The copy
+/// only makes opening quicker: one that fails is left to the chat's first load.
+pub(super) fn pack_pulled(shared: &Handle) {
+    let chats = match shared.borrow_mut().sync.state.as_mut() {
+        Some(state) => std::mem::take(&mut state.pack_later),
+        None => return,
+    };
+    if chats.is_empty() {
+        return;
+    }
+    let shared = shared.clone();
+    spawn_local(async move {
+        for chat_id in chats {
+            let db = shared.borrow().db.clone();
+            // A failure costs only the quick opening: the chat's first load packs it.
+            let _ = crate::web::packed::pack_unvouched(&db, &chat_id).await;
+        }
+    });
 }
 
 /// Open chats owned here with pulled changes take them when idle and saved; the rest wait.
