@@ -24,7 +24,7 @@ await writeFile(config, JSON.stringify({
     // Its read-only hints are believed because this config says so (SECURITY F8).
     everything: { command: 'node', args: [join(servers, 'server-everything/dist/index.js'), 'stdio'], trust_annotations: true },
     memory: { command: 'node', args: [join(servers, 'server-memory/dist/index.js')], env: { MEMORY_FILE_PATH: join(home, 'memory.jsonl') } },
-    changes: { command: 'node', args: [join(root, 'tests/mcp/faulty.mjs'), 'changes'], env: { FAULTY_DELAY_MS: '25000' } },
+    changes: { command: 'node', args: [join(root, 'tests/mcp/faulty.mjs'), 'changes'], env: { FAULTY_DELAY_MS: '45000' } },
   },
 }));
 const double = await startDouble();
@@ -113,7 +113,7 @@ try {
   const chosen = page.locator('[data-testid=policy-read_file]');
   await chosen.selectOption('deny');
   const chosenHandle = await chosen.elementHandle();
-  const listedLate = await page.waitForSelector('[data-testid="policy-mcp__changes__late"]', { timeout: 40_000 }).then(() => true, () => false);
+  const listedLate = await page.waitForSelector('[data-testid="policy-mcp__changes__late"]', { timeout: 60_000 }).then(() => true, () => false);
   check(listedLate, 'Settings → Agent, open, lists the tool the server added');
   check(await chosenHandle.evaluate((select) => select.isConnected && select.value === 'deny'), 'the rule chosen before stays the same select, still set as chosen');
   await page.click('[data-testid=cancel-settings]');
