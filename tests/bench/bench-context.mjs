@@ -1,10 +1,12 @@
 // The context pipeline in wasm under Node, on ../shared/bench/history-5k.json.gz (issue 4's
 // benchmark; the native numbers come from `cargo bench --bench context`). Prints ms per step.
 // node bench-context.mjs --pkg <nodejs pkg dir> --history <history-5k.json.gz> [--rounds N]
+import { execSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { gunzipSync } from 'node:zlib';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((pairs, arg, i, all) => {
@@ -39,4 +41,64 @@ const rows = {
   request_openai_chat: msPer('request openai-chat (limit + linearize + body)', () => `${bench.request('openai-chat', 128000)} bytes`),
   request_anthropic: msPer('request anthropic (limit + linearize + body)', () => `${bench.request('anthropic', 128000)} bytes`),
 };
+if (args.serve) Object.assign(rows, await withRealPrompt(resolve(args.serve)));
 console.log(JSON.stringify({ rounds, ms: rows }));
+
+/**
+ * Issue 41, goal 6: the whole request as a chat in a workspace sends it — `palaver serve` (the
+ * binary given) on this repository with two real MCP servers from npm (tests/mcp), its tools as
+ * `GET /api/tools` lists them (the workspace's and the servers'), and the system prompt with the
+ * workspace context the page reads (the repository map, the flat file list, the README, the
+ * date) — for a 1 M-token window (the whole 5,000 messages in the body) and a 128 k one.
+ */
+async function withRealPrompt(palaver) {
+  process.env.PALAVER_BIN = palaver;
+  const { startServe, root } = await import('../browser/harness.mjs');
+  const servers = join(root, 'tests/mcp/node_modules/@modelcontextprotocol');
+  const home = mkdtempSync(join(tmpdir(), 'palaver-bench-context-'));
+  const config = join(home, 'mcp.json');
+  writeFileSync(config, JSON.stringify({ mcpServers: {
+    everything: { command: 'node', args: [join(servers, 'server-everything/dist/index.js'), 'stdio'] },
+    memory: { command: 'node', args: [join(servers, 'server-memory/dist/index.js')], env: { MEMORY_FILE_PATH: join(home, 'memory.jsonl') } },
+  } }));
+  // The workspace: this repository's files as committed (the app it serves cannot be inside it).
+  const workspace = mkdtempSync(join(tmpdir(), 'palaver-bench-workspace-'));
+  execSync(`git -C ${JSON.stringify(root)} archive HEAD | tar -x -C ${JSON.stringify(workspace)}`);
+  const serve = await startServe(workspace, ['--mcp', config]);
+  try {
+    const api = async (path, init = {}) => (await fetch(`${serve.origin}${path}`, { ...init, headers: { authorization: `Bearer ${serve.token}`, 'content-type': 'application/json' } })).json();
+    for (let i = 0; i < 300; i++) {
+      const status = await api('/api/mcp');
+      if ((status.servers ?? []).filter((server) => server.state === 'ready').length === 2) break;
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+    const tools = await api('/api/tools');
+    const tool = (name, args) => api(`/api/tools/${name}`, { method: 'POST', body: JSON.stringify(args) });
+    const map = await tool('repo_map', { budget: 1024 });
+    const tree = await tool('file_tree', { flat: true });
+    const readme = await tool('read_file', { path: 'README.md' });
+    const context = {
+      instructions: [{ path: 'README.md', text: readme.content }],
+      files: tree.content.split('\n').filter((line) => line && !line.startsWith('[')),
+      files_truncated: Boolean(tree.data?.truncated),
+      date: new Date().toISOString().slice(0, 10),
+      repo_map: map.content,
+    };
+    const mcpTools = tools.filter((t) => t.name.startsWith('mcp__')).length;
+    console.log(`the real prompt: ${tools.length} workspace tools (${mcpTools} of two MCP servers), ${context.files.length} files listed, a ${context.repo_map.length}-character repository map, the README (${readme.content.length} characters)`);
+    const toolsJson = JSON.stringify(tools);
+    const contextJson = JSON.stringify(context);
+    const rows = {};
+    for (const nCtx of [1_000_000, 128_000]) {
+      for (const kind of ['openai-chat', 'anthropic']) {
+        rows[`real_prompt_${kind}_${nCtx}`] = msPer(`request ${kind} with the real prompt, n_ctx ${nCtx}`, () => {
+          const [body, prompt, offered] = bench.requestWithPrompt(kind, nCtx, toolsJson, contextJson);
+          return `${body} bytes: a ${prompt}-character system prompt, ${offered} tools`;
+        });
+      }
+    }
+    return rows;
+  } finally {
+    serve.child.kill();
+  }
+}

@@ -4,10 +4,11 @@
 use super::js_error;
 use crate::history_limit::{history_budget, limit_history};
 use crate::message::ChatMessage;
+use crate::prompt::WorkspaceContext;
 use crate::provider::ProviderKind;
 use crate::request::{build_request, ProviderConfig, RequestInput};
 use crate::thread::ThreadParams;
-use crate::tools::engine_tool_specs;
+use crate::tools::{engine_tool_specs, ToolSpec};
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(js_name = ContextBench)]
@@ -65,6 +66,43 @@ impl WasmContextBench {
 
     /// History limit + linearize + body for `kind`; returns the body's length in bytes.
     pub fn request(&self, kind: &str, n_ctx: f64) -> Result<usize, JsValue> {
+        let tools = engine_tool_specs();
+        self.body_length(kind, n_ctx, "You are Palaver.", &tools, None)
+    }
+
+    /// The whole request as a chat in a workspace sends it (issue 41, goal 6): the engine's tools
+    /// and the workspace's and MCP servers' (`tools_json`, as `GET /api/tools` lists them), the
+    /// agent's system prompt with the workspace context (`context_json`, as the page reads it:
+    /// the repository map, the file list, the instruction files, the date), laid out in stability
+    /// tiers from a fresh tracker. Returns `[body bytes, system prompt characters, tools]`.
+    #[wasm_bindgen(js_name = requestWithPrompt)]
+    pub fn request_with_prompt(
+        &self,
+        kind: &str,
+        n_ctx: f64,
+        tools_json: &str,
+        context_json: &str,
+    ) -> Result<Vec<usize>, JsValue> {
+        let mut tools = engine_tool_specs();
+        let workspace: Vec<ToolSpec> = serde_json::from_str(tools_json)
+            .map_err(|e| js_error("BadInput", &format!("tools: {e}")))?;
+        tools.extend(workspace);
+        let context: WorkspaceContext = serde_json::from_str(context_json)
+            .map_err(|e| js_error("BadInput", &format!("workspace context: {e}")))?;
+        let prompt = crate::prompt::assemble(None, &context);
+        let tracker = crate::stability::Tracker::default();
+        let body = self.body_length(kind, n_ctx, &prompt, &tools, Some(&tracker))?;
+        Ok(vec![body, prompt.chars().count(), tools.len()])
+    }
+
+    fn body_length(
+        &self,
+        kind: &str,
+        n_ctx: f64,
+        system_prompt: &str,
+        tools: &[ToolSpec],
+        tiers: Option<&crate::stability::Tracker>,
+    ) -> Result<usize, JsValue> {
         let kind = ProviderKind::parse(kind)
             .ok_or_else(|| js_error("BadConfig", &format!("unknown provider kind {kind}")))?;
         let provider = ProviderConfig {
@@ -78,15 +116,14 @@ impl WasmContextBench {
             provider: kind,
             ..ThreadParams::default()
         };
-        let tools = engine_tool_specs();
         build_request(&RequestInput {
             provider: &provider,
             thread: &thread,
-            system_prompt: Some("You are Palaver."),
-            tools: &tools,
+            system_prompt: Some(system_prompt),
+            tools,
             history: &self.messages,
             budget: Some(history_budget(n_ctx as u64, None, 2000)),
-            tiers: None,
+            tiers,
         })
         .map(|r| r.body.len())
         .map_err(|e| js_error("TooLarge", &e.to_string()))
