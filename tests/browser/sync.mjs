@@ -14,6 +14,7 @@ import {
   root, check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, setProvider, sendAndWait, waitIdle, openChatId, importFile, chatMenu,
 } from './harness.mjs';
 import { couchServer } from './couch.mjs';
+import { setSync as setSyncAs, syncStatus, waitSync } from './sync-page.mjs';
 import { inThemes } from './axe.mjs';
 
 watchdog(420, 'the sync page test');
@@ -115,18 +116,8 @@ async function browser(profile) {
   return { page, context };
 }
 
-/** Settings → Sync, as a person fills it. */
-async function setSync(page, { url = COUCH, database = DB, username = ADMIN.username, password = ADMIN.password, remember = false } = {}) {
-  await page.click('[data-testid=settings]');
-  await page.click('[data-testid=settings-tab-sync]');
-  await page.fill('[data-testid=sync-url]', url);
-  await page.fill('[data-testid=sync-database]', database);
-  await page.fill('[data-testid=sync-username]', username);
-  await page.fill('[data-testid=sync-password]', password);
-  await page.setChecked('[data-testid=remember-sync]', remember);
-  await page.click('[data-testid=save-settings]');
-  await page.getByTestId('settings-dialog').waitFor({ state: 'hidden' });
-}
+/** Settings → Sync, as a person fills it (this server and database, the admin, by default). */
+const setSync = (page, options = {}) => setSyncAs(page, { url: COUCH, database: DB, ...ADMIN, ...options });
 
 /** Settings → Sync → "Sync now", as a person asks for it. */
 async function syncNow(page) {
@@ -136,24 +127,6 @@ async function syncNow(page) {
   await page.click('[data-testid=cancel-settings]');
 }
 
-/** The sync status as the sidebar shows it: its state and the counts in its words. */
-const syncStatus = (page) => page.evaluate(() => {
-  const node = document.querySelector('[data-testid=sync-status]');
-  const text = node?.hidden ? '' : node?.textContent ?? '';
-  const counts = text.match(/\((\d+) sent, (\d+) received/);
-  return { state: node?.dataset.state ?? 'off', pushed: Number(counts?.[1] ?? 0), pulled: Number(counts?.[2] ?? 0), text };
-});
-async function waitSync(page, predicate, what, timeout = 30_000) {
-  const started = Date.now();
-  let status = null;
-  while (Date.now() - started < timeout) {
-    status = await syncStatus(page);
-    if (predicate(status)) return status;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  console.log(`  (waited ${timeout} ms for ${what}; last status ${JSON.stringify(status)})`);
-  return status;
-}
 const live = (s) => s.state === 'live';
 /** A chat's messages as stored here, in order: `[role, content]`. */
 const stored = (page, id) => page.evaluate(async (chat) => {
