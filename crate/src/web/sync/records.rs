@@ -329,6 +329,11 @@ pub(super) async fn after_pull(shared: &Handle, generation: u64, changed: Change
             state.pack_later.remove(chat_id);
         }
     }
+    // Caught up already (the replicator said so as this batch was stored): packed now, as no
+    // later `live` may come while it listens.
+    if status(shared).state == "live" {
+        pack_pulled(shared);
+    }
     emit(
         shared,
         &json!({"type": "changed", "chats": changed.chats, "deleted": changed.deleted, "kept": changed.kept}),
