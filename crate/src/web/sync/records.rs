@@ -272,9 +272,18 @@ pub(super) async fn store(
     for chat_id in &changed.deleted {
         idb::forget_packed(&tx, chat_id)?;
     }
-    for p in pushed {
-        revs.put(&rev_record(&p.id, &p.info)?)?;
-        let entry = idb::request_done(&outbox.get(&JsValue::from_str(&p.id))?).await?;
+    // Every pushed document's outbox entry asked at once, then awaited in order: one round
+    // through IndexedDB, not one per document (200 a batch: a push of the 5,000-message chat
+    // waited ~1.5 s on them).
+    let entries = pushed
+        .iter()
+        .map(|p| {
+            revs.put(&rev_record(&p.id, &p.info)?)?;
+            outbox.get(&JsValue::from_str(&p.id))
+        })
+        .collect::<Result<Vec<_>, JsValue>>()?;
+    for (p, entry) in pushed.iter().zip(&entries) {
+        let entry = idb::request_done(entry).await?;
         let mark = Reflect::get(&entry, &"mark".into())
             .ok()
             .and_then(|m| m.as_f64());
