@@ -25,9 +25,11 @@ use wasm_bindgen_futures::{spawn_local, JsFuture};
 use web_sys::AbortController;
 
 mod http;
+mod pulled;
 mod records;
 
 use http::*;
+use pulled::*;
 use records::*;
 
 /// What Settings → Sync gives: the server, the database, the credentials (never stored here).
