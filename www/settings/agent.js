@@ -42,9 +42,8 @@ function drawRules(settings, view, ctx) {
     const fieldset = q(view, 'tool-policy');
     const drawn = new Map([...fieldset.querySelectorAll('[data-tool]')].map((select) => [select.dataset.tool, select.closest('label')]));
     for (const [tool, label] of drawn) if (!(tool in policy)) label.remove();
-    if (!fieldset.querySelector('legend')) fieldset.prepend(el('legend', {}));
-    fieldset.querySelector('legend').textContent = 'Tool rules (a chat can only make them stricter)';
-    let previous = fieldset.querySelector('legend');
+    let previous = fieldset.querySelector('legend'); // build() made it
+    previous.textContent = 'Tool rules (a chat can only make them stricter)';
     for (const tool of Object.keys(policy)) {
       const label = drawn.get(tool) ?? ruleLabel(tool);
       label.querySelector('select').value = policy[tool];

@@ -113,10 +113,7 @@ pub(super) async fn read_and_pack(
     let text = super::text_of(&text.into()).unwrap_or_default();
     if rows.length() as usize >= PACK_FROM && record.is_object() {
         // Not awaited: the chat opens while the copy is written.
-        if put_copy(&tx, chat_id, &js_sys::Uint8Array::from(text.as_bytes()))? {
-            js_sys::Reflect::set(&record, &CHANGES.into(), &js_sys::Array::new())?;
-            chats.put(&record)?;
-        }
+        pack(&tx, &chats, &record, chat_id, &text)?;
     }
     Ok((record, text))
 }
@@ -133,13 +130,31 @@ pub(super) async fn pack_unvouched(db: &IdbDatabase, chat_id: &str) -> Result<()
     }
     let (rows, text) = read_records(&tx, chat_id).await?;
     if rows.length() as usize >= PACK_FROM {
-        let text = super::text_of(&text.into()).unwrap_or_default();
-        if put_copy(&tx, chat_id, &js_sys::Uint8Array::from(text.as_bytes()))? {
-            js_sys::Reflect::set(&record, &CHANGES.into(), &js_sys::Array::new())?;
-            chats.put(&record)?;
-        }
+        pack(
+            &tx,
+            &chats,
+            &record,
+            chat_id,
+            &super::text_of(&text.into()).unwrap_or_default(),
+        )?;
     }
     idb::transaction_done(&tx).await
+}
+
+/// Puts `text` (the chat's records in order) as the chat's copy in `tx` and has its `record`
+/// vouch for it, with no changes since — unless the database has no store for copies.
+fn pack(
+    tx: &IdbTransaction,
+    chats: &web_sys::IdbObjectStore,
+    record: &JsValue,
+    chat_id: &str,
+    text: &str,
+) -> Result<(), JsValue> {
+    if put_copy(tx, chat_id, &js_sys::Uint8Array::from(text.as_bytes()))? {
+        js_sys::Reflect::set(record, &CHANGES.into(), &js_sys::Array::new())?;
+        chats.put(record)?;
+    }
+    Ok(())
 }
 
 /// Whether a chat's record vouches for a packed copy (the copy and the changes it lists since).
