@@ -165,12 +165,14 @@ async function main() {
     await ctx.engine.ensure();
   } else {
     // A first visit: nothing stored, nothing to sync. Drawn without the engine, whose wasm is
-    // fetched at the first key or pointer press and opened on first use.
+    // fetched at the first key or pointer press and opened on first use; the renderer's is
+    // fetched once the first answer's words are drawn.
+    markdown.defer();
     ctx.chats.render();
     ctx.empty.show();
     await ctx.workspace.read([]);
     for (const type of ['pointerdown', 'keydown']) {
-      addEventListener(type, () => { ctx.engine.loadModule().catch(() => {}); markdown.load(); }, { once: true, capture: true });
+      addEventListener(type, () => ctx.engine.loadModule().catch(() => {}), { once: true, capture: true });
     }
     // Another tab stored the first chat: this one opens its engine and lists it.
     addEventListener('storage', (event) => {

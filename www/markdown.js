@@ -1,11 +1,14 @@
-// The Markdown renderer: its own wasm (`pkg/render/`, the crate `palaver-render`), loaded the
-// first time the page has a message to draw or the user starts typing, never for the first paint
-// of an empty app (issue 20). Until it is there, and if it cannot load, model text is shown as
-// escaped plain text: safe, readable, never lost.
+// The Markdown renderer: its own wasm (`pkg/render/`, the crate `palaver-render`). It is never
+// fetched for the first paint of an empty app (issue 20), and on a first visit not before the
+// first answer's words (issue 41: its bytes would delay them on a slow network). Until it is
+// there, and if it cannot load, model text is shown as escaped plain text: safe, readable, never
+// lost; once it is, `onReady`'s callers draw that text again as Markdown.
 
 let render = null;
 let loading = null;
 let settled = false;
+let deferred = false;
+const waiting = new Set();
 
 /** Loads the renderer once; resolves when `html` renders Markdown (or the load failed). */
 export function load() {
@@ -19,16 +22,34 @@ export function load() {
     })
     .finally(() => {
       settled = true;
+      if (render) for (const redraw of waiting) redraw();
     });
   return loading;
 }
 
-/** Whether the load has ended, well or not: the page waits for this before a first frame. */
+/** A first visit: nothing fetches the renderer ahead (`preload`) until model text is drawn. */
+export function defer() {
+  deferred = true;
+}
+
+/** Fetches the renderer ahead of need (a person typing, a new chat), unless this is a first visit. */
+export function preload() {
+  if (!deferred) load();
+}
+
+/** Whether the load has ended, well or not: a stored chat's first frame waits for this. */
 export const settledLoad = () => settled;
+
+/** `redraw` is called when the renderer arrives, to draw again what was drawn as plain text. */
+export function onReady(redraw) {
+  waiting.add(redraw);
+}
 
 /** Model output as safe HTML (for the page's one Trusted Types policy). */
 export function html(markdown) {
-  return render ? render(markdown) : plain(markdown);
+  if (render) return render(markdown);
+  load(); // model text is here: the renderer is needed now
+  return plain(markdown);
 }
 
 const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };

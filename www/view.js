@@ -19,8 +19,6 @@ export const STEP = 30;
 
 export { el, button, textOf } from './elements.js';
 
-
-
 export class TranscriptView {
   constructor(root, html) {
     this.root = root;
@@ -48,6 +46,14 @@ export class TranscriptView {
     this.stream = null;
     this.tail.replaceChildren(this.phaseNode); // the last chat's draft must not show in the next
     this.root.replaceChildren();
+  }
+
+  /** The renderer arrived: model text drawn as plain text is drawn again, the draft's too. */
+  redrawText() {
+    this.cache.clear();
+    if (!this.draftNode) return;
+    this.draftNode.querySelector('.settled').replaceChildren();
+    Object.assign(this.stream, { rendered: 0, length: -1 });
   }
 
   /** Draws what changed; where the pane is scrolled is the caller's (it knows what the person did). */

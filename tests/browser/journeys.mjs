@@ -10,6 +10,7 @@
 // Prints, per journey: the clicks a person needed and the time from the Send click to the first
 // token on screen.
 // node tests/browser/journeys.mjs   (after build_pkg, ensure_default_model and `cargo build`)
+import { existsSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { check, failed, watchdog, startDouble, startServe, launch, tempDir, cleanup, openaiStream, openChatId } from './harness.mjs';
@@ -56,6 +57,35 @@ async function sendAndTime(you, text, timeout = 30_000) {
   return Date.now() - clicked;
 }
 
+/** Notes in the page when the first answer's words are first drawn (read afterwards, never waited on). */
+async function noteFirstWords(page) {
+  await page.evaluate(() => {
+    const seen = new MutationObserver(() => {
+      if (!document.querySelector('[data-testid=message][data-role=assistant] .markdown')?.textContent.trim()) return;
+      globalThis.firstWordsAt = performance.now();
+      seen.disconnect();
+    });
+    seen.observe(document.body, { childList: true, subtree: true, characterData: true });
+  });
+}
+
+/**
+ * The first answer ends drawn as Markdown. Issue 41: on a first visit the renderer's wasm is not
+ * fetched before the answer's words (its bytes would delay them), and the answer is drawn again.
+ */
+async function drawnAsMarkdown(page, what, firstVisit) {
+  const markdown = await page.waitForFunction(() => document.querySelector('[data-testid=message][data-role=assistant] .markdown > :not(.plain)')
+    && !document.querySelector('[data-testid=message][data-role=assistant] .plain'), null, { timeout: 15_000 }).then(() => true, () => false);
+  const when = await page.evaluate(() => ({
+    words: globalThis.firstWordsAt ?? null,
+    wasm: performance.getEntriesByType('resource').filter((e) => e.name.includes('.wasm')).map((e) => [e.name.split('/').pop(), Math.round(e.startTime)]),
+    renderer: performance.getEntriesByType('resource').find((e) => e.name.includes('palaver_render_bg.wasm'))?.startTime ?? null,
+  }));
+  const order = firstVisit ? when.words !== null && when.renderer > when.words : true;
+  check(markdown && when.renderer !== null && order,
+    `${what}: the first answer is drawn as Markdown${firstVisit ? ', its renderer fetched after the words showed (a first visit)' : ''} (${markdown ? 'Markdown' : 'still plain text'}; ${JSON.stringify(when)})`);
+}
+
 /** After an answer: one answer, no error in the chat, and no status line left over. */
 async function answeredOnce(you, what) {
   await you.waitAnswers(1, 240_000);
@@ -76,6 +106,10 @@ function report(journey, speed, you, ms) {
 }
 
 async function providerThenSend(speed, kind) {
+  // Chats in the workspace (earlier journeys') make this no first visit: the page opens its engine
+  // to list them, and its renderer may be fetched ahead.
+  const copies = join(workspace, '.palaver', 'chats');
+  const firstVisit = !existsSync(copies) || !readdirSync(copies).some((f) => f.endsWith('.json'));
   const { page, you } = await freshBrowser(speed === 'slowed');
   const wire = { 'openai-chat': 'openai-chat/text_gpt4o', anthropic: 'anthropic/text_basic' }[kind];
   await you.click('connect-provider');
@@ -84,8 +118,10 @@ async function providerThenSend(speed, kind) {
   await you.type('provider-key', 'sk-journey');
   await you.type('provider-model', kind === 'anthropic' ? 'claude-test' : 'gpt-4o');
   await you.click('save-settings');
+  await noteFirstWords(page);
   const ms = await sendAndTime(you, 'Hello');
   await answeredOnce(you, `${kind} set up, then Send at once`);
+  await drawnAsMarkdown(page, `${kind} (${speed})`, firstVisit);
   report(`provider (${kind}) set up, then Send`, speed, you, ms);
 }
 

@@ -271,7 +271,7 @@ export function install(ctx) {
     return undefined;
   });
   composer.addEventListener('input', () => {
-    markdown.load(); // an answer will need it
+    markdown.preload(); // an answer will need it (on a first visit, not before its words)
     ctx.engine.loadModule().catch(() => {});
     edits += 1;
     attachments.onInput(composer);

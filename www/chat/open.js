@@ -27,15 +27,21 @@ const WHOLE = 300;
 export function install(ctx) {
   const view = new TranscriptView($('transcript'), html);
   const current = { mirror: null, subscription: null, selecting: Promise.resolve(), frame: 0, restoreScroll: NaN, atEnd: true };
+  markdown.onReady(() => {
+    view.redrawText();
+    for (const node of $('plan').children) node.cardKey = null; // drawn again, as Markdown
+    if (current.mirror) Object.assign(current.mirror.dirty, { messages: true, draft: true, runtime: true });
+    schedule();
+  });
 
   const palaver = () => ctx.engine.palaver;
 
   /** Opens chat `id`; calls run one after another. */
-  function open(id, mark = ctx.composer.mark()) {
+  function open(id, mark = ctx.composer.mark(), fresh = false) {
     ctx.store.dispatch({ type: 'chat_opening' });
     const run = current.selecting.catch(() => {}).then(async () => {
       await ctx.engine.ensure();
-      await show(id, mark);
+      await show(id, mark, fresh);
     });
     current.selecting = run.finally(() => {
       if (current.mirror) ctx.store.dispatch({ type: 'chat_open' });
@@ -43,8 +49,9 @@ export function install(ctx) {
     return run;
   }
 
-  async function show(id, mark) {
-    const renderer = markdown.load();
+  async function show(id, mark, fresh) {
+    current.waitsForRenderer = !fresh; // a new chat has no model text to wait for
+    const renderer = fresh ? markdown.preload() : markdown.load();
     if (current.mirror) ctx.say(''); // a sentence about the chat left is not about this one
     leave(mark);
     current.atEnd = true; // a chat opens at its end, unless it remembers where it was read
@@ -87,8 +94,8 @@ export function install(ctx) {
     if (!found || current.mirror?.id !== id) return;
     const byCall = new Map();
     for (const change of found.changes ?? []) byCall.set(change.call_id, [...(byCall.get(change.call_id) ?? []), change]);
-    // Most chats have no recorded writes: drawing the transcript again for none would be a
-    // second full render of a chat just opened (issue 41: a long chat's first usable frame).
+    // Most chats have no recorded writes: drawing the transcript again for none would be a second
+    // full render of a chat just opened (issue 41: a long chat's first usable frame).
     if (byCall.size === 0 && view.changes.size === 0) return;
     view.changes = byCall;
     current.mirror.dirty.messages = true;
@@ -142,7 +149,7 @@ export function install(ctx) {
     try {
       await ctx.engine.ensure();
       const id = await palaver().createChat('');
-      await open(id, mark);
+      await open(id, mark, true);
       return id;
     } catch (error) {
       ctx.composer.handBack();
@@ -182,8 +189,7 @@ export function install(ctx) {
   function render() {
     const chat = current.mirror;
     if (!chat) return;
-    if (!markdown.settledLoad()) {
-      // The renderer comes with the first chat drawn: its first frame waits for it.
+    if (current.waitsForRenderer && !markdown.settledLoad()) { // a stored chat: never plain text first
       markdown.load().then(schedule);
       return;
     }
