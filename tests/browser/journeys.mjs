@@ -74,7 +74,7 @@ async function noteFirstWords(page) {
  * fetched before the answer's words (its bytes would delay them), and the answer is drawn again.
  */
 async function drawnAsMarkdown(page, what, firstVisit) {
-  const markdown = await page.waitForFunction(() => document.querySelector('[data-testid=message][data-role=assistant] .markdown > :not(.plain)')
+  const markdown = await page.waitForFunction(() => document.querySelector('[data-testid=message][data-role=assistant] .markdown')
     && !document.querySelector('[data-testid=message][data-role=assistant] .plain'), null, { timeout: 15_000 }).then(() => true, () => false);
   const when = await page.evaluate(() => ({
     words: globalThis.firstWordsAt ?? null,

@@ -95,7 +95,7 @@ try {
   await setProvider(page, { baseUrl: url, key: 'sk-perf' });
   context.on('response', (response) => {
     const timing = response.request().timing();
-    if (response.url().startsWith(url) && answerArrived === Infinity) answerArrived = timing.startTime + timing.responseStart;
+    if (response.url().startsWith(url) && response.request().method() === 'POST' && answerArrived === Infinity) answerArrived = timing.startTime + timing.responseStart;
   });
   row('first use: Settings opened → its engine defaults drawn', `${settingsMs} ms (the engine's wasm fetched and compiled)`);
   const firstUse = await wireNow();
@@ -113,9 +113,9 @@ try {
   const started = Date.now();
   await person(page).send('Stream a lot');
   await page.locator('[data-testid=message][data-role=assistant]').filter({ hasText: 'w1' }).first().waitFor({ timeout: 30_000 });
+  const wordsSeen = Date.now();
   // What started before the answer arrived: the renderer's wasm is fetched once its words are drawn.
   const atFirstAnswer = await wireNow(answerArrived);
-  const wordsSeen = Date.now();
   await page.waitForFunction(() => !document.querySelector('[data-testid=message][data-role=assistant] .plain'), null, { timeout: 30_000 });
   const plainMs = Date.now() - wordsSeen;
   row('first visit → first answer\'s words: bytes from the app\'s origin', `${(atFirstAnswer.page + atFirstAnswer.worker).toLocaleString('en')} B (page ${atFirstAnswer.page.toLocaleString('en')} B, service worker ${atFirstAnswer.worker.toLocaleString('en')} B; ${atFirstAnswer.requests} requests; wasm: ${atFirstAnswer.wasm.join(', ')})`);

@@ -26,7 +26,7 @@ const WHOLE = 300;
 
 export function install(ctx) {
   const view = new TranscriptView($('transcript'), html);
-  const current = { mirror: null, subscription: null, selecting: Promise.resolve(), frame: 0, restoreScroll: NaN, atEnd: true };
+  const current = { mirror: null, subscription: null, selecting: Promise.resolve(), frame: 0, restoreScroll: NaN, atEnd: true, waitsForRenderer: false };
   markdown.onReady(() => {
     view.redrawText();
     for (const node of $('plan').children) node.cardKey = null; // drawn again, as Markdown
