@@ -143,6 +143,9 @@ async function keylessThenSend(speed) {
   await answeredOnce(you, 'keyless, then Send at once');
   const gauge = await page.textContent('[data-testid=context-usage]');
   check(/4,096/.test(gauge), `keyless: the gauge uses the model's window (${gauge.trim()})`);
+  // The message went by itself once the model loaded: the page does not ask for one.
+  const said = await page.textContent('[data-testid=status]');
+  check(/runs in this browser/.test(said) && !/Write below/.test(said), `keyless: once the held message went, the page says the model is ready without asking for a message (${JSON.stringify(said)})`);
   report('keyless model, then Send (held while it downloads)', speed, you, ms);
 }
 

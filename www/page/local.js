@@ -39,12 +39,12 @@ export function install(ctx) {
     return { url: url.href, headers: sameServer ? { authorization: `Bearer ${proxy.token}` } : {} };
   }
 
-  /** Runs one download at a time, reporting its progress to the page's state. */
-  async function run(start) {
+  /** Runs one download at a time, reporting its progress to the page's state (`total`: its size, when known). */
+  async function run(start, total = 0) {
     download?.abort();
     const controller = new AbortController();
     download = controller;
-    ctx.store.dispatch({ type: 'local_download', progress: { loaded: 0, total: 0 } });
+    ctx.store.dispatch({ type: 'local_download', progress: { loaded: 0, total } });
     try {
       return await start({
         signal: controller.signal,
@@ -62,7 +62,7 @@ export function install(ctx) {
     const source = defaultSource();
     if (!source) throw new Error('In the extension, pick the .gguf file from disk (Settings → Model in this browser), or pair palaver serve, which serves the default model.');
     const expected = { size: DEFAULT_MODEL.size, sha256: DEFAULT_MODEL.sha256 };
-    const stored = await run((options) => model().download(source.url, DEFAULT_MODEL.file, expected, { ...options, headers: source.headers }));
+    const stored = await run((options) => model().download(source.url, DEFAULT_MODEL.file, expected, { ...options, headers: source.headers }), DEFAULT_MODEL.size);
     return stored.id;
   }
 
@@ -77,9 +77,12 @@ export function install(ctx) {
     ctx.engine.ensure().catch(() => {});
     try {
       await fetchDefault();
+      // A message written during the download is sent once the model is loaded: then the
+      // sentence does not ask for one.
+      const held = Boolean(ctx.store.state.held);
       await load();
       cacheRuntime();
-      ctx.say(`${DEFAULT_MODEL.label} is ready: it runs in this browser, offline too. Write below to ask it something.`);
+      ctx.say(`${DEFAULT_MODEL.label} is ready: it runs in this browser, offline too.${held ? '' : ' Write below to ask it something.'}`);
     } catch (error) {
       ctx.store.dispatch({ type: 'local_failed', error: error.message });
     }

@@ -4,9 +4,9 @@
 import { el, button } from '../view.js';
 import { formatBytes } from '../local/catalog.js';
 
-/** `98.4 MB of 98.4 MB (100%)`, or the bytes alone while the total is unknown. */
+/** `98.4 MB of 98.4 MB (100%)`, or the bytes alone while the total is unknown (nothing before the first). */
 export function progressText({ loaded = 0, total }) {
-  if (!total) return `${formatBytes(loaded)}`;
+  if (!total) return loaded ? `${formatBytes(loaded)}` : '';
   const percent = Math.min(100, Math.floor((100 * loaded) / total));
   return `${formatBytes(loaded)} of ${formatBytes(total)} (${percent}%)`;
 }
@@ -28,7 +28,8 @@ export function renderProgress(node, progress, label) {
   if (progress.total && !checking) bar.value = progress.loaded;
   else if (checking) bar.removeAttribute('value'); // indeterminate while llama.cpp loads it
   node.querySelector('.label').textContent = checking ? 'Checking that the model loads…' : label;
-  node.querySelector('[data-testid=download-text]').textContent = progressText(progress);
+  // While it is checked there is nothing to count (the bytes are all stored): no "0 B".
+  node.querySelector('[data-testid=download-text]').textContent = checking ? '' : progressText(progress);
   node.dataset.phase = checking ? 'check' : 'download';
   node.hidden = false;
 }
