@@ -77,23 +77,23 @@ export function install(ctx) {
     ctx.engine.ensure().catch(() => {});
     try {
       await fetchDefault();
-      // A message written during the download is sent once the model is loaded: then the
-      // sentence does not ask for one.
-      const held = Boolean(ctx.store.state.held);
-      await load();
+      const waiting = await load();
       cacheRuntime();
-      ctx.say(`${DEFAULT_MODEL.label} is ready: it runs in this browser, offline too.${held ? '' : ' Write below to ask it something.'}`);
+      // A message written while it downloaded or loaded goes by itself: then nothing is asked for.
+      ctx.say(`${DEFAULT_MODEL.label} is ready: it runs in this browser, offline too.${waiting ? '' : ' Write below to ask it something.'}`);
     } catch (error) {
       ctx.store.dispatch({ type: 'local_failed', error: error.message });
     }
   }
 
-  /** Loads the chosen model so the first answer does not wait for it. */
+  /** Loads the chosen model so the first answer does not wait for it; true when a message was waiting for it. */
   async function load() {
     const chosen = settingsStore.activeProvider(settingsStore.loadSettings()).model;
     ctx.store.dispatch({ type: 'local_loading' });
     await model().call('load', { model: chosen, n_ctx: windowOf() });
+    const waiting = Boolean(ctx.store.state.held);
     ctx.store.dispatch({ type: 'local_ready' });
+    return waiting;
   }
 
   /** At start, with the model in the page chosen: ready when it is stored (loaded in the background). */
