@@ -84,9 +84,11 @@ async function firstRun(page) {
   const progress = await page.evaluate(() => globalThis.__progress);
   const percents = progress.map((t) => Number(/\((\d+)%\)/.exec(t)?.[1])).filter(Number.isFinite);
   check(percents.length >= 2 && percents.some((p) => p > 0 && p < 100) && progress.some((t) => /MB of 98\.\d MB/.test(t)), `download progress was shown in bytes and % (${progress.length} updates: ${progress.slice(0, 2).join(' | ')} … ${progress.at(-1)})`);
-  check((await page.textContent('[data-testid=status]')).includes('runs in this browser'), 'the model is ready, and the page says so');
-  // While the stored model is checked there are no bytes to count: no bare "0 B" beside the bar.
-  check(!progress.some((t) => /^0 B$/.test(t.trim())), `no byte count while the model is checked (${progress.slice(-3).join(' | ')})`);
+  // Nothing was written during the download here: the page asks for a first message.
+  const ready = await page.textContent('[data-testid=status]');
+  check(ready.includes('runs in this browser') && ready.includes('Write below'), `the model is ready, and the page says so and asks for a message (${JSON.stringify(ready)})`);
+  // No bare "0 B" beside the bar: neither before the download's first bytes nor while the stored model is checked.
+  check(!progress.some((t) => /^0 B$/.test(t.trim())), `no byte count without bytes to count (${progress.slice(0, 2).join(' | ')} … ${progress.slice(-2).join(' | ')})`);
   const stored = await storedFiles(page, true);
   check(stored.length === 1 && stored[0].name.includes('SmolLM2') && stored[0].size === 98_362_432, `the model is kept in the browser (OPFS) whole (${JSON.stringify(stored)})`);
 }
