@@ -99,6 +99,9 @@ const WARM_UP_ROUNDS = 5;
  * built) and the message read back after it are the chat's, not the decoding's
  * (`setupSeconds` says what they took). */
 let setupSeconds = 0;
+/** Of the timed stream, its end (`stream_end`: the turn finished, `message_added` with the whole
+ * message crossing to JS, SPEC §3.1). */
+let endSeconds = 0;
 function engineRunner(kind) {
   const engine = new Engine({ providers: [{ kind, base_url: 'http://bench.invalid/v1', model: 'm' }], active_provider: kind, compact_at: null });
   let n = 0;
@@ -113,8 +116,10 @@ function engineRunner(kind) {
     setupSeconds += Number(streaming - setup) / 1e9;
     let events = 0;
     for (const chunk of c.chunks) events += engine.streamBytes(0, start.request_id, chunk).events.length;
+    const ending = process.hrtime.bigint();
     events += engine.handle(0, { input: 'stream_end', request_id: start.request_id }).events.length;
     const seconds = Number(process.hrtime.bigint() - streaming) / 1e9;
+    endSeconds += Number(process.hrtime.bigint() - ending) / 1e9;
     const message = engine.snapshot(chat).messages.filter((m) => m.role === 'assistant').at(-1);
     engine.handle(0, { input: 'close_chat', chat_id: chat });
     if (events === 0) throw new Error(`${c.name}: no events reached JS`);
@@ -243,6 +248,38 @@ async function measureSet(kind, label, cases, setRounds) {
   );
 }
 
+/** Where a set's ratio comes from: each stream's time with the SDK and through `Engine.handle`
+ * (µs a stream, the median of five passes of `passes` each, after a warm-up), the engine's split
+ * into the chunks and the stream's end. A set's MiB/s weighs streams by their bytes, so its
+ * largest transcript decides most of it. */
+async function perStream(kind, cases, passes) {
+  const engine = engineRunner(kind);
+  console.log(`  per stream (µs a stream; median of ${REPEATS} × ${passes}):`);
+  for (const c of cases) {
+    const sdkTimes = [];
+    const engineTimes = [];
+    const endTimes = [];
+    for (let r = 0; r < WARM_UP_ROUNDS; r++) {
+      await sdkOnce[kind](c);
+      await engine(c);
+    }
+    for (let repeat = 0; repeat < REPEATS; repeat++) {
+      const sdkStarted = process.hrtime.bigint();
+      for (let r = 0; r < passes; r++) await sdkOnce[kind](c);
+      sdkTimes.push(Number(process.hrtime.bigint() - sdkStarted) / 1e3 / passes);
+      let seconds = 0;
+      endSeconds = 0;
+      for (let r = 0; r < passes; r++) seconds += (await engine(c)).seconds;
+      engineTimes.push((seconds * 1e6) / passes);
+      endTimes.push((endSeconds * 1e6) / passes);
+    }
+    const [sdk, ours, end] = [median(sdkTimes), median(engineTimes), median(endTimes)];
+    console.log(
+      `    ${c.name.padEnd(42)} ${String(c.bytes.length).padStart(7)} B  SDK ${sdk.toFixed(0).padStart(6)}  engine ${ours.toFixed(0).padStart(6)} (its end ${end.toFixed(0)})  ${(sdk / ours).toFixed(1)}×`,
+    );
+  }
+}
+
 for (const kind of ['openai-chat', 'anthropic']) {
   const all = transcripts(kind).map((c) => ({ ...c, chunks: chunksOf(c.bytes) }));
   // Torture variants the SDK cannot read (INDEX.md) are left out for every implementation.
@@ -256,6 +293,7 @@ for (const kind of ['openai-chat', 'anthropic']) {
     }
   }
   await measureSet(kind, 'short transcripts (../shared/wire)', cases, rounds);
+  await perStream(kind, cases, rounds);
   const source = [...cases].sort((a, b) => b.bytes.length - a.bytes.length).map((c) => longStream(kind, c)).find(Boolean);
   if (source) {
     const long = { ...source, chunks: chunksOf(source.bytes) };
