@@ -248,32 +248,24 @@ async function measureSet(kind, label, cases, setRounds) {
   );
 }
 
-/** Where a set's ratio comes from: each stream's time with the SDK and through `Engine.handle`
- * (µs a stream, the median of five passes of `passes` each, after a warm-up), the engine's split
- * into the chunks and the stream's end. A set's MiB/s weighs streams by their bytes, so its
- * largest transcript decides most of it. */
+/** Where a set's ratio comes from: each stream measured alone as `measure` measures a set (warmed
+ * up, alternating turns, the median of five), as µs a stream with the SDK and through
+ * `Engine.handle`, and the engine's stream end (its average over those runs). A set's MiB/s
+ * weighs streams by their bytes, so its largest transcript decides most of it. */
 async function perStream(kind, cases, passes) {
   const engine = engineRunner(kind);
+  let runs = 0;
+  const counted = async (c) => {
+    runs += 1;
+    return engine(c);
+  };
   console.log(`  per stream (µs a stream; median of ${REPEATS} × ${passes}):`);
   for (const c of cases) {
-    const sdkTimes = [];
-    const engineTimes = [];
-    const endTimes = [];
-    for (let r = 0; r < WARM_UP_ROUNDS; r++) {
-      await sdkOnce[kind](c);
-      await engine(c);
-    }
-    for (let repeat = 0; repeat < REPEATS; repeat++) {
-      const sdkStarted = process.hrtime.bigint();
-      for (let r = 0; r < passes; r++) await sdkOnce[kind](c);
-      sdkTimes.push(Number(process.hrtime.bigint() - sdkStarted) / 1e3 / passes);
-      let seconds = 0;
-      endSeconds = 0;
-      for (let r = 0; r < passes; r++) seconds += (await engine(c)).seconds;
-      engineTimes.push((seconds * 1e6) / passes);
-      endTimes.push((endSeconds * 1e6) / passes);
-    }
-    const [sdk, ours, end] = [median(sdkTimes), median(engineTimes), median(endTimes)];
+    endSeconds = 0;
+    runs = 0;
+    const [sdkRate, engineRate] = await measure([c], [sdkOnce[kind], counted], passes);
+    const perStreamUs = (rate) => (c.bytes.length / (rate.median * 1048576)) * 1e6;
+    const [sdk, ours, end] = [perStreamUs(sdkRate), perStreamUs(engineRate), (endSeconds * 1e6) / runs];
     console.log(
       `    ${c.name.padEnd(42)} ${String(c.bytes.length).padStart(7)} B  SDK ${sdk.toFixed(0).padStart(6)}  engine ${ours.toFixed(0).padStart(6)} (its end ${end.toFixed(0)})  ${(sdk / ours).toFixed(1)}×`,
     );
