@@ -95,16 +95,7 @@ fn a27_a59_a_dropped_buffered_run_command_kills_the_whole_group() {
         body.len()
     );
     let stream = support::send(port, &request);
-    let pid_file = fx.ws().join("bg.pid");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut pid = String::new();
-    while pid.is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        pid = std::fs::read_to_string(&pid_file)
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-    }
+    let pid = support::read_pid(&fx.ws().join("bg.pid"));
     assert!(!pid.is_empty(), "the grandchild wrote its pid");
     assert!(alive(&pid), "the grandchild runs while the request is open");
     drop(stream);
@@ -133,16 +124,7 @@ fn a27_stopping_the_server_kills_running_commands_and_their_children() {
             body.len()
         );
         let _client = support::send(port, &request);
-        let pid_file = fx.ws().join("bg.pid");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut pid = String::new();
-        while pid.is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-            pid = std::fs::read_to_string(&pid_file)
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-        }
+        let pid = support::read_pid(&fx.ws().join("bg.pid"));
         assert!(
             !pid.is_empty() && alive(&pid),
             "{accept}: the grandchild runs"

@@ -373,18 +373,6 @@ fn e6_with_a_dummy_address() {
 
 // ---- E7: no process escapes run_command ----
 
-fn read_pid(path: &std::path::Path) -> String {
-    let mut pid = String::new();
-    eventually(10, || {
-        pid = std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        !pid.is_empty()
-    });
-    pid
-}
-
 #[test]
 fn e7_a_setsid_child_dies_at_the_timeout() {
     let fx = fixture("e7", true);
@@ -406,7 +394,7 @@ fn e7_a_setsid_child_dies_at_the_timeout() {
         "E7: the timeout reports the output so far: {}",
         reply.body
     );
-    let pid = read_pid(&fx.ws().join("escaped.pid"));
+    let pid = support::read_pid(&fx.ws().join("escaped.pid"));
     assert!(!pid.is_empty());
     assert!(
         eventually(5, || !alive(&pid)),
@@ -430,8 +418,8 @@ fn e7_a_sigkilled_server_leaves_no_command_running() {
         body.len()
     );
     let _client = support::send(port, &request);
-    let escaped = read_pid(&root.join("ws/escaped.pid"));
-    let plain = read_pid(&root.join("ws/plain.pid"));
+    let escaped = support::read_pid(&root.join("ws/escaped.pid"));
+    let plain = support::read_pid(&root.join("ws/plain.pid"));
     assert!(
         alive(&escaped) && alive(&plain),
         "both run while the server does"

@@ -248,6 +248,20 @@ pub fn background_with_pid(program: &str, file: &str) -> String {
     format!("sh -c 'read -r p rest < /proc/self/stat; echo $p > {file}; exec {program}' &")
 }
 
+/// The pid a `background_with_pid` job wrote to `path`, waiting up to 10 s for it (the job
+/// writes concurrently with the command's output); empty if it never does.
+pub fn read_pid(path: &std::path::Path) -> String {
+    let mut pid = String::new();
+    eventually(10, || {
+        pid = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        !pid.is_empty()
+    });
+    pid
+}
+
 /// Whether a process exists and is not a zombie.
 pub fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
